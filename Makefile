@@ -1,0 +1,38 @@
+# The two commands a new user needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed-dev
+
+.PHONY: demo test lint bench install clean golden
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	@echo "==> installing agent-memory-primitives and its test tools into $(VENV)"
+	$(PIP) install -q -e '.[dev]'
+	@touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/primitives demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check primitives tests bench
+	$(VENV)/bin/mypy primitives
+
+bench: $(STAMP)
+	$(PY) -m bench.run
+
+golden: $(STAMP)
+	PRIMITIVES_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/unit/test_golden_sql.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,4 @@
+"""The ``primitives`` command."""
+
+def main() -> None:
+    raise SystemExit("not yet")
