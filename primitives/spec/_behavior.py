@@ -1,0 +1,271 @@
+"""Behavioural primitives (seed 003 §6-12) and their typology-implied defaults.
+
+Each behavioural primitive is keyed by typology. The loader starts from the
+default of :data:`TYPOLOGY_DEFAULTS` for every typology the spec uses, lays the
+spec's explicit values over it, and refuses any value that differs from the
+default unless the entry carries a ``justification``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from primitives.spec._common import Duration, Name, SpecModel, TierTypologyRef, Typology
+
+__all__ = [
+    "PROMOTION_DEFAULTS",
+    "TYPOLOGY_DEFAULTS",
+    "Behavior",
+    "ConflictPolicy",
+    "ConsolidationPolicy",
+    "ContextBlock",
+    "ContextBudget",
+    "DecayPolicy",
+    "Governance",
+    "LifecyclePolicy",
+    "PromotionRule",
+    "WritePolicy",
+]
+
+_Justification = Field(
+    default=None,
+    description="Why this entry deviates from its typology default. Required for any deviation.",
+)
+
+
+class LifecyclePolicy(SpecModel):
+    """What dies, what archives, what stays (seed 003 §6)."""
+
+    transient: Literal[
+        "drop_at_scope_end", "drop_unless_promoted", "archive_at_scope_end"
+    ] = "drop_unless_promoted"
+    persistent: Literal["forcing_function", "corroborated", "indefinite", "append_only"]
+    archive_on: list[
+        Literal[
+            "disposition",
+            "canonical_change",
+            "failed_corroborations",
+            "explicit_invalidation",
+            "decay_threshold",
+            "idle",
+        ]
+    ] = Field(default_factory=list)
+    failed_corroborations: int | None = Field(default=None, ge=1)
+    justification: str | None = _Justification
+
+
+class DecayPolicy(SpecModel):
+    """Pressure decay creates on stored memory (seed 003 §7; Ebbinghaus from seed 002 §12.2)."""
+
+    model: Literal["forcing_function", "validity_window", "exempt", "ebbinghaus"]
+    horizon: Duration | None = Field(
+        default=None, description="forcing_function: time by which an entry must be disposed"
+    )
+    validity: Duration | None = Field(
+        default=None, description="validity_window: how long a corroboration keeps a fact current"
+    )
+    rate: float | None = Field(default=None, ge=0, description="ebbinghaus: lambda per day")
+    exponent: float | None = Field(default=None, gt=0, le=1)
+    threshold: float | None = Field(
+        default=None, ge=0, le=1, description="soft-delete below this confidence"
+    )
+    protect: list[Literal["confirmed", "entity_mentions", "action_linked"]] = Field(
+        default_factory=list
+    )
+    schedule: str | None = Field(default=None, description="cron expression for decay runs")
+    justification: str | None = _Justification
+
+    @model_validator(mode="after")
+    def _model_parameters(self) -> DecayPolicy:
+        needed = {
+            "forcing_function": ("horizon",),
+            "validity_window": ("validity",),
+            "ebbinghaus": ("rate", "exponent", "threshold"),
+            "exempt": (),
+        }[self.model]
+        missing = [name for name in needed if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"decay model '{self.model}' needs {', '.join(missing)}")
+        return self
+
+
+class Governance(SpecModel):
+    """Governed writes (seed 001 §2, §10): an ActionRequest approved before the write runs."""
+
+    request_kind: Name = "memory_promote_request"
+    approvals_required: int = Field(default=1, ge=1)
+    approvers: list[Name] = Field(default_factory=lambda: ["council", "admin"])
+    user_intent_allowed: bool = Field(
+        default=True, description="an explicit user request ('remember X') may write directly"
+    )
+
+
+class WritePolicy(SpecModel):
+    """When and how memory rows are written (seed 003 §8)."""
+
+    mode: Literal["auto", "promotion_only", "explicit", "mixed", "governed"]
+    sampling: float = Field(default=1.0, gt=0, le=1, description="auto: share of events written")
+    extract_threshold: float | None = Field(
+        default=None, ge=0, le=1, description="mixed: confidence needed to auto-extract"
+    )
+    governance: Governance | None = None
+    justification: str | None = _Justification
+
+    @model_validator(mode="after")
+    def _mode_parameters(self) -> WritePolicy:
+        if self.mode == "governed" and self.governance is None:
+            raise ValueError("write mode 'governed' needs a governance block")
+        if self.mode != "governed" and self.governance is not None:
+            raise ValueError(f"governance only applies to mode 'governed', not '{self.mode}'")
+        return self
+
+
+class ConflictPolicy(SpecModel):
+    """What happens when a new memory contradicts an existing one (seed 003 §10)."""
+
+    strategy: Literal["noop", "update_with_validity", "update_with_supersession"]
+    contradicted_confidence: float | None = Field(default=None, ge=0, le=1)
+    contradicted_decay_rate: float | None = Field(default=None, ge=0)
+    justification: str | None = _Justification
+
+
+class ConsolidationPolicy(SpecModel):
+    """How observations merge into fewer, richer entries (seed 003 §11)."""
+
+    method: Literal["compounding", "merge", "append_with_supersession", "none"]
+    trigger: Literal["tier_boundary", "session_end", "job_end", "nightly"] = "tier_boundary"
+    dedup_similarity: float | None = Field(default=None, gt=0, le=1)
+    extractor: Literal["rule_based", "llm"] = "rule_based"
+    idempotent: bool = True
+    justification: str | None = _Justification
+
+
+class PromotionRule(SpecModel):
+    """What moves an entry up a tier or typology (seed 003 §9; seed 001 §2)."""
+
+    from_: TierTypologyRef = Field(alias="from")
+    to: TierTypologyRef
+    criteria: Literal[
+        "compounding", "corroboration", "recurrence", "references", "summary", "governed"
+    ]
+    at: Literal["tier_boundary", "continuous", "tick", "job_end", "on_approval"]
+    dedup_similarity: float | None = Field(default=None, gt=0, le=1)
+    min_corroborations: int | None = Field(default=None, ge=1)
+    min_references: int | None = Field(default=None, ge=1)
+    window_ticks: int | None = Field(default=None, ge=1)
+    min_versions: int | None = Field(default=None, ge=1)
+    sanitization: Name | None = Field(
+        default=None, description="name of a discipline.sanitization gate the promotion must pass"
+    )
+    idempotency_key: Literal["source_id", "source_and_target"] = "source_id"
+    justification: str | None = _Justification
+
+    @model_validator(mode="after")
+    def _criteria_parameters(self) -> PromotionRule:
+        needed = {
+            "compounding": ("dedup_similarity",),
+            "corroboration": ("min_corroborations",),
+            "recurrence": ("min_versions",),
+            "references": ("min_references", "window_ticks"),
+            "summary": (),
+            "governed": (),
+        }[self.criteria]
+        missing = [name for name in needed if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"promotion criteria '{self.criteria}' needs {', '.join(missing)}")
+        return self
+
+
+class ContextBlock(SpecModel):
+    """One block of the assembled prompt context with its token budget."""
+
+    name: Name
+    tiers: list[Name] = Field(default_factory=list)
+    typology: list[Typology] = Field(default_factory=list)
+    tokens: int | None = Field(default=None, ge=1)
+    share: float | None = Field(default=None, gt=0, le=1)
+    priority: int = Field(ge=1, description="1 is evicted last")
+    presence: Literal["always", "on_demand"]
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> ContextBlock:
+        if (self.tokens is None) == (self.share is None):
+            raise ValueError("a context block gives exactly one of tokens or share")
+        return self
+
+
+class ContextBudget(SpecModel):
+    """Per-block token budgets with priority eviction (seed 003 §12; seed 002 §11.4-11.5)."""
+
+    total_tokens: int | None = Field(default=None, ge=1)
+    blocks: list[ContextBlock]
+    complexity: dict[Literal["simple", "complex"], int] | None = Field(
+        default=None, description="total token budget by query complexity (seed 002 §11.5)"
+    )
+    justification: str | None = _Justification
+
+
+class Behavior(SpecModel):
+    """Resolved behavioural primitives: every typology in use has a full entry."""
+
+    lifecycle: dict[Typology, LifecyclePolicy] = Field(default_factory=dict)
+    decay: dict[Typology, DecayPolicy] = Field(default_factory=dict)
+    write_policy: dict[Typology, WritePolicy] = Field(default_factory=dict)
+    conflict: dict[Typology, ConflictPolicy] = Field(default_factory=dict)
+    consolidation: dict[Typology, ConsolidationPolicy] = Field(default_factory=dict)
+    promotion: list[PromotionRule] = Field(default_factory=list)
+    context: ContextBudget | None = None
+
+
+TYPOLOGY_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "lifecycle": {
+        "episodic": {"transient": "drop_unless_promoted", "persistent": "forcing_function",
+                     "archive_on": ["disposition"]},
+        "semantic": {"persistent": "corroborated",
+                     "archive_on": ["canonical_change", "failed_corroborations"],
+                     "failed_corroborations": 3},
+        "procedural": {"persistent": "indefinite", "archive_on": ["explicit_invalidation"]},
+        "opinion": {"persistent": "indefinite", "archive_on": ["decay_threshold"]},
+    },
+    "decay": {
+        "episodic": {"model": "forcing_function", "horizon": "30d"},
+        "semantic": {"model": "validity_window", "validity": "90d"},
+        "procedural": {"model": "exempt"},
+        "opinion": {"model": "ebbinghaus", "rate": 0.1, "exponent": 0.8, "threshold": 0.05,
+                    "protect": ["confirmed"]},
+    },
+    "write_policy": {
+        "episodic": {"mode": "auto"},
+        "semantic": {"mode": "promotion_only"},
+        "procedural": {"mode": "mixed", "extract_threshold": 0.8},
+        "opinion": {"mode": "mixed", "extract_threshold": 0.8},
+    },
+    "conflict": {
+        "episodic": {"strategy": "noop"},
+        "semantic": {"strategy": "update_with_validity"},
+        "procedural": {"strategy": "update_with_supersession"},
+        "opinion": {"strategy": "update_with_supersession"},
+    },
+    "consolidation": {
+        "episodic": {"method": "compounding", "trigger": "tier_boundary", "dedup_similarity": 0.92},
+        "semantic": {"method": "merge", "trigger": "tier_boundary"},
+        "procedural": {"method": "append_with_supersession", "trigger": "tier_boundary"},
+        "opinion": {"method": "append_with_supersession", "trigger": "tier_boundary"},
+    },
+}
+"""Seed 003's default tables, one entry per typology. ``opinion`` follows seed 002."""
+
+PROMOTION_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
+    ("episodic", "episodic"): {"criteria": "compounding", "at": "tier_boundary",
+                               "dedup_similarity": 0.92},
+    ("episodic", "semantic"): {"criteria": "corroboration", "at": "continuous",
+                               "min_corroborations": 3},
+    ("semantic", "semantic"): {"criteria": "recurrence", "at": "continuous", "min_versions": 2},
+    ("episodic", "procedural"): {"criteria": "corroboration", "at": "continuous",
+                                 "min_corroborations": 3},
+    ("episodic", "opinion"): {"criteria": "corroboration", "at": "continuous",
+                              "min_corroborations": 2},
+}
+"""Default promotion criteria by (source typology, target typology). Procedural is never a source."""

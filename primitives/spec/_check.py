@@ -1,0 +1,161 @@
+"""Cross-field rules of the foundational and discipline primitives.
+
+Each rule returns ``(location, message)`` pairs; the loader turns them into
+located :class:`~primitives.errors.SpecError` s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from primitives.spec._common import split_ref
+from primitives.spec._common import suggest as _hint
+from primitives.spec._models import AgentSpec
+
+__all__ = ["check_foundation"]
+
+Loc = tuple[str | int, ...]
+Problem = tuple[Loc, str]
+
+
+def _anchor(spec: AgentSpec) -> Iterator[Problem]:
+    anchor = spec.anchor
+    keys = anchor.keys
+    if len(set(keys)) != len(keys):
+        yield ("anchor", "keys"), "anchor keys must be distinct"
+    for field in ("required_at_write", "nullable_for_cross_scope", "provenance"):
+        for index, key in enumerate(getattr(anchor, field)):
+            if field != "provenance" and key not in keys:
+                yield (("anchor", field, index),
+                       f"'{key}' is not an anchor key{_hint(key, keys)}. Anchor keys: "
+                       f"{', '.join(keys)}.")
+            if field == "provenance" and key in keys:
+                yield (("anchor", field, index),
+                       f"'{key}' is an anchor key; provenance keys are recorded, not scoping")
+    if anchor.tenant_key not in anchor.required_at_write:
+        yield (("anchor", "required_at_write"),
+               f"anchor key '{anchor.tenant_key}' is missing from required_at_write: the first "
+               "anchor key is the tenant key and every write must carry it")
+    for key in keys:
+        required = key in anchor.required_at_write
+        nullable = key in anchor.nullable_for_cross_scope
+        if required and nullable:
+            yield (("anchor", "nullable_for_cross_scope"),
+                   f"anchor key '{key}' cannot be both required at write and nullable")
+        elif not required and not nullable and key != anchor.tenant_key:
+            yield (("anchor", "required_at_write"),
+                   f"anchor key '{key}' is missing from required_at_write (or list it under "
+                   "nullable_for_cross_scope if cross-scope queries may leave it empty)")
+
+
+def _tiers(spec: AgentSpec) -> Iterator[Problem]:
+    names = spec.tier_names
+    seen: dict[str, int] = {}
+    for index, tier in enumerate(spec.tiers):
+        if tier.name in seen:
+            yield (("tiers", index, "name"),
+                   f"duplicate tier name '{tier.name}' (also tiers[{seen[tier.name]}])")
+        seen.setdefault(tier.name, index)
+    persistent = [i for i, t in enumerate(spec.tiers) if t.persistent]
+    if not persistent:
+        yield (("tiers",),
+               "no persistent tier: mark the top tier `persistent: true` (it is what survives "
+               "across sessions and what the anchor keys)")
+    for index in persistent[1:]:
+        yield (("tiers", index, "persistent"),
+               f"only one tier is persistent; '{spec.tiers[persistent[0]].name}' already is")
+    if persistent and persistent[0] != len(spec.tiers) - 1:
+        yield (("tiers", persistent[0], "persistent"),
+               "the persistent tier is the top tier: list it last")
+    for index, tier in enumerate(spec.tiers):
+        loc: Loc = ("tiers", index)
+        boundary = tier.boundary
+        if boundary.scope_change and boundary.scope_change not in spec.anchor.keys:
+            yield ((*loc, "boundary", "scope_change"),
+                   f"scope_change names '{boundary.scope_change}', which is not an anchor key"
+                   f"{_hint(boundary.scope_change, spec.anchor.keys)}")
+        if boundary.anchor_escalation:
+            for end in ("from_", "to"):
+                key = getattr(boundary.anchor_escalation, end)
+                if key not in spec.anchor.keys and key not in spec.anchor.provenance:
+                    yield ((*loc, "boundary", "anchor_escalation", end.rstrip("_")),
+                           f"'{key}' is not an anchor key")
+        if tier.name not in spec.typology:
+            yield ((*loc, "name"), f"tier '{tier.name}' has no typology entry; add "
+                   f"`typology: {{{tier.name}: [episodic]}}` or similar")
+        if tier.ttl_ticks is not None and spec.determinism.clock != "ticks":
+            yield ((*loc, "ttl_ticks"),
+                   "ttl_ticks needs `determinism: {clock: ticks}`; use boundary.idle_after for "
+                   "wall-clock expiry")
+        if tier.retention is not None and not tier.persistent:
+            yield ((*loc, "retention"), "retention applies to the persistent tier only; "
+                   "transient tiers inherit their lifecycle from their scope")
+        if tier.placement == "checkpointer" and tier.persistent:
+            yield ((*loc, "placement"),
+                   "the persistent tier lives in the store; only transient tiers may be "
+                   "checkpointer-managed")
+        if tier.placement == "checkpointer" and not spec.persistence.checkpointer.enabled:
+            yield ((*loc, "placement"), "placement is 'checkpointer' but the checkpointer is "
+                   "disabled in persistence.checkpointer")
+    for tier_name, kinds in spec.typology.items():
+        if tier_name not in names:
+            yield (("typology", tier_name),
+                   f"typology names tier '{tier_name}', which is not declared in tiers"
+                   f"{_hint(tier_name, names)}. Declared tiers: {', '.join(names)}.")
+        if not kinds:
+            yield (("typology", tier_name), "a tier holds at least one typology")
+        if len(set(kinds)) != len(kinds):
+            yield (("typology", tier_name), "typology entries of a tier must be distinct")
+
+
+def _retrieval(spec: AgentSpec) -> Iterator[Problem]:
+    retrieval = spec.retrieval
+    names = spec.tier_names
+    if len(set(retrieval.signals)) != len(retrieval.signals):
+        yield ("retrieval", "signals"), "signals must be distinct"
+    for tier in retrieval.scope:
+        if tier not in names:
+            yield (("retrieval", "scope", tier),
+                   f"unknown tier '{tier}'{_hint(tier, names)}. Tiers: {', '.join(names)}.")
+    for signal in retrieval.fusion.weights:
+        if signal not in retrieval.signals:
+            yield (("retrieval", "fusion", "weights", signal),
+                   f"weight for signal '{signal}', which is not in retrieval.signals")
+    if "graph" in retrieval.signals and spec.graph is None:
+        yield (("retrieval", "signals"),
+               "the graph signal needs a `graph:` section declaring edge types")
+    if retrieval.intents:
+        for intent, weights in retrieval.intents.routes.items():
+            for signal in weights:
+                if signal not in retrieval.signals:
+                    yield (("retrieval", "intents", "routes", intent, signal),
+                           f"route weights signal '{signal}', which is not in retrieval.signals")
+
+
+def _discipline(spec: AgentSpec) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for index, gate in enumerate(spec.discipline.sanitization):
+        loc: Loc = ("discipline", "sanitization", index)
+        if gate.name in seen:
+            yield (*loc, "name"), f"duplicate sanitization gate '{gate.name}'"
+        seen.add(gate.name)
+        tier, typ = split_ref(gate.from_)
+        if typ not in spec.typology.get(tier, []):
+            yield ((*loc, "from"), f"'{gate.from_}' is not a tier and typology of this spec")
+        for key_index, key in enumerate(gate.strip):
+            known = [*spec.anchor.keys, *spec.anchor.provenance]
+            if key not in known:
+                yield ((*loc, "strip", key_index),
+                       f"'{key}' is not an anchor or provenance key{_hint(key, known)}")
+    categories = [item.category for item in spec.discipline.non_mirror]
+    if len(set(categories)) != len(categories):
+        yield ("discipline", "non_mirror"), "non-mirror categories must be distinct"
+    for index, item in enumerate(spec.discipline.non_mirror):
+        if item.defense == "trigram_trigger" and not item.canonical_source:
+            yield (("discipline", "non_mirror", index, "canonical_source"),
+                   "a trigram_trigger defense needs canonical_source: schema.table.column")
+
+
+def check_foundation(spec: AgentSpec) -> list[Problem]:
+    """Every cross-field problem of ``spec`` (empty when the spec is coherent)."""
+    return [*_anchor(spec), *_tiers(spec), *_retrieval(spec), *_discipline(spec)]

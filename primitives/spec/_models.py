@@ -1,0 +1,381 @@
+"""The spec language: one typed field per primitive of seed 003, in its order.
+
+Foundational (1-5): anchor, typology, tiers, persistence, retrieval.
+Behavioural (6-12): see :mod:`primitives.spec._behavior`.
+Discipline (13-15): non-mirror list, sanitization gates, visibility (plus PII, seed 001).
+Audit (16): the universal posture.
+Seed 001 adds ``determinism``; seed 002 adds ``graph`` and ``retrieval.intents``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import Field, model_validator
+
+from primitives.spec._behavior import Behavior
+from primitives.spec._common import Duration, Name, SpecModel, TierTypologyRef, Typology
+from primitives.spec._policies import Policy
+
+__all__ = [
+    "LIFECYCLE_EVENTS",
+    "SIGNALS",
+    "AgentSpec",
+    "Anchor",
+    "Audit",
+    "AuditExemption",
+    "Boundary",
+    "CheckpointerPersistence",
+    "Determinism",
+    "Discipline",
+    "EmbeddingConfig",
+    "Escalation",
+    "Fusion",
+    "Graph",
+    "IntentRouting",
+    "NonMirror",
+    "Persistence",
+    "PiiDiscipline",
+    "Retention",
+    "Retrieval",
+    "SanitizationGate",
+    "Signal",
+    "StoreLimits",
+    "StorePersistence",
+    "Tier",
+    "Visibility",
+]
+
+LifecycleEvent = Literal[
+    "interaction_end",
+    "conversation_end",
+    "thread_close",
+    "cycle_end",
+    "run_end",
+    "session_end",
+    "job_end",
+]
+LIFECYCLE_EVENTS: tuple[str, ...] = get_args(LifecycleEvent)
+
+Signal = Literal["semantic", "lexical", "envelope", "recency", "graph"]
+SIGNALS: tuple[str, ...] = get_args(Signal)
+
+
+# 1. Anchor ---------------------------------------------------------------------------------------
+class Anchor(SpecModel):
+    """The scope tuple that keys the agent's memory. The first key is the tenant (RLS) key."""
+
+    keys: list[Name] = Field(min_length=1, max_length=4)
+    required_at_write: list[Name]
+    nullable_for_cross_scope: list[Name] = Field(default_factory=list)
+    provenance: list[Name] = Field(
+        default_factory=list,
+        description="contextual keys recorded with each write but not part of the scope",
+    )
+
+    @property
+    def tenant_key(self) -> str:
+        return self.keys[0]
+
+
+# 3. Tiers ----------------------------------------------------------------------------------------
+class Escalation(SpecModel):
+    from_: Name = Field(alias="from")
+    to: Name
+
+
+class Boundary(SpecModel):
+    """What ends a tier's scope: exactly one of a lifecycle event, a scope change, an escalation."""
+
+    lifecycle: LifecycleEvent | None = None
+    scope_change: Name | None = None
+    anchor_escalation: Escalation | None = None
+    idle_after: Duration | None = Field(
+        default=None, description="the scope also ends after this much inactivity"
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Boundary:
+        given = [k for k in ("lifecycle", "scope_change", "anchor_escalation") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(
+                "a boundary is exactly one of: lifecycle, scope_change, anchor_escalation"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        for name in ("lifecycle", "scope_change", "anchor_escalation"):
+            if getattr(self, name) is not None:
+                return name
+        raise AssertionError("validated boundary has a kind")
+
+
+class Retention(SpecModel):
+    """Four-state retention of the persistent tier: ACTIVE, REFERENCED, ORPHANED, TOMBSTONED."""
+
+    policy: Name | None = Field(default=None, description="a policies/ file of kind 'retention'")
+    orphan_after: Duration | None = Field(
+        default=None, description="an unreferenced, unretrieved row becomes ORPHANED after this"
+    )
+    tombstone_orphans_after: Duration | None = None
+    audit_retention: Duration | None = Field(
+        default=None, description="how long journal events are kept immutable at minimum"
+    )
+    deletion_requires: list[Name] = Field(default_factory=list)
+
+
+class Tier(SpecModel):
+    name: Name
+    boundary: Boundary
+    persistent: bool = False
+    ttl_ticks: int | None = Field(default=None, ge=1, description="seed 001: TTL in workflow ticks")
+    placement: Literal["store", "checkpointer"] = "store"
+    retention: Retention | None = None
+    description: str | None = None
+
+
+# 4. Persistence ----------------------------------------------------------------------------------
+class CheckpointerPersistence(SpecModel):
+    enabled: bool = True
+    schema_: Name = Field(default="langgraph", alias="schema")
+
+
+class StoreLimits(SpecModel):
+    """Bounds on memory rows: no wide text columns (seed 003, non-mirror)."""
+
+    content_chars: int = Field(default=4000, ge=16, le=100_000)
+    value_bytes: int = Field(default=32_768, ge=256, le=1_048_576)
+    envelope_bytes: int = Field(default=8_192, ge=256, le=262_144)
+
+
+class StorePersistence(SpecModel):
+    schema_: Name = Field(alias="schema")
+    prefix: Name
+    limits: StoreLimits = Field(default_factory=StoreLimits)
+
+
+class Persistence(SpecModel):
+    checkpointer: CheckpointerPersistence = Field(default_factory=CheckpointerPersistence)
+    store: StorePersistence
+
+
+# 5. Retrieval ------------------------------------------------------------------------------------
+class Fusion(SpecModel):
+    method: Literal["rrf", "weighted"] = "rrf"
+    k: int = Field(default=60, ge=1)
+    weights: dict[Signal, float] = Field(default_factory=dict)
+
+
+class EmbeddingConfig(SpecModel):
+    model: str = "BAAI/bge-small-en-v1.5"
+    dims: int = Field(default=384, ge=8, le=4000)
+    query_instruction: str | None = "Represent this sentence for searching relevant passages: "
+    text: Literal["content", "content_with_context"] = Field(
+        default="content", description="what is embedded: the content alone or with its context"
+    )
+
+
+Intent = Literal["why", "when", "who", "what", "general"]
+
+
+class IntentRouting(SpecModel):
+    """Algorithmic intent routing (seed 002 §11): signal weights chosen by query intent."""
+
+    classifier: Literal["keyword", "embedding"] = "keyword"
+    threshold: float = Field(default=0.45, ge=0, le=1)
+    routes: dict[Intent, dict[Signal, float]]
+
+
+class Reranker(SpecModel):
+    model: str = "BAAI/bge-reranker-base"
+    top_n: int = Field(default=20, ge=1)
+
+
+class Abstain(SpecModel):
+    """'I don't know' as a first-class answer: below this fused score nothing is returned."""
+
+    min_fused_score: float = Field(ge=0)
+    message: str = "I don't know."
+
+
+class Retrieval(SpecModel):
+    signals: list[Signal] = Field(min_length=1)
+    fusion: Fusion = Field(default_factory=Fusion)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    scope: dict[Name, float] = Field(
+        default_factory=dict, description="per-tier weight; tiers not listed are not searched"
+    )
+    reranker: Reranker | None = None
+    intents: IntentRouting | None = None
+    text_search_config: Name = "english"
+    semantic_exact_below: int = Field(
+        default=10_000, ge=0, description="tenants with fewer rows use an exact vector scan"
+    )
+    default_limit: int = Field(default=10, ge=1, le=1000)
+    abstain: Abstain | None = None
+
+
+# Graph (seed 002) --------------------------------------------------------------------------------
+EdgeType = Literal["temporal", "causal", "entity", "derived_from", "supersedes"]
+EntityType = Literal["person", "project", "organization", "place", "concept", "tool"]
+
+
+class Graph(SpecModel):
+    edges: list[EdgeType] = Field(min_length=1)
+    entity_types: list[EntityType] = Field(default_factory=list)
+    protect_entity_mentions_over: int | None = Field(default=None, ge=1)
+    max_depth: int = Field(default=3, ge=1, le=8)
+    temporal_edges_on_write: bool = True
+    confidence: dict[
+        Literal["user", "extraction", "inference", "confirmed", "contradicted"], float
+    ] = Field(default_factory=dict, description="initial confidence by source (seed 002 §12.1)")
+    reinforcement: float | None = Field(default=None, ge=0, le=1)
+
+
+# 13-15. Discipline -------------------------------------------------------------------------------
+class NonMirror(SpecModel):
+    category: Name
+    canonical_source: str | None = Field(
+        default=None, description="schema.table.column holding the canonical text, if any"
+    )
+    defense: Literal["reference_only", "trigram_trigger", "workshop_discipline"] = "reference_only"
+    similarity_threshold: float = Field(default=0.6, gt=0, le=1)
+
+
+class SanitizationGate(SpecModel):
+    name: Name
+    from_: TierTypologyRef = Field(alias="from")
+    to: Name
+    strip: list[Name] = Field(default_factory=list)
+    transform: Literal["strip_identifiers", "hedge_map", "aggregate_only", "none"] = (
+        "strip_identifiers"
+    )
+    policy: Name | None = None
+    keep_if_specific: bool = Field(
+        default=True,
+        description="an observation that needs the stripped detail to mean anything stays put",
+    )
+
+
+class Visibility(SpecModel):
+    rls: Literal["session_var"] = "session_var"
+    cross_context: Literal["event_driven", "tool_mediated", "none"] = "none"
+    events: list[str] = Field(default_factory=list)
+    tools: list[Name] = Field(default_factory=list)
+
+
+PiiCheckpoint = Literal["persistent_write", "promotion", "any_write"]
+_PERSISTENT_WRITE: PiiCheckpoint = "persistent_write"
+
+
+class PiiDiscipline(SpecModel):
+    policy: Name = Field(description="a policies/ file of kind 'pii'")
+    before: list[PiiCheckpoint] = Field(default_factory=lambda: [_PERSISTENT_WRITE])
+
+
+class Discipline(SpecModel):
+    non_mirror: list[NonMirror] = Field(default_factory=list)
+    sanitization: list[SanitizationGate] = Field(default_factory=list)
+    visibility: Visibility = Field(default_factory=Visibility)
+    pii: PiiDiscipline | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_categories(cls, data: Any) -> Any:
+        # `non_mirror: [world_model_rule_content]` is shorthand for `{category: ...}`.
+        if isinstance(data, dict) and isinstance(data.get("non_mirror"), list):
+            data = dict(data)
+            data["non_mirror"] = [
+                {"category": item} if isinstance(item, str) else item for item in data["non_mirror"]
+            ]
+        return data
+
+
+# Seed 001 ----------------------------------------------------------------------------------------
+class Determinism(SpecModel):
+    clock: Literal["wall", "ticks"] = "wall"
+    ids: Literal["random", "seeded"] = "random"
+    snapshot_hash: Literal["none", "sha256_canonical_json"] = "none"
+    replay: Literal["none", "exact"] = "none"
+    seed_key: Name | None = Field(default=None, description="anchor or context key holding the seed")
+
+
+# 16. Audit ---------------------------------------------------------------------------------------
+class AuditExemption(SpecModel):
+    what: str
+    justification: str = Field(min_length=1)
+
+
+class Audit(SpecModel):
+    posture: Literal["default"] = "default"
+    exemptions: list[AuditExemption] = Field(default_factory=list)
+
+
+# The spec ----------------------------------------------------------------------------------------
+class AgentSpec(SpecModel):
+    """A validated agent memory spec with every default filled in."""
+
+    version: Literal[1]
+    agent: Name
+    description: str | None = None
+    anchor: Anchor
+    typology: dict[Name, list[Typology]]
+    tiers: list[Tier] = Field(min_length=1, max_length=6)
+    persistence: Persistence
+    retrieval: Retrieval
+    behavior: Behavior = Field(default_factory=Behavior)
+    discipline: Discipline = Field(default_factory=Discipline)
+    audit: Audit = Field(default_factory=Audit)
+    graph: Graph | None = None
+    determinism: Determinism = Field(default_factory=Determinism)
+    policies: dict[Name, Policy] = Field(
+        default_factory=dict, description="filled by the loader: every policy the spec references"
+    )
+    deviations: list[Deviation] = Field(
+        default_factory=list, description="filled by the loader: every justified deviation"
+    )
+    source: str | None = Field(default=None, description="filled by the loader: the spec's path")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _audit_shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("audit") == "default":
+            data = dict(data)
+            data["audit"] = {"posture": "default"}
+        return data
+
+    @property
+    def persistent_tier(self) -> Tier:
+        return next(t for t in self.tiers if t.persistent)
+
+    @property
+    def tier_names(self) -> list[str]:
+        return [t.name for t in self.tiers]
+
+    def tier(self, name: str) -> Tier:
+        for t in self.tiers:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    @property
+    def typologies(self) -> list[str]:
+        """Every typology used by some tier, in canonical order."""
+        used = {t for kinds in self.typology.values() for t in kinds}
+        return [t for t in get_args(Typology) if t in used]
+
+
+class Deviation(SpecModel):
+    """A behavioural value that differs from its typology default, with its justification."""
+
+    primitive: str
+    subject: str
+    field: str
+    default: Any
+    value: Any
+    justification: str
+
+
+AgentSpec.model_rebuild()

@@ -1,0 +1,61 @@
+"""JSON Schema of the spec language, for editors (``primitives schema``)."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from primitives.spec._behavior import (
+    ConflictPolicy,
+    ConsolidationPolicy,
+    ContextBudget,
+    DecayPolicy,
+    LifecyclePolicy,
+    PromotionRule,
+    WritePolicy,
+)
+from primitives.spec._common import SpecModel, Typology
+from primitives.spec._models import AgentSpec
+
+__all__ = ["spec_json_schema"]
+
+_LOADER_FIELDS = ("deviations", "source", "policies")
+
+
+def _partial(model: type[SpecModel], defs: dict[str, Any]) -> dict[str, Any]:
+    """Schema of a behavioural override: every field optional (defaults come from typology).
+
+    Nested definitions move to the root ``$defs`` so ``#/$defs/...`` references resolve.
+    """
+    schema = model.model_json_schema(by_alias=True, mode="validation")
+    schema.pop("required", None)
+    defs.update(schema.pop("$defs", {}))
+    return schema
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The JSON Schema a user writes specs against (loader-filled fields removed)."""
+    schema = AgentSpec.model_json_schema(by_alias=True, mode="validation")
+    for name in _LOADER_FIELDS:
+        schema["properties"].pop(name, None)
+    defs: dict[str, Any] = schema.setdefault("$defs", {})
+    typologies = list(get_args(Typology))
+    behavior: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": {}}
+    for name, model in (
+        ("lifecycle", LifecyclePolicy),
+        ("decay", DecayPolicy),
+        ("write_policy", WritePolicy),
+        ("conflict", ConflictPolicy),
+        ("consolidation", ConsolidationPolicy),
+    ):
+        behavior["properties"][name] = {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {t: _partial(model, defs) for t in typologies},
+            "description": f"{name} overrides by typology; each deviation needs a justification",
+        }
+    behavior["properties"]["promotion"] = {"type": "array", "items": _partial(PromotionRule, defs)}
+    behavior["properties"]["context"] = _partial(ContextBudget, defs)
+    schema["properties"]["behavior"] = behavior
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "Agent memory spec"
+    return schema
