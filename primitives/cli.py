@@ -1,4 +1,219 @@
-"""The ``primitives`` command."""
+"""The ``primitives`` command: validate, schema, init, compile, migrate, server, demo.
 
-def main() -> None:
-    raise SystemExit("not yet")
+Exit status: 0 on success, 1 when the input is wrong (a spec error), 2 when the
+database or server fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.prompt import Prompt
+from rich.table import Table
+
+from primitives.errors import PrimitivesError, SpecError, StorageError
+
+__all__ = ["main"]
+
+console = Console(highlight=False, soft_wrap=True)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
+
+DEFAULT_SPECS = "agents/*.yaml"
+
+
+def _spec_paths(paths: Sequence[str]) -> list[str]:
+    if paths:
+        return list(paths)
+    found = sorted(glob.glob(DEFAULT_SPECS))
+    if not found:
+        raise SpecError(f"no specs given and none found under {DEFAULT_SPECS}")
+    return found
+
+
+def _report_spec_error(err: SpecError) -> None:
+    for problem in err.problems or [err]:
+        errors.print(f"[red]error[/red] {problem.location_message()}", markup=True,
+                     soft_wrap=True)
+
+
+# validate ---------------------------------------------------------------------------------------
+def cmd_validate(args: argparse.Namespace) -> int:
+    from primitives.spec import load_spec
+
+    failed = 0
+    for path in _spec_paths(args.paths):
+        try:
+            spec = load_spec(path)
+        except SpecError as err:
+            _report_spec_error(err)
+            failed += 1
+            continue
+        tiers = " -> ".join(t.name + ("*" if t.persistent else "") for t in spec.tiers)
+        console.print(f"[green]ok[/green] {path}: agent [bold]{spec.agent}[/bold], tiers {tiers}, "
+                      f"{len(spec.deviations)} justified deviation(s)")
+    return 1 if failed else 0
+
+
+# schema -----------------------------------------------------------------------------------------
+def cmd_schema(args: argparse.Namespace) -> int:
+    from primitives.spec import spec_json_schema
+
+    text = json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        console.print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# init -------------------------------------------------------------------------------------------
+def cmd_init(args: argparse.Namespace) -> int:
+    from primitives._scaffold import ScaffoldAnswers, parse_tier, render_spec, walk
+
+    answers = ScaffoldAnswers(
+        agent=args.name,
+        anchor=[k for k in (args.anchor or "").split(",") if k],
+        tiers=[parse_tier(t) for t in args.tier or []],
+        store_schema=args.schema or "memory",
+        prefix=args.prefix or "",
+        signals=[s for s in (args.signals or "envelope,semantic,recency").split(",") if s],
+        non_mirror=[m for m in (args.non_mirror or "").split(",") if m],
+    )
+    interactive = not args.yes and sys.stdin.isatty()
+    if interactive:
+        console.print("Walking the primitives in order: anchor first, audit last.")
+    walk(answers, (lambda q, d: Prompt.ask(q, default=d)) if interactive else None)
+    text = render_spec(answers)
+    target = Path(args.output or f"agents/{args.name}.yaml")
+    if target.exists() and not args.force:
+        raise SpecError(f"{target} exists; pass --force to overwrite", file=str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    console.print(f"[green]wrote[/green] {target}; check it with `primitives validate {target}`")
+    return 0
+
+
+# compile ----------------------------------------------------------------------------------------
+def cmd_compile(args: argparse.Namespace) -> int:
+    from primitives.compile import Capabilities, compile_plan
+    from primitives.spec import load_spec
+
+    spec = load_spec(args.spec)
+    plan = compile_plan(spec, capabilities=Capabilities(vector=not args.no_vector))
+    sys.stdout.write(plan.render())
+    return 0
+
+
+# migrate ----------------------------------------------------------------------------------------
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from primitives._project import migrate
+    from primitives.spec import load_specs
+
+    specs = load_specs(list(_spec_paths(args.specs)))
+    report = migrate(specs, progress=console.print)
+    console.print(f"[green]done[/green]: {report.summary()}")
+    return 0
+
+
+# server -----------------------------------------------------------------------------------------
+def cmd_server(args: argparse.Namespace) -> int:
+    from primitives.db import server_status, start_server, stop_server
+
+    if args.action == "start":
+        dsn = start_server()
+        console.print(f"running: {dsn}")
+    elif args.action == "stop":
+        stopped = stop_server()
+        console.print("stopped" if stopped else "not running")
+    elif args.action == "dsn":
+        sys.stdout.write(start_server() + "\n")
+    else:
+        status = server_status()
+        table = Table(show_header=False)
+        for key, value in vars(status).items():
+            table.add_row(key, str(value))
+        console.print(table)
+    return 0
+
+
+# demo -------------------------------------------------------------------------------------------
+def cmd_demo(args: argparse.Namespace) -> int:
+    from primitives._demo import run_demo
+
+    return run_demo(console, specs=_spec_paths(args.specs))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="primitives",
+        description="Declare an agent's memory in YAML; get a tenant-isolated, auditable store.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check specs; report every problem with file and line")
+    p.add_argument("paths", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of the spec language")
+    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("init", help="scaffold a spec, walking the primitives in order")
+    p.add_argument("name", help="agent name (lower_snake_case)")
+    p.add_argument("--anchor", help="anchor keys, tenant key first: workspace_id[,run_id]")
+    p.add_argument("--tier", action="append",
+                   help="NAME:BOUNDARY:TYPOLOGY[,..][:persistent], lowest tier first; repeatable")
+    p.add_argument("--schema", help="store schema (default: memory)")
+    p.add_argument("--prefix", help="table prefix (default: the agent name)")
+    p.add_argument("--signals", help="retrieval signals (default: envelope,semantic,recency)")
+    p.add_argument("--non-mirror", help="non-mirror categories, comma-separated")
+    p.add_argument("-o", "--output", help="where to write (default: agents/NAME.yaml)")
+    p.add_argument("--yes", action="store_true", help="do not ask; take flags and defaults")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("compile", help="print the SQL a spec implies (nothing is executed)")
+    p.add_argument("spec")
+    p.add_argument("--no-vector", action="store_true",
+                   help="compile for a server without pgvector")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("migrate", help="apply framework migrations and specs' plans")
+    p.add_argument("specs", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("server", help="manage the embedded PostgreSQL server")
+    p.add_argument("action", choices=["start", "stop", "status", "dsn"])
+    p.set_defaults(func=cmd_server)
+
+    p = sub.add_parser("demo", help="migrate the reference specs and show tenant isolation")
+    p.add_argument("specs", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except SpecError as err:
+        _report_spec_error(err)
+        return 1
+    except StorageError as err:
+        errors.print(f"[red]{err.code}[/red] {err}", soft_wrap=True)
+        return 2
+    except PrimitivesError as err:
+        errors.print(f"[red]{err.code}[/red] {err}", soft_wrap=True)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
