@@ -1,0 +1,97 @@
+"""Project-level operations shared by the CLI and the demo: migrate specs onto a server."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from primitives.compile import Capabilities, compile_plan
+from primitives.compile._capabilities import require_server_version
+from primitives.db import apply_migrations, apply_plan, resolve_dsn
+from primitives.errors import StorageError
+from primitives.spec import AgentSpec
+
+__all__ = ["MigrateReport", "PlanResult", "detect_capabilities", "migrate"]
+
+_log = logging.getLogger("primitives")
+
+_CAPABILITIES = """
+SELECT current_setting('server_version_num')::int,
+       coalesce(bool_or(extname = 'vector'), false),
+       coalesce(bool_or(extname = 'pg_trgm'), false),
+       coalesce(bool_or(extname = 'btree_gin'), false)
+FROM pg_catalog.pg_extension
+"""
+
+
+def detect_capabilities(conn: psycopg.Connection[Any]) -> Capabilities:
+    """What the connected server offers: its version and the extensions installed."""
+    row = conn.execute(_CAPABILITIES).fetchone()
+    assert row is not None
+    version, vector, trigram, btree_gin = row
+    return Capabilities(vector=vector, trigram=trigram, btree_gin=btree_gin,
+                        server_version=version)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    agent: str
+    schema: str
+    prefix: str
+    statements: int
+    applied: bool
+
+
+@dataclass
+class MigrateReport:
+    migrations: list[str] = field(default_factory=list)
+    plans: list[PlanResult] = field(default_factory=list)
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        applied = sum(p.applied for p in self.plans)
+        return (f"{len(self.migrations)} framework migration(s) applied, {applied} agent plan(s) "
+                f"applied, {len(self.plans) - applied} unchanged")
+
+
+def migrate(
+    specs: Sequence[AgentSpec],
+    *,
+    dsn: str | None = None,
+    progress: Callable[[str], object] = _log.info,
+) -> MigrateReport:
+    """Apply pending framework migrations, then each spec's compiled plan (idempotent)."""
+    admin = dsn or resolve_dsn()
+    report = MigrateReport()
+    try:
+        conn = psycopg.connect(admin, autocommit=True)
+    except psycopg.Error as err:
+        raise StorageError(f"cannot connect to migrate: {err}") from err
+    with conn:
+        report.migrations = apply_migrations(conn)
+        for name in report.migrations:
+            progress(f"applied framework migration {name}")
+        caps = detect_capabilities(conn)
+        require_server_version(caps)
+        report.capabilities = caps
+        if not caps.vector:
+            note = ("pgvector is not installed on this server: embedding columns are omitted "
+                    "and the semantic signal is dropped from retrieval")
+            report.warnings.append(note)
+            progress(f"warning: {note}")
+        for spec in specs:
+            plan = compile_plan(spec, capabilities=caps)
+            applied = apply_plan(conn, spec.agent, plan.checksum,
+                                 [step.statement for step in plan.steps])
+            store = spec.persistence.store
+            report.plans.append(PlanResult(spec.agent, store.schema_, store.prefix,
+                                           len(plan.steps), applied))
+            state = "applied" if applied else "unchanged"
+            progress(f"agent {spec.agent}: {store.schema_}.{store.prefix}_* {state} "
+                     f"({len(plan.steps)} statements)")
+    return report

@@ -1,0 +1,61 @@
+"""What the engine returns: memories as rows, search hits with their signal ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+__all__ = ["MEMORY_COLUMNS", "Hit", "Memory"]
+
+MEMORY_COLUMNS = (
+    "id", "tier", "typology", "scope_id", "namespace", "key", "content", "value", "envelope",
+    "tags", "confidence", "event_time", "created_at", "updated_at", "superseded_at",
+    "invalidated_at", "archived_at", "tombstoned_at", "persistent",
+)
+"""Columns read back into :class:`Memory`, in this order."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: UUID
+    tier: str
+    typology: str
+    scope_id: str | None
+    namespace: tuple[str, ...]
+    key: str
+    content: str
+    value: dict[str, Any]
+    envelope: dict[str, Any]
+    tags: tuple[str, ...]
+    confidence: float
+    event_time: datetime
+    created_at: datetime
+    updated_at: datetime
+    superseded_at: datetime | None
+    invalidated_at: datetime | None
+    archived_at: datetime | None
+    tombstoned_at: datetime | None
+    persistent: bool
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> Memory:
+        values = dict(zip(MEMORY_COLUMNS, row, strict=False))
+        values["namespace"] = tuple(values["namespace"] or ())
+        values["tags"] = tuple(values["tags"] or ())
+        return cls(**values)
+
+    @property
+    def active(self) -> bool:
+        return not (self.superseded_at or self.invalidated_at or self.archived_at
+                    or self.tombstoned_at)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the memory, its fused score, and each signal's rank (1-based)."""
+
+    memory: Memory
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
