@@ -1,0 +1,178 @@
+"""The engine against real Postgres, as the application role."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from rich.console import Console
+
+from primitives._demo import run_demo
+from primitives._project import migrate
+from primitives.engine import Engine
+from primitives.errors import GovernanceError, PolicyViolation, TenancyError
+from primitives.spec import AgentSpec, load_spec
+from tests.conftest import PostgresHandle
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def spectral(pg: PostgresHandle) -> AgentSpec:
+    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
+    migrate([spec], dsn=pg.admin_dsn)
+    return spec
+
+
+@pytest.fixture
+def engine(pg: PostgresHandle, spectral: AgentSpec) -> Iterator[Engine]:
+    with pytest.warns(RuntimeWarning, match="semantic signal needs an embedder"):
+        eng = Engine.connect(spectral, pg.app_dsn)
+    with eng:
+        yield eng
+
+
+def _tenant() -> dict[str, str]:
+    return {"workspace_id": f"ws-{uuid.uuid4().hex[:8]}"}
+
+
+def _events(engine: Engine, anchor: dict[str, str]) -> list[tuple[Any, ...]]:
+    with engine.tenant(anchor) as mem:
+        query = sql.SQL("SELECT seq, kind, memory_id FROM {} ORDER BY seq").format(
+            engine.tables.events.ident)
+        return list(mem._conn.execute(query).fetchall())
+
+
+def test_engine_connects_as_the_application_role(engine: Engine) -> None:
+    with engine.tenant(_tenant()) as mem:
+        row = mem._conn.execute("SELECT current_user, current_setting('primitives.tenant')")
+        user, tenant = row.fetchone() or (None, None)
+    assert user == "primitives_app"
+    assert tenant and tenant.startswith("ws-")
+
+
+def test_observe_writes_row_and_journal_event_in_one_transaction(engine: Engine) -> None:
+    anchor = _tenant()
+    with engine.tenant(anchor) as mem:
+        created = mem.observe("cycle", "lowering temperature removed fabrication",
+                              scope_id="c-1", envelope={"kind": "scan"})
+    assert created.tier == "cycle" and created.typology == "episodic"
+    assert created.key == str(created.id)
+    events = _events(engine, anchor)
+    assert [(e[1], e[2]) for e in events] == [("observed", created.id)]
+
+
+def test_failed_transaction_leaves_no_memory_and_no_event(engine: Engine) -> None:
+    anchor = _tenant()
+    with pytest.raises(RuntimeError, match="boom"), engine.tenant(anchor) as mem:
+        mem.observe("cycle", "this write is rolled back")
+        raise RuntimeError("boom")
+    with engine.tenant(anchor) as mem:
+        assert mem.search("rolled back") == []
+    assert _events(engine, anchor) == []
+
+
+def test_keyed_write_is_idempotent_and_a_change_supersedes(engine: Engine) -> None:
+    anchor = _tenant()
+    with engine.tenant(anchor) as mem:
+        first = mem.observe("workspace", "prefers concise outputs", typology="procedural",
+                            key="style")
+        again = mem.observe("workspace", "prefers concise outputs", typology="procedural",
+                            key="style")
+        changed = mem.observe("workspace", "prefers exhaustive outputs", typology="procedural",
+                              key="style")
+        old = mem.get(first.id)
+    assert again.id == first.id
+    assert changed.id != first.id
+    assert old is not None and old.superseded_at is not None and not old.active
+    kinds = [e[1] for e in _events(engine, anchor)]
+    assert kinds == ["observed", "superseded", "observed"]
+
+
+def test_direct_semantic_write_is_refused_naming_the_promotion_path(engine: Engine) -> None:
+    with pytest.raises(GovernanceError, match="promotion engine"), \
+            engine.tenant(_tenant()) as mem:
+        mem.observe("workspace", "the gate needs three corroborations", typology="semantic")
+
+
+def test_oversized_content_is_refused_and_nothing_is_written(engine: Engine) -> None:
+    anchor = _tenant()
+    limit = engine.spec.persistence.store.limits.content_chars
+    with pytest.raises(PolicyViolation, match=f"allows {limit}"), engine.tenant(anchor) as mem:
+        mem.observe("cycle", "x" * (limit + 1))
+    assert _events(engine, anchor) == []
+
+
+@pytest.mark.parametrize("anchor, message", [
+    ({}, "anchor key 'workspace_id' is required"),
+    ({"workspace_id": ""}, "anchor key 'workspace_id' is required"),
+    ({"workspace_id": "a", "operator_id": "b"}, "unknown anchor key"),
+    ({"workspace_id": 7}, "must be a string"),
+])
+def test_bad_anchor_is_refused_with_what_was_expected(
+    engine: Engine, anchor: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(TenancyError, match=message), engine.tenant(anchor):
+        pass
+
+
+def test_unknown_tier_and_typology_are_refused(engine: Engine) -> None:
+    with engine.tenant(_tenant()) as mem:
+        with pytest.raises(TenancyError, match="unknown tier 'sesion'"):
+            mem.observe("sesion", "x")
+        with pytest.raises(TenancyError, match="say which typology"):
+            mem.observe("workspace", "x")
+
+
+def test_cross_tenant_search_returns_nothing(engine: Engine) -> None:
+    a, b = _tenant(), _tenant()
+    with engine.tenant(a) as mem:
+        mem.observe("cycle", "quarterly invoice reconciliation drifted")
+    with engine.tenant(b) as mem:
+        assert mem.search("invoice reconciliation") == []
+    with engine.tenant(a) as mem:
+        hits = mem.search("invoice reconciliation")
+    assert len(hits) == 1 and hits[0].ranks["lexical"] == 1
+
+
+def test_search_fuses_lexical_and_envelope_and_honours_tier_scope(engine: Engine) -> None:
+    anchor = _tenant()
+    with engine.tenant(anchor) as mem:
+        mem.observe("cycle", "OCR swaps fields on scanned contracts",
+                    envelope={"kind": "scan", "pattern": "contract"})
+        mem.observe("run", "contracts run finished without OCR issues",
+                    envelope={"kind": "summary"})
+        hits = mem.search("OCR contracts", envelope={"pattern": "contract"})
+        run_only = mem.search("OCR contracts", tiers=["run"])
+    assert hits[0].memory.tier == "cycle"
+    assert set(hits[0].ranks) == {"lexical", "envelope", "recency"}
+    assert [h.memory.tier for h in run_only] == ["run"]
+
+
+def test_raw_sql_as_app_role_sees_no_rows_without_a_tenant(
+    engine: Engine, app_conn: psycopg.Connection[Any]
+) -> None:
+    with engine.tenant(_tenant()) as mem:
+        mem.observe("cycle", "visible only inside its tenant")
+    count = app_conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
+        engine.tables.memories.ident)).fetchone()
+    assert count == (0,)
+
+
+def test_demo_runs_and_a_second_run_writes_nothing_new(pg: PostgresHandle,
+                                                       spectral: AgentSpec) -> None:
+    specs = sorted(str(p) for p in (ROOT / "agents").glob("*.yaml"))
+    first, second = io.StringIO(), io.StringIO()
+    assert run_demo(Console(file=first, width=120), specs) == 0
+    assert run_demo(Console(file=second, width=120), specs) == 0
+    out = second.getvalue()
+    assert "0 agent plan(s) applied, 5 unchanged" in out
+    assert "ws-acme: 3 memories (0 new, 3 already there)" in out
+    assert "no tenant set: 0 row(s) visible" in out
+    assert out.count("intact") == 2
