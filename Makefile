@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench install clean golden
+.PHONY: demo test lint bench install clean golden docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ bench: $(STAMP)
 
 golden: $(STAMP)
 	PRIMITIVES_UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/unit/test_golden_sql.py
+
+docs: $(STAMP)
+	$(VENV)/bin/primitives schema --markdown -o docs/reference/spec.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

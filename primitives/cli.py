@@ -62,9 +62,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 # schema -----------------------------------------------------------------------------------------
 def cmd_schema(args: argparse.Namespace) -> int:
-    from primitives.spec import spec_json_schema
+    from primitives.spec import spec_json_schema, spec_reference_markdown
 
-    text = json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
+    if args.markdown:
+        text = spec_reference_markdown()
+    else:
+        text = json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         console.print(f"wrote {args.output}")
@@ -163,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("schema", help="print the JSON Schema of the spec language")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the spec reference as Markdown (docs/reference/spec.md)")
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("init", help="scaffold a spec, walking the primitives in order")

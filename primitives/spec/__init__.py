@@ -47,6 +47,7 @@ from primitives.spec._policies import (
     RetentionPolicy,
     SanitizationPolicy,
 )
+from primitives.spec._reference import spec_reference_markdown
 from primitives.spec._schema import spec_json_schema
 
 __all__ = [
@@ -94,4 +95,5 @@ __all__ = [
     "load_specs",
     "parse_duration",
     "spec_json_schema",
+    "spec_reference_markdown",
 ]

@@ -148,9 +148,18 @@ class PromotionRule(SpecModel):
     from_: TierTypologyRef = Field(alias="from")
     to: TierTypologyRef
     criteria: Literal[
-        "compounding", "corroboration", "recurrence", "references", "summary", "governed"
-    ]
-    at: Literal["tier_boundary", "continuous", "tick", "job_end", "on_approval"]
+        "compounding",
+        "corroboration",
+        "recurrence",
+        "references",
+        "summary",
+        "governed",
+        "extraction",
+    ] = Field(
+        description="extraction: the consolidation extractor derives target rows from the "
+        "source's episodes, linked by derived_from (seed 002 §10.1)"
+    )
+    at: Literal["tier_boundary", "continuous", "tick", "job_end", "session_end", "on_approval"]
     dedup_similarity: float | None = Field(default=None, gt=0, le=1)
     min_corroborations: int | None = Field(default=None, ge=1)
     min_references: int | None = Field(default=None, ge=1)
@@ -171,6 +180,7 @@ class PromotionRule(SpecModel):
             "references": ("min_references", "window_ticks"),
             "summary": (),
             "governed": (),
+            "extraction": (),
         }[self.criteria]
         missing = [name for name in needed if getattr(self, name) is None]
         if missing:
@@ -182,6 +192,11 @@ class ContextBlock(SpecModel):
     """One block of the assembled prompt context with its token budget."""
 
     name: Name
+    content: Literal["memories", "entity_profiles", "evidence"] = Field(
+        default="memories",
+        description="memories: retrieved rows; entity_profiles: summaries of the entities the "
+        "query mentions (needs graph); evidence: source quotes of the facts in other blocks",
+    )
     tiers: list[Name] = Field(default_factory=list)
     typology: list[Typology] = Field(default_factory=list)
     tokens: int | None = Field(default=None, ge=1)

@@ -117,6 +117,10 @@ def _retrieval(spec: AgentSpec) -> Iterator[Problem]:
         if tier not in names:
             yield (("retrieval", "scope", tier),
                    f"unknown tier '{tier}'{_hint(tier, names)}. Tiers: {', '.join(names)}.")
+        elif spec.tier(tier).placement == "checkpointer":
+            yield (("retrieval", "scope", tier),
+                   f"tier '{tier}' is checkpointer-placed: its thread state reaches the prompt "
+                   "through LangGraph, not through memory retrieval; remove it from the scope")
     for signal in retrieval.fusion.weights:
         if signal not in retrieval.signals:
             yield (("retrieval", "fusion", "weights", signal),
@@ -130,6 +134,15 @@ def _retrieval(spec: AgentSpec) -> Iterator[Problem]:
                 if signal not in retrieval.signals:
                     yield (("retrieval", "intents", "routes", intent, signal),
                            f"route weights signal '{signal}', which is not in retrieval.signals")
+        if "graph" in retrieval.signals and spec.graph is not None:
+            declared = list(spec.graph.edges)
+            for intent, edges in retrieval.intents.traverse.items():
+                for edge in edges:
+                    if edge not in declared:
+                        yield (("retrieval", "intents", "traverse", intent),
+                               f"intent '{intent}' traverses '{edge}' edges, which graph.edges "
+                               f"does not declare ({', '.join(declared)}); set "
+                               f"retrieval.intents.traverse.{intent} to declared edge types")
 
 
 def _discipline(spec: AgentSpec) -> Iterator[Problem]:
@@ -151,11 +164,27 @@ def _discipline(spec: AgentSpec) -> Iterator[Problem]:
     if len(set(categories)) != len(categories):
         yield ("discipline", "non_mirror"), "non-mirror categories must be distinct"
     for index, item in enumerate(spec.discipline.non_mirror):
-        if item.defense == "trigram_trigger" and not item.canonical_source:
+        if "trigram_trigger" in item.defenses and not item.canonical_source:
             yield (("discipline", "non_mirror", index, "canonical_source"),
                    "a trigram_trigger defense needs canonical_source: schema.table.column")
+        if len(set(item.defenses)) != len(item.defenses):
+            yield (("discipline", "non_mirror", index, "backstop"),
+                   "a backstop repeats the primary defense or another backstop")
+
+
+def _determinism(spec: AgentSpec) -> Iterator[Problem]:
+    determinism = spec.determinism
+    known = [*spec.anchor.keys, *spec.anchor.provenance]
+    if determinism.seed_key is not None and determinism.seed_key not in known:
+        yield (("determinism", "seed_key"),
+               f"seed_key '{determinism.seed_key}' is not an anchor or provenance key"
+               f"{_hint(determinism.seed_key, known)}; list it under anchor.provenance")
+    if determinism.ids == "seeded" and determinism.seed_key is None:
+        yield (("determinism", "ids"),
+               "seeded ids are derived from a seed: set determinism.seed_key (e.g. job_seed)")
 
 
 def check_foundation(spec: AgentSpec) -> list[Problem]:
     """Every cross-field problem of ``spec`` (empty when the spec is coherent)."""
-    return [*_anchor(spec), *_tiers(spec), *_retrieval(spec), *_discipline(spec)]
+    return [*_anchor(spec), *_tiers(spec), *_retrieval(spec), *_discipline(spec),
+            *_determinism(spec)]

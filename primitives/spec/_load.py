@@ -11,6 +11,7 @@ import itertools
 import os
 import types
 import typing
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from primitives.spec._behavior import (
     WritePolicy,
 )
 from primitives.spec._check import check_foundation
-from primitives.spec._common import split_ref
+from primitives.spec._common import format_duration, split_ref
 from primitives.spec._common import suggest as _suggest
 from primitives.spec._models import AgentSpec, Deviation
 from primitives.spec._policies import Policy
@@ -83,9 +84,10 @@ class _Problems:
 
     def raise_if_any(self) -> None:
         if self.items:
+            # Raised as the first problem's class, so a missing policy is a PolicyNotFound.
             first = self.items[0]
-            raise SpecError(first.message, file=first.file, line=first.line, field=first.field,
-                            problems=list(self.items))
+            raise type(first)(first.message, file=first.file, line=first.line, field=first.field,
+                              problems=list(self.items))
 
 
 # pydantic error -> message a user can act on ---------------------------------------------------
@@ -208,6 +210,8 @@ def _resolve_policy(
 
 
 def _show(value: Any) -> Any:
+    if isinstance(value, timedelta):
+        return format_duration(value)  # as the spec spells it ("60d"), not ISO 8601
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(value, list):
@@ -217,7 +221,9 @@ def _show(value: Any) -> Any:
 
 def _default_promotions(spec: AgentSpec) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
-    tiers = spec.tiers
+    # A checkpointer-placed tier is LangGraph thread state, not memory rows: nothing compounds
+    # out of it, so compounding pairs consecutive store-placed tiers.
+    tiers = [tier for tier in spec.tiers if tier.placement == "store"]
     for lower, upper in itertools.pairwise(tiers):
         if "episodic" in spec.typology.get(lower.name, []) and "episodic" in spec.typology.get(
             upper.name, []
@@ -334,6 +340,11 @@ def _promotion_pair(
             problems.add((*loc, key), f"'{ref}' is not a tier and typology of this spec; "
                          f"declared: {', '.join(_refs(spec))}")
             return None
+        if spec.tier(tier).placement == "checkpointer":
+            problems.add((*loc, key), f"tier '{tier}' is checkpointer-placed: LangGraph thread "
+                         "state holds no memory rows to promote; write the observations to a "
+                         "store tier instead")
+            return None
         refs.append((tier, typ))
     (src_tier, src_typ), (dst_tier, dst_typ) = refs
     if spec.tier_names.index(dst_tier) < spec.tier_names.index(src_tier):
@@ -377,16 +388,36 @@ def _resolve_context(
             if tier not in spec.tier_names:
                 problems.add((*loc, "blocks", index, "tiers"),
                              f"unknown tier '{tier}'{_suggest(tier, spec.tier_names)}")
-    if merged.model_copy(update={"justification": None}) != default:
+        if block.content == "entity_profiles" and spec.graph is None:
+            problems.add((*loc, "blocks", index, "content"),
+                         "entity_profiles blocks need a `graph:` section declaring entity types")
+        if block.share is not None and merged.total_tokens is None and not merged.complexity:
+            problems.add((*loc, "blocks", index, "share"),
+                         "a share of what? give behavior.context.total_tokens or "
+                         "behavior.context.complexity, or give this block `tokens`")
+        if block.tiers:
+            held = {typ for tier in block.tiers for typ in spec.typology.get(tier, [])}
+            for typ in block.typology:
+                if typ not in held:
+                    problems.add((*loc, "blocks", index, "typology"),
+                                 f"no tier of this block ({', '.join(block.tiers)}) holds "
+                                 f"'{typ}' memory")
+    shares = sum(block.share or 0 for block in merged.blocks)
+    if shares > 1 + 1e-9:
+        problems.add((*loc, "blocks"), f"block shares add up to {shares:g}; at most 1")
+    changed = [name for name in ("total_tokens", "blocks", "complexity")
+               if getattr(merged, name) != getattr(default, name)]
+    if changed:
         if not raw.get("justification"):
             problems.add(loc, "the context budget deviates from the default (one block per tier, "
                          "1024 tokens, transient tiers always present) without a justification")
             return None
-        deviations.append(Deviation(
-            primitive="context", subject="blocks", field="blocks",
-            default=_show(default.blocks), value=_show(merged.blocks),
-            justification=str(raw["justification"]),
-        ))
+        for name in changed:
+            deviations.append(Deviation(
+                primitive="context", subject="budget", field=name,
+                default=_show(getattr(default, name)), value=_show(getattr(merged, name)),
+                justification=str(raw["justification"]),
+            ))
     return merged
 
 
@@ -438,6 +469,9 @@ def _attach_policies(
         if tier.retention and tier.retention.policy:
             wanted.append((("tiers", index, "retention", "policy"), tier.retention.policy,
                            "retention"))
+    if spec.discipline.visibility.policy:
+        wanted.append((("discipline", "visibility", "policy"), spec.discipline.visibility.policy,
+                       "access"))
     attached: dict[str, Policy] = {}
     for loc, name, kind in wanted:
         policy = policies.get(name)

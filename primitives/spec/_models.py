@@ -178,6 +178,14 @@ class EmbeddingConfig(SpecModel):
 
 
 Intent = Literal["why", "when", "who", "what", "general"]
+EdgeType = Literal["temporal", "causal", "entity", "derived_from", "supersedes"]
+EntityType = Literal["person", "project", "organization", "place", "concept", "tool"]
+
+
+def _seed_002_traversal() -> dict[Intent, list[EdgeType]]:
+    # Seed 002 §11.2: causal BFS for why, temporal chain for when, entity lookup otherwise.
+    return {"why": ["causal"], "when": ["temporal"], "who": ["entity"], "what": ["entity"],
+            "general": ["entity"]}
 
 
 class IntentRouting(SpecModel):
@@ -186,6 +194,10 @@ class IntentRouting(SpecModel):
     classifier: Literal["keyword", "embedding"] = "keyword"
     threshold: float = Field(default=0.45, ge=0, le=1)
     routes: dict[Intent, dict[Signal, float]]
+    traverse: dict[Intent, list[EdgeType]] = Field(
+        default_factory=_seed_002_traversal,
+        description="edge types the graph signal follows for each intent (default: seed 002 §11.2)",
+    )
 
 
 class Reranker(SpecModel):
@@ -218,10 +230,6 @@ class Retrieval(SpecModel):
 
 
 # Graph (seed 002) --------------------------------------------------------------------------------
-EdgeType = Literal["temporal", "causal", "entity", "derived_from", "supersedes"]
-EntityType = Literal["person", "project", "organization", "place", "concept", "tool"]
-
-
 class Graph(SpecModel):
     edges: list[EdgeType] = Field(min_length=1)
     entity_types: list[EntityType] = Field(default_factory=list)
@@ -235,13 +243,26 @@ class Graph(SpecModel):
 
 
 # 13-15. Discipline -------------------------------------------------------------------------------
+Defense = Literal["reference_only", "trigram_trigger", "workshop_discipline"]
+
+
 class NonMirror(SpecModel):
     category: Name
     canonical_source: str | None = Field(
         default=None, description="schema.table.column holding the canonical text, if any"
     )
-    defense: Literal["reference_only", "trigram_trigger", "workshop_discipline"] = "reference_only"
+    defense: Defense = Field(default="reference_only", description="the primary defense")
+    backstop: list[Defense] = Field(
+        default_factory=list,
+        description="defense-in-depth behind the primary one (seed 003: the Operations Agent "
+        "keeps workshop discipline primary with a trigram trigger as backstop)",
+    )
     similarity_threshold: float = Field(default=0.6, gt=0, le=1)
+
+    @property
+    def defenses(self) -> list[str]:
+        """The primary defense followed by the backstops."""
+        return [self.defense, *self.backstop]
 
 
 class SanitizationGate(SpecModel):
@@ -264,6 +285,9 @@ class Visibility(SpecModel):
     cross_context: Literal["event_driven", "tool_mediated", "none"] = "none"
     events: list[str] = Field(default_factory=list)
     tools: list[Name] = Field(default_factory=list)
+    policy: Name | None = Field(
+        default=None, description="a policies/ file of kind 'access' (admin raw reads, auditors)"
+    )
 
 
 PiiCheckpoint = Literal["persistent_write", "promotion", "any_write"]

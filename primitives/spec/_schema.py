@@ -56,6 +56,13 @@ def spec_json_schema() -> dict[str, Any]:
     behavior["properties"]["promotion"] = {"type": "array", "items": _partial(PromotionRule, defs)}
     behavior["properties"]["context"] = _partial(ContextBudget, defs)
     schema["properties"]["behavior"] = behavior
+    # Shorthands the loader accepts: `audit: default` and `non_mirror: [category, ...]`.
+    audit = schema["properties"]["audit"]
+    schema["properties"]["audit"] = {"anyOf": [{"const": "default"}, audit],
+                                     "description": "'default' or the full audit posture"}
+    non_mirror = defs["Discipline"]["properties"]["non_mirror"]
+    non_mirror["items"] = {"anyOf": [{"$ref": "#/$defs/NonMirror/properties/category"},
+                                     non_mirror["items"]]}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "Agent memory spec"
     return schema
