@@ -1,11 +1,31 @@
-"""The engine: tenant-scoped transactions, audited writes, retrieval (DESIGN §2, §5).
+"""The engine: the one choke point for memory access (DESIGN §2, §5).
 
->>> from primitives.engine import Engine
->>> engine = Engine.connect(spec)  # doctest: +SKIP
+``engine.tenant(anchor)`` opens a transaction as the application role with the tenant
+set by ``SET LOCAL``; every write inside it appends its journal event in the same
+transaction. The sync and async engines run the same core operations.
+
+>>> with Engine.connect(spec) as engine:                       # doctest: +SKIP
+...     with engine.tenant({"workspace_id": "ws-acme"}) as mem:
+...         mem.observe("cycle", "lowering temperature removed fabrication")
 """
 
 from primitives.engine._anchor import Anchor, resolve_anchor
-from primitives.engine._engine import Engine, TenantMemory, content_hash
+from primitives.engine._async import AsyncEngine, AsyncTenantMemory
+from primitives.engine._core import canonical_json, content_hash
 from primitives.engine._records import Hit, Memory
+from primitives.engine._retry import backoff_seconds
+from primitives.engine._sync import Engine, TenantMemory
 
-__all__ = ["Anchor", "Engine", "Hit", "Memory", "TenantMemory", "content_hash", "resolve_anchor"]
+__all__ = [
+    "Anchor",
+    "AsyncEngine",
+    "AsyncTenantMemory",
+    "Engine",
+    "Hit",
+    "Memory",
+    "TenantMemory",
+    "backoff_seconds",
+    "canonical_json",
+    "content_hash",
+    "resolve_anchor",
+]

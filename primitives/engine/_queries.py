@@ -143,3 +143,88 @@ def search_statement(tables: Tables, signals: tuple[str, ...]) -> sql.Composed:
         ctes=sql.SQL(", ").join(ctes), ranked=ranked, weight=weight, cols=_returning_m(),
         mem=tables.memories.ident, tenant=tables.tenant,
     )
+
+
+def set_state(tables: Tables, column: str) -> sql.Composed:
+    """Set one state column (invalidated_at, archived_at, tombstoned_at) if not yet set."""
+    if column not in ("invalidated_at", "archived_at", "tombstoned_at"):
+        raise ValueError(f"not a state column: {column}")
+    return sql.SQL(
+        "UPDATE {} AS m SET {} = coalesce(m.{}, %(at)s), updated_at = now() "
+        "WHERE m.{} = %(tenant)s AND m.id = %(id)s RETURNING {}"
+    ).format(tables.memories.ident, sql.Identifier(column), sql.Identifier(column),
+             tables.tenant, _returning_m())
+
+
+def insert_link(tables: Tables) -> sql.Composed:
+    """Link an action to a memory; an existing link is kept (returns no row)."""
+    return sql.SQL(
+        "INSERT INTO {} ({}, action_id, memory_id, kind) "
+        "VALUES (%(tenant)s, %(action_id)s, %(memory_id)s, %(kind)s) "
+        "ON CONFLICT DO NOTHING RETURNING action_id"
+    ).format(tables.action_links.ident, tables.tenant)
+
+
+def touch_scope(tables: Tables) -> sql.Composed:
+    """Open a tier scope on first use, or record activity in it."""
+    return sql.SQL(
+        "INSERT INTO {} ({}, tier, scope_id) VALUES (%(tenant)s, %(tier)s, %(scope_id)s) "
+        "ON CONFLICT ({}, tier, scope_id) DO UPDATE SET last_activity_at = now()"
+    ).format(tables.scopes.ident, tables.tenant, tables.tenant)
+
+
+def close_scope(tables: Tables) -> sql.Composed:
+    return sql.SQL(
+        "INSERT INTO {} ({}, tier, scope_id, closed_at) "
+        "VALUES (%(tenant)s, %(tier)s, %(scope_id)s, now()) "
+        "ON CONFLICT ({}, tier, scope_id) DO UPDATE SET closed_at = now()"
+    ).format(tables.scopes.ident, tables.tenant, tables.tenant)
+
+
+def scope_rows(tables: Tables) -> sql.Composed:
+    """Rows of one scope with whether an action links them, locked for the scope end."""
+    return sql.SQL(
+        "SELECT m.id, m.content, EXISTS (SELECT 1 FROM {} AS l WHERE l.{} = m.{} "
+        "AND l.memory_id = m.id) FROM {} AS m WHERE m.{} = %(tenant)s AND m.tier = %(tier)s "
+        "AND m.scope_id = %(scope_id)s ORDER BY m.created_at, m.id FOR UPDATE OF m"
+    ).format(tables.action_links.ident, tables.tenant, tables.tenant, tables.memories.ident,
+             tables.tenant)
+
+
+def delete_memory(tables: Tables) -> sql.Composed:
+    """Hard delete of one transient, unlinked row (the database trigger refuses others)."""
+    return sql.SQL("DELETE FROM {} WHERE {} = %(tenant)s AND id = %(id)s").format(
+        tables.memories.ident, tables.tenant)
+
+
+def subject_rows(tables: Tables) -> sql.Composed:
+    """Not-yet-erased rows about a subject (``envelope @> {"subject": ...}``) or listed ids."""
+    return sql.SQL(
+        "SELECT m.id, m.content FROM {} AS m WHERE m.{} = %(tenant)s AND m.erased_at IS NULL "
+        "AND (m.envelope @> %(subject)s OR m.id = ANY(%(ids)s::uuid[])) "
+        "ORDER BY m.created_at, m.id FOR UPDATE"
+    ).format(tables.memories.ident, tables.tenant)
+
+
+def erase_row(tables: Tables, *, has_embedding: bool) -> sql.Composed:
+    """Replace content with its hash and clear everything else that could carry it."""
+    embedding = sql.SQL(", embedding = NULL") if has_embedding else sql.SQL("")
+    return sql.SQL(
+        "UPDATE {} SET content = %(content)s, value = '{{}}'::jsonb, envelope = '{{}}'::jsonb, "
+        "tags = '{{}}'::text[]{}, erased_at = now(), erasure_reason = %(reason)s, "
+        "updated_at = now() WHERE {} = %(tenant)s AND id = %(id)s"
+    ).format(tables.memories.ident, embedding, tables.tenant)
+
+
+def history(tables: Tables) -> sql.Composed:
+    """Journal events of a memory and of every version in its supersession chain."""
+    return sql.SQL(
+        "WITH RECURSIVE chain(id) AS ("
+        "SELECT %(id)s::uuid "
+        "UNION SELECT m.id FROM {mem} AS m JOIN chain AS c ON m.{t} = %(tenant)s "
+        "AND (m.superseded_by = c.id OR m.id = (SELECT superseded_by FROM {mem} AS x "
+        "WHERE x.{t} = %(tenant)s AND x.id = c.id))) "
+        "SELECT e.seq, e.kind, e.memory_id, e.actor, e.payload, e.occurred_at, e.hash "
+        "FROM {events} AS e WHERE e.{t} = %(tenant)s AND e.memory_id IN (SELECT id FROM chain) "
+        "ORDER BY e.seq"
+    ).format(mem=tables.memories.ident, t=tables.tenant, events=tables.events.ident)

@@ -46,6 +46,19 @@ class Memory:
         values["tags"] = tuple(values["tags"] or ())
         return cls(**values)
 
+    @classmethod
+    def from_row_or_none(cls, row: tuple[Any, ...] | None) -> Memory | None:
+        return cls.from_row(row) if row is not None else None
+
+    @property
+    def state(self) -> str:
+        """The most final state of the row: tombstoned, archived, invalidated, superseded,
+        or active."""
+        for name in ("tombstoned", "archived", "invalidated", "superseded"):
+            if getattr(self, f"{name}_at") is not None:
+                return name
+        return "active"
+
     @property
     def active(self) -> bool:
         return not (self.superseded_at or self.invalidated_at or self.archived_at

@@ -46,12 +46,12 @@ def _events(engine: Engine, anchor: dict[str, str]) -> list[tuple[Any, ...]]:
     with engine.tenant(anchor) as mem:
         query = sql.SQL("SELECT seq, kind, memory_id FROM {} ORDER BY seq").format(
             engine.tables.events.ident)
-        return list(mem._conn.execute(query).fetchall())
+        return list(mem.connection.execute(query).fetchall())
 
 
 def test_engine_connects_as_the_application_role(engine: Engine) -> None:
     with engine.tenant(_tenant()) as mem:
-        row = mem._conn.execute("SELECT current_user, current_setting('primitives.tenant')")
+        row = mem.connection.execute("SELECT current_user, current_setting('primitives.tenant')")
         user, tenant = row.fetchone() or (None, None)
     assert user == "primitives_app"
     assert tenant and tenant.startswith("ws-")

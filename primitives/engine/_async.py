@@ -1,0 +1,165 @@
+"""The asynchronous executor: the same core operations, awaited.
+
+Example::
+
+    async with await AsyncEngine.connect(spec) as engine:
+        async with engine.tenant({"workspace_id": "ws-acme"}) as mem:
+            await mem.observe("cycle", "lowering temperature removed fabrication")
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+from uuid import UUID
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from primitives.db import app_dsn, atenant_transaction, resolve_dsn, translate_error
+from primitives.engine import _core as core
+from primitives.engine._anchor import resolve_anchor
+from primitives.engine._base import EngineBase, ahas_embedding_column
+from primitives.engine._records import Hit, Memory
+from primitives.engine._retry import backoff_seconds, is_transient, write_failed
+from primitives.errors import StorageError
+from primitives.spec import AgentSpec
+
+__all__ = ["AsyncEngine", "AsyncTenantMemory"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+async def arun_op(conn: psycopg.AsyncConnection[Any], op: core.Op[R]) -> R:
+    """Drive one core operation to completion on ``conn``."""
+    try:
+        step = next(op)
+        while True:
+            cursor = await conn.execute(step.statement, step.params)
+            result: Any = None
+            if step.fetch == "one":
+                result = await cursor.fetchone()
+            elif step.fetch == "all":
+                result = await cursor.fetchall()
+            step = op.send(result)
+    except StopIteration as done:
+        value: R = done.value
+        return value
+
+
+class AsyncEngine(EngineBase):
+    """The async twin of :class:`~primitives.engine.Engine`."""
+
+    def __init__(self, spec: AgentSpec,
+                 pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]], *,
+                 has_embedding: bool = False) -> None:
+        super().__init__(spec, has_embedding=has_embedding)
+        self._pool = pool
+
+    @classmethod
+    async def connect(cls, spec: AgentSpec, dsn: str | None = None, *,
+                      max_connections: int = 4) -> AsyncEngine:
+        runtime = dsn or app_dsn(resolve_dsn())
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+            runtime, min_size=1, max_size=max_connections, open=False,
+            kwargs={"autocommit": True}, name=f"primitives-async-{spec.agent}",
+        )
+        try:
+            await pool.open(wait=True, timeout=15)
+            async with pool.connection() as conn:
+                embedding = await ahas_embedding_column(conn, cls.tables_for(spec))
+        except Exception as err:  # psycopg.Error, psycopg_pool.PoolTimeout
+            await pool.close()
+            raise StorageError(f"cannot connect as the application role: {err}") from err
+        return cls(spec, pool, has_embedding=embedding)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def __aenter__(self) -> AsyncEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def tenant(self, anchor: Mapping[str, object], *,
+                     actor: str = "agent") -> AsyncIterator[AsyncTenantMemory]:
+        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
+        async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
+            yield AsyncTenantMemory(ctx, conn)
+
+    async def write(self, anchor: Mapping[str, object],
+                    fn: Callable[[AsyncTenantMemory], Awaitable[T]], *, actor: str = "agent",
+                    seed: str | None = None) -> T:
+        """Like :meth:`Engine.write`: one retry after a deterministic backoff."""
+        seed = seed or f"{self.spec.agent}:{resolve_anchor(self.spec, anchor).tenant}"
+        for attempt in (1, 2):
+            try:
+                async with self.tenant(anchor, actor=actor) as mem:
+                    return await fn(mem)
+            except (psycopg.Error, PoolTimeout, StorageError) as err:
+                if not is_transient(err):
+                    if isinstance(err, psycopg.Error):
+                        raise translate_error(err) from err
+                    raise
+                if attempt == 2:
+                    raise write_failed(err, attempts=attempt, seed=seed) from err
+                await asyncio.sleep(backoff_seconds(seed))
+        raise AssertionError("unreachable")
+
+
+class AsyncTenantMemory:
+    """Awaitable operations inside one tenant transaction."""
+
+    def __init__(self, ctx: core.Context, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.ctx = ctx
+        self._conn = conn
+
+    @property
+    def connection(self) -> psycopg.AsyncConnection[Any]:
+        return self._conn
+
+    async def observe(self, tier: str, content: str, **fields: Any) -> Memory:
+        return await arun_op(self._conn, core.observe(self.ctx, tier, content, **fields))
+
+    async def supersede(self, memory_id: UUID, content: str, **fields: Any) -> Memory:
+        return await arun_op(self._conn, core.supersede(self.ctx, memory_id, content, **fields))
+
+    async def invalidate(self, memory_id: UUID, *, reason: str | None = None,
+                         **kw: Any) -> Memory:
+        return await arun_op(self._conn, core.change_state(
+            self.ctx, "invalidate", memory_id, reason=reason, **kw))
+
+    async def archive(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
+        return await arun_op(self._conn, core.change_state(
+            self.ctx, "archive", memory_id, reason=reason))
+
+    async def tombstone(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
+        return await arun_op(self._conn, core.change_state(
+            self.ctx, "tombstone", memory_id, reason=reason))
+
+    async def link_action(self, action_id: str, memory_ids: list[UUID], kind: str) -> int:
+        return await arun_op(self._conn, core.link_action(
+            self.ctx, action_id, memory_ids, kind))
+
+    async def end_scope(self, tier: str, scope_id: str) -> tuple[int, int]:
+        return await arun_op(self._conn, core.end_scope(self.ctx, tier, scope_id))
+
+    async def erase(self, subject: str, *, approvals: list[str], reason: str,
+                    memory_ids: list[UUID] | None = None) -> int:
+        return await arun_op(self._conn, core.erase(
+            self.ctx, subject, approvals=approvals, reason=reason,
+            memory_ids=memory_ids or []))
+
+    async def get(self, memory_id: UUID) -> Memory | None:
+        return await arun_op(self._conn, core.get(self.ctx, memory_id))
+
+    async def history(self, memory_id: UUID) -> list[dict[str, Any]]:
+        return await arun_op(self._conn, core.history(self.ctx, memory_id))
+
+    async def search(self, query: str = "", **options: Any) -> list[Hit]:
+        return await arun_op(self._conn, core.search(self.ctx, query, **options))

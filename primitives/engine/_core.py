@@ -1,0 +1,359 @@
+"""The engine's one core, shared by the sync and async executors (STYLE habit 7).
+
+Each operation is a generator: it yields :class:`Step` s (a statement, its
+parameters and how many rows it wants back), receives the rows, and returns its
+result. The executors in ``_sync.py`` and ``_async.py`` only run steps, so the
+logic (write policy, limits, supersession, journal events) exists once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+from uuid import UUID, uuid4
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from primitives.compile import Tables
+from primitives.engine import _queries as q
+from primitives.engine._anchor import Anchor
+from primitives.engine._records import Hit, Memory
+from primitives.errors import GovernanceError, PolicyViolation, TenancyError
+from primitives.spec import AgentSpec
+
+__all__ = ["Context", "Op", "Step", "canonical_json", "content_hash"]
+
+Fetch = Literal["none", "one", "all"]
+
+
+@dataclass(frozen=True)
+class Step:
+    statement: sql.Composed | sql.SQL
+    params: Mapping[str, Any]
+    fetch: Fetch = "none"
+
+
+R = TypeVar("R")
+Op = Generator[Step, Any, R]
+"""An operation: yields steps, is sent each step's rows, returns its result (``Op[R]``)."""
+
+
+def content_hash(text: str) -> str:
+    """sha256 hex of ``text``: what the journal records instead of content itself."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no spaces, UTF-8: the same value always gives the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every operation needs: the spec, its tables, the anchor and the actor."""
+
+    spec: AgentSpec
+    tables: Tables
+    signals: tuple[str, ...]
+    anchor: Anchor
+    actor: str
+    has_embedding: bool = False
+
+    @property
+    def tenant(self) -> str:
+        return self.anchor.tenant
+
+
+# helpers ----------------------------------------------------------------------------------------
+def _event(ctx: Context, kind: str, memory_id: UUID | None, payload: Mapping[str, Any]) -> Step:
+    return Step(q.insert_event(ctx.tables), {
+        "tenant": ctx.tenant, "kind": kind, "memory_id": memory_id, "actor": ctx.actor,
+        "payload": Jsonb(dict(payload)),
+    })
+
+
+def _typology(spec: AgentSpec, tier: str, typology: str | None) -> str:
+    kinds = spec.typology.get(tier)
+    if kinds is None:
+        raise TenancyError(f"unknown tier '{tier}' for agent '{spec.agent}'; tiers: "
+                           f"{', '.join(spec.tier_names)}", tier=tier)
+    if typology is None:
+        if len(kinds) != 1:
+            raise TenancyError(f"tier '{tier}' holds {', '.join(kinds)}: say which typology",
+                               tier=tier)
+        return kinds[0]
+    if typology not in kinds:
+        raise TenancyError(f"tier '{tier}' holds {', '.join(kinds)}, not '{typology}'",
+                           tier=tier)
+    return typology
+
+
+def check_write_policy(spec: AgentSpec, tier: str, typology: str, *, via: str = "direct") -> None:
+    """Refuse writes the spec's write policy routes elsewhere; say which path to take."""
+    policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
+    if policy is None or via != "direct":
+        return
+    if policy.mode == "promotion_only":
+        raise GovernanceError(
+            f"{typology} memory of agent '{spec.agent}' is written only by the promotion "
+            "engine (behavior.write_policy: promotion_only); observe episodic memory and let "
+            "behavior.promotion promote it", tier=tier, typology=typology,
+        )
+    if policy.mode == "governed":
+        kind = policy.governance.request_kind if policy.governance else "action request"
+        raise GovernanceError(
+            f"{typology} memory of agent '{spec.agent}' is governed: file a {kind} and write "
+            "it once the request is approved", tier=tier, typology=typology,
+        )
+
+
+def check_limits(spec: AgentSpec, content: str, value: Mapping[str, Any],
+                 envelope: Mapping[str, Any]) -> None:
+    limits = spec.persistence.store.limits
+    if not content.strip():
+        raise PolicyViolation("memory content is empty")
+    if len(content) > limits.content_chars:
+        raise PolicyViolation(
+            f"content is {len(content)} characters; agent '{spec.agent}' allows "
+            f"{limits.content_chars} (persistence.store.limits.content_chars). Memory rows hold "
+            "bounded notes, never canonical bodies: store a reference instead",
+            limit=limits.content_chars,
+        )
+    for name, data, limit in (("value", value, limits.value_bytes),
+                              ("envelope", envelope, limits.envelope_bytes)):
+        size = len(canonical_json(data).encode("utf-8"))
+        if size > limit:
+            raise PolicyViolation(
+                f"{name} is {size} bytes; agent '{spec.agent}' allows {limit} "
+                f"(persistence.store.limits.{name}_bytes)", limit=limit,
+            )
+
+
+def _require(memory: Memory | None, memory_id: UUID) -> Memory:
+    if memory is None:
+        raise TenancyError(f"no memory {memory_id} in this tenant", memory_id=str(memory_id))
+    return memory
+
+
+# writes -----------------------------------------------------------------------------------------
+def observe(
+    ctx: Context, tier: str, content: str, *, typology: str | None = None,
+    key: str | None = None, namespace: Sequence[str] = (),
+    value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
+    tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
+    source: str | None = None, memory_id: UUID | None = None, via: str = "direct",
+) -> Op[Memory]:
+    """Write a memory. With ``key``, an unchanged write returns the current row (no event)
+    and a changed one supersedes it (the old row stays, marked)."""
+    spec = ctx.spec
+    typ = _typology(spec, tier, typology)
+    check_write_policy(spec, tier, typ, via=via)
+    value, envelope = dict(value or {}), dict(envelope or {})
+    check_limits(spec, content, value, envelope)
+    ns = list(namespace)
+    previous: Memory | None = None
+    if key is not None:
+        row = yield Step(q.current_by_key(ctx.tables), {
+            "tenant": ctx.tenant, "tier": tier, "namespace": ns, "key": key}, "one")
+        if row is not None:
+            previous = Memory.from_row(row)
+            if (previous.content, previous.value, previous.envelope, previous.typology,
+                    list(previous.tags)) == (content, value, envelope, typ, list(tags)):
+                return previous
+    new_id = memory_id or uuid4()
+    if previous is not None:
+        # Free the current-key slot first; the new row takes it. The old row stays.
+        yield Step(q.supersede(ctx.tables), {"tenant": ctx.tenant, "id": previous.id,
+                                             "by": new_id})
+    row = yield Step(q.insert_memory(ctx.tables, ctx.tables.anchor_columns), {
+        **ctx.anchor.as_dict(),
+        "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
+        "key": key if key is not None else str(new_id), "content": content,
+        "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": list(tags),
+        "provenance": Jsonb({}), "event_time": event_time or datetime.now().astimezone(),
+        "source": source, "actor": ctx.actor,
+    }, "one")
+    created = Memory.from_row(row)
+    if scope_id is not None:
+        yield Step(q.touch_scope(ctx.tables), {"tenant": ctx.tenant, "tier": tier,
+                                               "scope_id": scope_id})
+    if previous is not None:
+        yield _event(ctx, "superseded", previous.id, {"by": str(created.id)})
+    yield _event(ctx, "observed", created.id, {
+        "tier": tier, "typology": typ, "key": created.key, "namespace": ns,
+        "scope_id": scope_id, "content_sha256": content_hash(content),
+        "value_sha256": content_hash(canonical_json(value)), "via": via,
+    })
+    return created
+
+
+def supersede(ctx: Context, memory_id: UUID, content: str, *,
+              value: Mapping[str, Any] | None = None,
+              envelope: Mapping[str, Any] | None = None, reason: str | None = None) -> Op[Memory]:
+    """Replace an active memory with a new version; the old row stays, linked to the new."""
+    old = _require(Memory.from_row_or_none((yield get_step(ctx, memory_id))), memory_id)
+    if not old.active:
+        raise GovernanceError(f"memory {memory_id} is not active ({old.state}); only an "
+                              "active memory can be superseded", memory_id=str(memory_id))
+    new = yield from observe(
+        ctx, old.tier, content, typology=old.typology, namespace=old.namespace,
+        value=value if value is not None else old.value,
+        envelope=envelope if envelope is not None else old.envelope, tags=old.tags,
+        scope_id=old.scope_id, via="supersede",
+        key=old.key,
+    )
+    if reason:
+        yield _event(ctx, "supersession_reason", old.id, {"reason": reason})
+    return new
+
+
+_STATE_COLUMNS = {"invalidate": "invalidated_at", "archive": "archived_at",
+                  "tombstone": "tombstoned_at"}
+_STATE_EVENTS = {"invalidate": "invalidated", "archive": "archived", "tombstone": "tombstoned"}
+
+
+def change_state(ctx: Context, action: str, memory_id: UUID, *, reason: str | None,
+                 at: datetime | None = None) -> Op[Memory]:
+    """Invalidate, archive or tombstone: a state column is set; the row is never removed."""
+    memory = _require(Memory.from_row_or_none((yield get_step(ctx, memory_id))), memory_id)
+    column = _STATE_COLUMNS[action]
+    if getattr(memory, column) is not None:
+        return memory
+    row = yield Step(q.set_state(ctx.tables, column), {
+        "tenant": ctx.tenant, "id": memory_id, "at": at or datetime.now().astimezone()}, "one")
+    yield _event(ctx, _STATE_EVENTS[action], memory_id, {"reason": reason, "column": column})
+    return Memory.from_row(row)
+
+
+def link_action(ctx: Context, action_id: str, memory_ids: Sequence[UUID], kind: str) -> Op[int]:
+    """Record that ``action_id`` relied on these memories; they can never be hard-deleted."""
+    if not action_id or not memory_ids:
+        raise PolicyViolation("link_action needs an action id and at least one memory id")
+    linked = 0
+    for memory_id in memory_ids:
+        _require(Memory.from_row_or_none((yield get_step(ctx, memory_id))), memory_id)
+        row = yield Step(q.insert_link(ctx.tables), {
+            "tenant": ctx.tenant, "action_id": action_id, "memory_id": memory_id,
+            "kind": kind}, "one")
+        if row is not None:
+            linked += 1
+            yield _event(ctx, "action_linked", memory_id, {"action_id": action_id, "kind": kind})
+    return linked
+
+
+def end_scope(ctx: Context, tier: str, scope_id: str) -> Op[tuple[int, int]]:
+    """End one scope of a transient tier: unlinked rows are removed (each removal is an
+    event); action-linked rows stay. Returns ``(removed, kept)``."""
+    spec = ctx.spec
+    if tier not in spec.tier_names:
+        raise TenancyError(f"unknown tier '{tier}'; tiers: {', '.join(spec.tier_names)}")
+    if spec.tier(tier).persistent:
+        raise GovernanceError(
+            f"tier '{tier}' is persistent: its memory is never removed at scope end "
+            "(archive or tombstone individual memories instead)", tier=tier)
+    rows = yield Step(q.scope_rows(ctx.tables), {"tenant": ctx.tenant, "tier": tier,
+                                                 "scope_id": scope_id}, "all")
+    removed = kept = 0
+    for memory_id, content, linked in rows:
+        if linked:
+            kept += 1
+            yield _event(ctx, "retained_at_scope_end", memory_id,
+                         {"tier": tier, "scope_id": scope_id, "reason": "action_linked"})
+            continue
+        yield _event(ctx, "removed_at_scope_end", memory_id, {
+            "tier": tier, "scope_id": scope_id, "content_sha256": content_hash(content)})
+        yield Step(q.delete_memory(ctx.tables), {"tenant": ctx.tenant, "id": memory_id})
+        removed += 1
+    yield Step(q.close_scope(ctx.tables), {"tenant": ctx.tenant, "tier": tier,
+                                           "scope_id": scope_id})
+    yield _event(ctx, "scope_ended", None, {"tier": tier, "scope_id": scope_id,
+                                            "removed": removed, "kept": kept})
+    return removed, kept
+
+
+def erase(ctx: Context, subject: str, *, approvals: Sequence[str], reason: str,
+          memory_ids: Sequence[UUID] = ()) -> Op[int]:
+    """Governed erasure of a subject's memories (``envelope.subject`` or listed ids).
+
+    Content becomes ``sha256:<hex>``, value/envelope/tags/embedding are cleared, the row and
+    its links stay, and each erasure is a journal event. Needs the approvals the persistent
+    tier's retention names (``deletion_requires``), or at least one.
+    """
+    required = _deletion_requires(ctx.spec)
+    missing = [r for r in required if r not in approvals]
+    if not approvals or missing:
+        raise GovernanceError(
+            f"erasure needs approval from {', '.join(required) or 'at least one approver'}"
+            + (f"; missing {', '.join(missing)}" if missing else ""), subject=subject)
+    if not reason.strip():
+        raise GovernanceError("erasure needs a reason", subject=subject)
+    rows = yield Step(q.subject_rows(ctx.tables), {
+        "tenant": ctx.tenant, "subject": Jsonb({"subject": subject}),
+        "ids": list(memory_ids)}, "all")
+    erased = 0
+    for memory_id, content in rows:
+        yield Step(q.erase_row(ctx.tables, has_embedding=ctx.has_embedding), {
+            "tenant": ctx.tenant, "id": memory_id,
+            "content": f"sha256:{content_hash(content)}", "reason": reason})
+        yield _event(ctx, "erased", memory_id, {"reason": reason, "approvals": list(approvals)})
+        erased += 1
+    return erased
+
+
+def _deletion_requires(spec: AgentSpec) -> list[str]:
+    retention = spec.persistent_tier.retention
+    if retention is None:
+        return []
+    if retention.deletion_requires:
+        return list(retention.deletion_requires)
+    policy = spec.policies.get(retention.policy) if retention.policy else None
+    return list(getattr(policy, "deletion_requires", []) or [])
+
+
+# reads ------------------------------------------------------------------------------------------
+def get_step(ctx: Context, memory_id: UUID) -> Step:
+    return Step(q.select_memory(ctx.tables), {"tenant": ctx.tenant, "id": memory_id}, "one")
+
+
+def get(ctx: Context, memory_id: UUID) -> Op[Memory | None]:
+    row = yield get_step(ctx, memory_id)
+    return Memory.from_row_or_none(row)
+
+
+def history(ctx: Context, memory_id: UUID) -> Op[list[dict[str, Any]]]:
+    """Journal events of a memory and of the versions it superseded or was superseded by."""
+    rows = yield Step(q.history(ctx.tables), {"tenant": ctx.tenant, "id": memory_id}, "all")
+    return [dict(zip(("seq", "kind", "memory_id", "actor", "payload", "occurred_at", "hash"),
+                     row, strict=True)) for row in rows]
+
+
+def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
+           tiers: Sequence[str] | None = None, limit: int | None = None) -> Op[list[Hit]]:
+    """Hybrid search over this tenant's active rows, fused by weighted reciprocal rank."""
+    retrieval = ctx.spec.retrieval
+    scope = dict(retrieval.scope) or {name: 1.0 for name in ctx.spec.tier_names}
+    chosen = list(tiers) if tiers is not None else list(scope)
+    for tier in chosen:
+        if tier not in ctx.spec.tier_names:
+            raise TenancyError(f"unknown tier '{tier}' for agent '{ctx.spec.agent}'; "
+                               f"tiers: {', '.join(ctx.spec.tier_names)}")
+    limit = limit or retrieval.default_limit
+    if not 1 <= limit <= 1000:
+        raise PolicyViolation(f"limit must be between 1 and 1000, got {limit}")
+    params: dict[str, Any] = {
+        "tenant": ctx.tenant, "tiers": chosen,
+        "tier_weights": [scope.get(t, 1.0) for t in chosen], "query": query,
+        "config": retrieval.text_search_config, "envelope": Jsonb(dict(envelope or {})),
+        "cap": max(limit * 5, 50), "k": retrieval.fusion.k, "limit": limit,
+    }
+    weights: dict[str, float] = {str(k): v for k, v in retrieval.fusion.weights.items()}
+    for signal in ctx.signals:
+        params[f"w_{signal}"] = weights.get(signal, 1.0)
+    rows = yield Step(q.search_statement(ctx.tables, ctx.signals), params, "all")
+    return [Hit(Memory.from_row(row[:-2]), float(row[-2]), dict(row[-1])) for row in rows]

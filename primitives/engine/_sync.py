@@ -1,0 +1,169 @@
+"""The synchronous executor: runs the core's operations on a pooled connection.
+
+Example::
+
+    with Engine.connect(load_spec("agents/spectral_agent.yaml")) as engine:
+        with engine.tenant({"workspace_id": "ws-acme"}) as mem:
+            mem.observe("cycle", "lowering temperature removed fabrication", scope_id="c-1")
+            hits = mem.search("temperature fabrication")
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+from uuid import UUID
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from primitives.db import app_dsn, resolve_dsn, tenant_transaction, translate_error
+from primitives.engine import _core as core
+from primitives.engine._anchor import resolve_anchor
+from primitives.engine._base import EngineBase, has_embedding_column
+from primitives.engine._records import Hit, Memory
+from primitives.engine._retry import backoff_seconds, is_transient, write_failed
+from primitives.errors import StorageError
+from primitives.spec import AgentSpec
+
+__all__ = ["Engine", "TenantMemory"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def run_op(conn: psycopg.Connection[Any], op: core.Op[R]) -> R:
+    """Drive one core operation to completion on ``conn``."""
+    try:
+        step = next(op)
+        while True:
+            cursor = conn.execute(step.statement, step.params)
+            result: Any = None
+            if step.fetch == "one":
+                result = cursor.fetchone()
+            elif step.fetch == "all":
+                result = cursor.fetchall()
+            step = op.send(result)
+    except StopIteration as done:
+        value: R = done.value
+        return value
+
+
+class Engine(EngineBase):
+    """Spec-bound, tenant-scoped access to an agent's memory. Create with :meth:`connect`."""
+
+    def __init__(self, spec: AgentSpec, pool: ConnectionPool[psycopg.Connection[Any]], *,
+                 has_embedding: bool = False) -> None:
+        super().__init__(spec, has_embedding=has_embedding)
+        self._pool = pool
+        for message in self.warnings:
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+    @classmethod
+    def connect(cls, spec: AgentSpec, dsn: str | None = None, *,
+                max_connections: int = 4) -> Engine:
+        """Open a pool of application-role connections (``dsn`` defaults to the resolved one)."""
+        runtime = dsn or app_dsn(resolve_dsn())
+        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            runtime, min_size=1, max_size=max_connections, open=False,
+            kwargs={"autocommit": True}, name=f"primitives-{spec.agent}",
+        )
+        try:
+            pool.open(wait=True, timeout=15)
+            with pool.connection() as conn:
+                embedding = has_embedding_column(conn, cls.tables_for(spec))
+        except Exception as err:  # psycopg.Error, psycopg_pool.PoolTimeout
+            pool.close()
+            raise StorageError(f"cannot connect as the application role: {err}") from err
+        return cls(spec, pool, has_embedding=embedding)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def tenant(self, anchor: Mapping[str, object], *,
+               actor: str = "agent") -> Iterator[TenantMemory]:
+        """One tenant-scoped transaction; commits on success, rolls back on any error."""
+        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
+        with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
+            yield TenantMemory(ctx, conn)
+
+    def write(self, anchor: Mapping[str, object], fn: Callable[[TenantMemory], T], *,
+              actor: str = "agent", seed: str | None = None,
+              sleep: Callable[[float], None] = time.sleep) -> T:
+        """Run ``fn`` in its own tenant transaction; on a transient failure, retry exactly
+        once after a deterministic backoff, then raise ``MemoryWriteFail``."""
+        seed = seed or f"{self.spec.agent}:{resolve_anchor(self.spec, anchor).tenant}"
+        for attempt in (1, 2):
+            try:
+                with self.tenant(anchor, actor=actor) as mem:
+                    return fn(mem)
+            except (psycopg.Error, PoolTimeout, StorageError) as err:
+                if not is_transient(err):
+                    if isinstance(err, psycopg.Error):
+                        raise translate_error(err) from err
+                    raise
+                if attempt == 2:
+                    raise write_failed(err, attempts=attempt, seed=seed) from err
+                sleep(backoff_seconds(seed))
+        raise AssertionError("unreachable")
+
+
+class TenantMemory:
+    """Operations inside one tenant transaction (see :mod:`primitives.engine._core`)."""
+
+    def __init__(self, ctx: core.Context, conn: psycopg.Connection[Any]) -> None:
+        self.ctx = ctx
+        self._conn = conn
+
+    @property
+    def connection(self) -> psycopg.Connection[Any]:
+        """The transaction's connection (tenant already set), for audit and test queries."""
+        return self._conn
+
+    def observe(self, tier: str, content: str, **fields: Any) -> Memory:
+        return run_op(self._conn, core.observe(self.ctx, tier, content, **fields))
+
+    def supersede(self, memory_id: UUID, content: str, **fields: Any) -> Memory:
+        return run_op(self._conn, core.supersede(self.ctx, memory_id, content, **fields))
+
+    def invalidate(self, memory_id: UUID, *, reason: str | None = None, **kw: Any) -> Memory:
+        return run_op(self._conn, core.change_state(self.ctx, "invalidate", memory_id,
+                                                    reason=reason, **kw))
+
+    def archive(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
+        return run_op(self._conn, core.change_state(self.ctx, "archive", memory_id,
+                                                    reason=reason))
+
+    def tombstone(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
+        return run_op(self._conn, core.change_state(self.ctx, "tombstone", memory_id,
+                                                    reason=reason))
+
+    def link_action(self, action_id: str, memory_ids: list[UUID], kind: str) -> int:
+        return run_op(self._conn, core.link_action(self.ctx, action_id, memory_ids, kind))
+
+    def end_scope(self, tier: str, scope_id: str) -> tuple[int, int]:
+        return run_op(self._conn, core.end_scope(self.ctx, tier, scope_id))
+
+    def erase(self, subject: str, *, approvals: list[str], reason: str,
+              memory_ids: list[UUID] | None = None) -> int:
+        return run_op(self._conn, core.erase(self.ctx, subject, approvals=approvals,
+                                             reason=reason, memory_ids=memory_ids or []))
+
+    def get(self, memory_id: UUID) -> Memory | None:
+        return run_op(self._conn, core.get(self.ctx, memory_id))
+
+    def history(self, memory_id: UUID) -> list[dict[str, Any]]:
+        return run_op(self._conn, core.history(self.ctx, memory_id))
+
+    def search(self, query: str = "", **options: Any) -> list[Hit]:
+        return run_op(self._conn, core.search(self.ctx, query, **options))
