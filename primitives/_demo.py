@@ -13,9 +13,9 @@ A second run applies nothing new and writes nothing new (keyed writes are idempo
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 import warnings
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg

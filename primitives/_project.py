@@ -9,8 +9,7 @@ from typing import Any
 
 import psycopg
 
-from primitives.compile import Capabilities, compile_plan
-from primitives.compile._capabilities import require_server_version
+from primitives.compile import Capabilities, compile_plan, require_server_version
 from primitives.db import apply_migrations, apply_plan, resolve_dsn
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
@@ -86,8 +85,7 @@ def migrate(
             progress(f"warning: {note}")
         for spec in specs:
             plan = compile_plan(spec, capabilities=caps)
-            applied = apply_plan(conn, spec.agent, plan.checksum,
-                                 [step.statement for step in plan.steps])
+            applied = apply_plan(conn, spec.agent, plan.checksum, plan.statements)
             store = spec.persistence.store
             report.plans.append(PlanResult(spec.agent, store.schema_, store.prefix,
                                            len(plan.steps), applied))

@@ -1,1 +1,80 @@
-"""primitives.db"""
+"""PostgreSQL plumbing: embedded server, DSNs, roles, migrations, tenant transactions.
+
+Example::
+
+    from primitives.db import apply_migrations, app_dsn, resolve_dsn, tenant_transaction
+
+    admin = resolve_dsn()              # PRIMITIVES_DSN, else the embedded server
+    apply_migrations(admin)            # roles, schema, audit functions (idempotent)
+    with psycopg.connect(app_dsn(admin), autocommit=True) as conn:
+        with tenant_transaction(conn, "acme") as tx:
+            ...
+
+SQL functions installed by the migrations (schema ``primitives``):
+``current_tenant()``, ``has_capability(text)``, ``event_hash(...)``,
+``chain_event()``, ``verify_chain(regclass, text, text)``,
+``refuse_journal_mutation()``, ``guard_memory_delete()``; the view
+``capabilities``; the tables ``schema_migrations`` and ``agent_plans``.
+"""
+
+from primitives.db._dsn import app_dsn, auditor_dsn, resolve_dsn
+from primitives.db._migrate import (
+    Migration,
+    apply_migrations,
+    apply_plan,
+    load_migrations,
+    migrations_dir,
+)
+from primitives.db._names import (
+    APP_ROLE,
+    AUDITOR_ROLE,
+    OWNER_ROLE,
+    POLICY_SQLSTATES,
+    SQLSTATE_APPEND_ONLY,
+    SQLSTATE_JOURNAL_ISOLATION,
+    SQLSTATE_LINKED_DELETE,
+    SQLSTATE_PERSISTENT_DELETE,
+    TENANT_SETTING,
+)
+from primitives.db._server import (
+    ServerStatus,
+    primitives_home,
+    server_status,
+    start_server,
+    stop_server,
+)
+from primitives.db._tenant import (
+    atenant_transaction,
+    set_tenant_statement,
+    tenant_transaction,
+    translate_error,
+)
+
+__all__ = [
+    "APP_ROLE",
+    "AUDITOR_ROLE",
+    "OWNER_ROLE",
+    "POLICY_SQLSTATES",
+    "SQLSTATE_APPEND_ONLY",
+    "SQLSTATE_JOURNAL_ISOLATION",
+    "SQLSTATE_LINKED_DELETE",
+    "SQLSTATE_PERSISTENT_DELETE",
+    "TENANT_SETTING",
+    "Migration",
+    "ServerStatus",
+    "app_dsn",
+    "apply_migrations",
+    "apply_plan",
+    "atenant_transaction",
+    "auditor_dsn",
+    "load_migrations",
+    "migrations_dir",
+    "primitives_home",
+    "resolve_dsn",
+    "server_status",
+    "set_tenant_statement",
+    "start_server",
+    "stop_server",
+    "tenant_transaction",
+    "translate_error",
+]

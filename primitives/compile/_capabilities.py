@@ -1,0 +1,51 @@
+"""What the target server can do; the plan adapts to it (no pgvector: no embedding column)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from primitives.errors import StorageError
+
+__all__ = [
+    "DEFAULT_CAPABILITIES",
+    "MIN_SERVER_VERSION",
+    "Capabilities",
+    "require_server_version",
+]
+
+MIN_SERVER_VERSION: Final = 150000
+"""PostgreSQL 15: ``security_invoker`` views and ``CREATE OR REPLACE TRIGGER``."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Extensions and server version the plan may rely on.
+
+    >>> Capabilities(vector=False).vector
+    False
+    """
+
+    vector: bool = True
+    """pgvector: the ``embedding halfvec(dims)`` column and its HNSW index."""
+    trigram: bool = True
+    """pg_trgm: a trigram index on content for non-mirror ``trigram_trigger`` defenses."""
+    btree_gin: bool = True
+    """btree_gin: GIN indexes that lead with the tenant column."""
+    server_version: int = 180000
+    """``server_version_num`` of the target server."""
+
+
+DEFAULT_CAPABILITIES: Final = Capabilities()
+"""A current PostgreSQL with pgvector, pg_trgm and btree_gin (the embedded server)."""
+
+
+def require_server_version(capabilities: Capabilities) -> None:
+    """Raise StorageError when the target server is older than the plan needs."""
+    if capabilities.server_version < MIN_SERVER_VERSION:
+        major = capabilities.server_version // 10000
+        raise StorageError(
+            f"PostgreSQL {MIN_SERVER_VERSION // 10000} or newer is required (security_invoker "
+            f"views, CREATE OR REPLACE TRIGGER); the server is version {major}",
+            server_version=capabilities.server_version,
+        )

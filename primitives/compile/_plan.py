@@ -1,0 +1,262 @@
+"""``compile_plan``: an AgentSpec becomes an ordered, idempotent, reviewable list of DDL steps.
+
+>>> from primitives.spec import load_spec
+>>> plan = compile_plan(load_spec("agents/spectral_agent.yaml"))  # doctest: +SKIP
+>>> print(plan.render())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+from psycopg import sql
+
+from primitives.compile._capabilities import (
+    DEFAULT_CAPABILITIES,
+    Capabilities,
+    require_server_version,
+)
+from primitives.compile._ddl import (
+    TableDef,
+    comment_sql,
+    create_index_sql,
+    create_table_sql,
+    create_trigger_sql,
+    replace_checks_sql,
+)
+from primitives.compile._names import Table, Tables, agent_tables, check_name_length
+from primitives.compile._optional_tables import (
+    action_requests_table,
+    approvals_table,
+    edges_table,
+    entities_table,
+    node_entities_table,
+    sessions_table,
+)
+from primitives.compile._rls import (
+    auditor_policy_name,
+    auditor_policy_sql,
+    create_schema_sql,
+    drop_policy_sql,
+    enable_rls_sql,
+    force_rls_sql,
+    grant_app_sql,
+    grant_auditor_sql,
+    grant_schema_usage_sql,
+    revoke_all_sql,
+    set_owner_role_sql,
+    tenant_policy_name,
+    tenant_policy_sql,
+)
+from primitives.compile._tables import (
+    action_links_table,
+    events_table,
+    memories_table,
+    promotions_table,
+    scopes_table,
+)
+from primitives.compile._views import (
+    action_basis_view,
+    active_memories_view,
+    erasures_view,
+    lineage_view,
+    policy_coverage_view,
+    retention_state_view,
+    sanitization_view,
+    supersession_view,
+    view_comments,
+)
+from primitives.errors import SpecError
+from primitives.spec import AgentSpec
+
+__all__ = ["Plan", "Step", "compile_plan", "table_definitions"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One SQL statement of a plan and the title shown above it when rendered."""
+
+    title: str
+    statement: sql.Composed
+
+    def render(self) -> str:
+        return f"-- {self.title}\n{self.statement.as_string(None)};\n"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The compiled DDL of one agent: ordered, idempotent statements, rendered for review."""
+
+    agent: str
+    steps: tuple[Step, ...]
+    tables: Tables
+    capabilities: Capabilities
+    definitions: tuple[TableDef, ...]
+
+    @property
+    def statements(self) -> tuple[sql.Composed, ...]:
+        """The statements alone, in order (what ``primitives.db.apply_plan`` runs)."""
+        return tuple(step.statement for step in self.steps)
+
+    def render(self) -> str:
+        """The whole plan as SQL text, each statement under a ``-- title`` line."""
+        return self._rendered
+
+    @cached_property
+    def _rendered(self) -> str:
+        enabled = [name for name in ("vector", "trigram", "btree_gin")
+                   if getattr(self.capabilities, name)]
+        header = (
+            f"-- primitives plan for agent '{self.agent}': {len(self.steps)} statements\n"
+            f"-- store {self.tables.schema}.{self.tables.prefix}_*, tenant column "
+            f"{self.tables.tenant_column}; extensions: {', '.join(enabled) or 'none'}\n"
+        )
+        return header + "".join("\n" + step.render() for step in self.steps)
+
+    @cached_property
+    def checksum(self) -> str:
+        """sha256 (hex) of :meth:`render`: the plan's identity in ``primitives.agent_plans``."""
+        return hashlib.sha256(self.render().encode()).hexdigest()
+
+    def definition(self, table: Table) -> TableDef:
+        """The definition of one of the plan's tables (columns, keys, indexes, triggers)."""
+        for definition in self.definitions:
+            if definition.table == table:
+                return definition
+        raise KeyError(table.qualified)
+
+
+def table_definitions(
+    spec: AgentSpec, capabilities: Capabilities = DEFAULT_CAPABILITIES, tables: Tables | None = None
+) -> tuple[TableDef, ...]:
+    """Every table of the agent, in creation order (a referenced table before its referrers)."""
+    tables = tables or agent_tables(spec)
+    definitions = [
+        memories_table(spec, tables, capabilities),
+        events_table(tables),
+        action_links_table(tables),
+        scopes_table(spec, tables),
+        promotions_table(tables),
+    ]
+    if spec.graph is not None:
+        definitions += [
+            entities_table(spec, spec.graph, tables, capabilities),
+            edges_table(spec, spec.graph, tables),
+            node_entities_table(tables),
+            sessions_table(tables),
+        ]
+    if tables.action_requests is not None:
+        definitions += [action_requests_table(spec, tables), approvals_table(tables)]
+    return tuple(definitions)
+
+
+def _check_names(spec: AgentSpec, tables: Tables, definitions: tuple[TableDef, ...]) -> None:
+    for definition in definitions:
+        duplicated = [n for n, count in Counter(definition.column_names).items() if count > 1]
+        if duplicated:
+            raise SpecError(
+                f"anchor key '{duplicated[0]}' clashes with a column the framework puts in "
+                f"{definition.table.name}; rename the anchor key (e.g. '{duplicated[0]}_id')",
+                file=spec.source, field="anchor.keys",
+            )
+        for name in (
+            *(c.name for c in definition.constraints),
+            *(i.name for i in definition.indexes),
+            *(t.name for t in definition.triggers),
+        ):
+            check_name_length(spec, name)
+    check_name_length(spec, tenant_policy_name(tables))
+    check_name_length(spec, auditor_policy_name(tables))
+
+
+def _schema_steps(tables: Tables) -> Iterator[Step]:
+    schemas = [tables.schema]
+    if tables.checkpointer_schema and tables.checkpointer_schema != tables.schema:
+        schemas.append(tables.checkpointer_schema)
+    for schema in schemas:
+        yield Step(f"schema {schema}", create_schema_sql(schema))
+        yield Step(f"schema {schema}: usage for the runtime roles", grant_schema_usage_sql(schema))
+
+
+def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
+    table = definition.table
+    name = table.qualified
+    yield Step(f"{name}: table", create_table_sql(definition))
+    checks = replace_checks_sql(definition)
+    if checks is not None:
+        yield Step(f"{name}: checks (replaced, so they follow the spec)", checks)
+    for index in definition.indexes:
+        yield Step(f"{name}: index {index.name}", create_index_sql(table, index))
+    for trigger in definition.triggers:
+        yield Step(f"{name}: trigger {trigger.name}", create_trigger_sql(table, trigger))
+    if definition.comment:
+        yield Step(f"{name}: comment", comment_sql(table, definition.comment))
+    yield Step(f"{name}: enable row level security", enable_rls_sql(table))
+    yield Step(f"{name}: force row level security", force_rls_sql(table))
+    for policy, create in (
+        (tenant_policy_name(tables), tenant_policy_sql),
+        (auditor_policy_name(tables), auditor_policy_sql),
+    ):
+        yield Step(f"{name}: replace policy {policy}", drop_policy_sql(policy, table))
+        yield Step(f"{name}: policy {policy}", create(tables, table))
+    yield from _grant_steps(table, definition)
+
+
+def _grant_steps(relation: Table, definition: TableDef | None = None) -> Iterator[Step]:
+    name = relation.qualified
+    privileges = definition.app_privileges if definition is not None else ("SELECT",)
+    yield Step(f"{name}: reset grants", revoke_all_sql(relation))
+    yield Step(f"{name}: grants for the app role", grant_app_sql(relation, privileges))
+    yield Step(f"{name}: grants for the auditor role", grant_auditor_sql(relation))
+
+
+def _view_steps(
+    spec: AgentSpec, tables: Tables, memories: TableDef, capabilities: Capabilities
+) -> Iterator[Step]:
+    views = (
+        (tables.active_memories, active_memories_view(tables, memories.column_names)),
+        (tables.audit_lineage, lineage_view(tables)),
+        (tables.audit_supersession, supersession_view(tables)),
+        (tables.audit_action_basis, action_basis_view(tables)),
+        (tables.audit_retention_state, retention_state_view(spec, tables)),
+        (tables.audit_erasures, erasures_view(tables, has_embedding=capabilities.vector)),
+        (tables.audit_sanitization, sanitization_view(tables)),
+        (tables.audit_policy_coverage, policy_coverage_view(tables)),
+    )
+    comments = view_comments(tables)
+    for view, statement in views:
+        yield Step(f"{view.qualified}: view", statement)
+        yield Step(f"{view.qualified}: comment", comment_sql(view, comments[view.name]))
+        yield from _grant_steps(view)
+
+
+def compile_plan(spec: AgentSpec, *, capabilities: Capabilities = DEFAULT_CAPABILITIES) -> Plan:
+    """Compile ``spec`` into its DDL plan. Pure and deterministic: same spec, same SQL.
+
+    Raises :class:`~primitives.errors.SpecError` for names PostgreSQL cannot hold (too long,
+    or an anchor key that clashes with a framework column) and
+    :class:`~primitives.errors.StorageError` for a server older than PostgreSQL 15.
+    """
+    require_server_version(capabilities)
+    if "semantic" not in spec.retrieval.signals:
+        # No semantic signal: no embedding column, no vector index, whatever the server has.
+        capabilities = replace(capabilities, vector=False)
+    tables = agent_tables(spec)
+    definitions = table_definitions(spec, capabilities, tables)
+    _check_names(spec, tables, definitions)
+    steps: list[Step] = [Step("objects are owned by the owner role", set_owner_role_sql())]
+    steps += _schema_steps(tables)
+    for definition in definitions:
+        steps += _table_steps(tables, definition)
+    steps += _view_steps(spec, tables, definitions[0], capabilities)
+    return Plan(
+        agent=spec.agent,
+        steps=tuple(steps),
+        tables=tables,
+        capabilities=capabilities,
+        definitions=definitions,
+    )

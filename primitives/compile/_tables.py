@@ -1,0 +1,366 @@
+"""The core tables of every agent: memories, the journal, action links, scopes, promotions.
+
+Each builder returns a :class:`~primitives.compile._ddl.TableDef`; the tenant column leads
+every column list, key and (where the index method allows) index.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from primitives.compile._capabilities import Capabilities
+from primitives.compile._ddl import (
+    BIGINT,
+    BOOLEAN,
+    EMPTY_JSONB,
+    EMPTY_TEXT_ARRAY,
+    INTEGER,
+    JSONB,
+    NOW,
+    RANDOM_UUID,
+    REAL,
+    TEXT,
+    TEXT_ARRAY,
+    TIMESTAMPTZ,
+    UUID,
+    Column,
+    Constraint,
+    Index,
+    TableDef,
+    Trigger,
+    check,
+    foreign_key,
+    in_list,
+    primary_key,
+)
+from primitives.compile._expr import active_predicate
+from primitives.compile._names import Tables, framework_function
+from primitives.spec import AgentSpec
+
+__all__ = [
+    "CURRENT_KEY_COLUMNS",
+    "GENERATED_MEMORY_COLUMNS",
+    "action_links_table",
+    "append_only_triggers",
+    "events_table",
+    "gin_index",
+    "memories_table",
+    "promotions_table",
+    "scopes_table",
+    "tenant_column",
+]
+
+GENERATED_MEMORY_COLUMNS = ("persistent", "tsv")
+"""Columns of ``<prefix>_memories`` the database computes; never INSERT or UPDATE them."""
+
+CURRENT_KEY_COLUMNS = ("tier", "namespace", "key")
+"""After the tenant column: the key of the current-version unique index (``ON CONFLICT`` target)."""
+
+_ONE = sql.SQL("1")
+_ZERO = sql.SQL("0")
+
+
+def tenant_column(tables: Tables) -> Column:
+    return Column(tables.tenant_column, TEXT, not_null=True)
+
+
+def _ts(name: str, *, now: bool = False) -> Column:
+    return Column(name, TIMESTAMPTZ, not_null=now, default=NOW if now else None)
+
+
+def _bounded(name: str, expression: sql.Composable, limit: int) -> Constraint:
+    return check(name, sql.SQL("{} <= {}").format(expression, sql.Literal(limit)))
+
+
+def _json_size(column: str) -> sql.Composed:
+    return sql.SQL("octet_length({}::text)").format(sql.Identifier(column))
+
+
+def gin_index(
+    name: str, tenant: str, element: sql.Composable, capabilities: Capabilities
+) -> Index:
+    """A GIN index that leads with the tenant column when btree_gin is available."""
+    if capabilities.btree_gin:
+        return Index(name, "gin", (sql.Identifier(tenant), element), tenant)
+    return Index(name, "gin", (element,), None)
+
+
+def append_only_triggers() -> tuple[Trigger, ...]:
+    """``primitives.refuse_journal_mutation`` for row UPDATE/DELETE and statement TRUNCATE."""
+    refuse = framework_function("refuse_journal_mutation")
+    return (
+        Trigger("primitives_refuse_mutation", "BEFORE", "UPDATE OR DELETE", "ROW", refuse),
+        Trigger("primitives_refuse_truncate", "BEFORE", "TRUNCATE", "STATEMENT", refuse),
+    )
+
+
+def _memory_columns(spec: AgentSpec, tables: Tables, capabilities: Capabilities) -> list[Column]:
+    anchor = spec.anchor
+    columns = [tenant_column(tables)]
+    columns += [
+        Column(key, TEXT, not_null=key in anchor.required_at_write)
+        for key in anchor.keys[1:]
+    ]
+    persistent_expr = sql.SQL("{} = {}").format(
+        sql.Identifier("tier"), sql.Literal(spec.persistent_tier.name)
+    )
+    tsv_expr = sql.SQL("to_tsvector({}::regconfig, {})").format(
+        sql.Literal(spec.retrieval.text_search_config), sql.Identifier("content")
+    )
+    columns += [
+        Column("id", UUID, not_null=True, default=RANDOM_UUID),
+        Column("tier", TEXT, not_null=True),
+        Column("typology", TEXT, not_null=True),
+        Column("persistent", BOOLEAN, generated=persistent_expr),
+        Column("scope_id", TEXT),
+        Column("namespace", TEXT_ARRAY, not_null=True, default=EMPTY_TEXT_ARRAY),
+        Column("key", TEXT, not_null=True),
+        Column("content", TEXT, not_null=True),
+        Column("value", JSONB, not_null=True, default=EMPTY_JSONB),
+        Column("envelope", JSONB, not_null=True, default=EMPTY_JSONB),
+        Column("tags", TEXT_ARRAY, not_null=True, default=EMPTY_TEXT_ARRAY),
+        Column("provenance", JSONB, not_null=True, default=EMPTY_JSONB),
+        Column("tsv", sql.SQL("tsvector"), generated=tsv_expr),
+    ]
+    if capabilities.vector:
+        dims = sql.SQL("halfvec({})").format(sql.Literal(spec.retrieval.embedding.dims))
+        columns += [Column("embedding", dims), Column("embedding_model", TEXT)]
+    columns += [
+        Column("confidence", REAL, not_null=True, default=_ONE),
+        Column("decay_rate", REAL),
+        Column("access_count", INTEGER, not_null=True, default=_ZERO),
+        _ts("last_accessed_at"),
+        _ts("event_time", now=True),
+        _ts("created_at", now=True),
+        _ts("updated_at", now=True),
+        _ts("valid_from", now=True),
+        _ts("invalidated_at"),
+        _ts("superseded_at"),
+        Column("superseded_by", UUID),
+        _ts("archived_at"),
+        _ts("tombstoned_at"),
+        _ts("erased_at"),
+        Column("erasure_reason", TEXT),
+        _ts("expires_at"),
+        Column("ttl_ticks", INTEGER),
+        Column("source", TEXT),
+        Column("actor", TEXT),
+    ]
+    return columns
+
+
+def _tier_pairs(spec: AgentSpec) -> sql.Composed:
+    pairs = [
+        sql.SQL("({}, {})").format(sql.Literal(tier.name), sql.Literal(kind))
+        for tier in spec.tiers
+        for kind in spec.typology.get(tier.name, [])
+    ]
+    return sql.SQL(", ").join(pairs)
+
+
+def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) -> TableDef:
+    """``<prefix>_memories``: one row per memory, every state change kept (soft supersession)."""
+    t, name = tables.tenant_column, tables.object_name
+    limits = spec.persistence.store.limits
+    constraints = (
+        primary_key(name("memories_pkey"), (t, "id")),
+        check(name("memories_tier_check"),
+              sql.SQL("tier IN ({})").format(in_list(spec.tier_names))),
+        check(name("memories_typology_check"),
+              sql.SQL("(tier, typology) IN ({})").format(_tier_pairs(spec))),
+        _bounded(name("memories_content_check"),
+                 sql.SQL("char_length(content)"), limits.content_chars),
+        _bounded(name("memories_value_check"), _json_size("value"), limits.value_bytes),
+        _bounded(name("memories_envelope_check"), _json_size("envelope"), limits.envelope_bytes),
+        _bounded(name("memories_provenance_check"), _json_size("provenance"), limits.value_bytes),
+        check(name("memories_confidence_check"), sql.SQL("confidence BETWEEN 0 AND 1")),
+        check(name("memories_erasure_check"),
+              sql.SQL("erased_at IS NULL OR erasure_reason IS NOT NULL")),
+    )
+    tenant = sql.Identifier(t)
+    indexes = [
+        Index(name("memories_current_key"), "btree",
+              (tenant, *map(sql.Identifier, CURRENT_KEY_COLUMNS)), t, unique=True,
+              where=sql.SQL("superseded_at IS NULL AND tombstoned_at IS NULL")),
+        Index(name("memories_recent_idx"), "btree",
+              (tenant, sql.Identifier("tier"), sql.SQL("created_at DESC")), t,
+              where=active_predicate()),
+        Index(name("memories_scope_idx"), "btree",
+              (tenant, sql.Identifier("scope_id"), sql.Identifier("tier")), t,
+              where=sql.SQL("scope_id IS NOT NULL")),
+        Index(name("memories_superseded_by_idx"), "btree",
+              (tenant, sql.Identifier("superseded_by")), t,
+              where=sql.SQL("superseded_by IS NOT NULL")),
+        Index(name("memories_expires_idx"), "btree",
+              (tenant, sql.Identifier("expires_at")), t,
+              where=sql.SQL("expires_at IS NOT NULL")),
+        gin_index(name("memories_tsv_idx"), t, sql.Identifier("tsv"), capabilities),
+        gin_index(name("memories_envelope_idx"), t,
+                  sql.SQL("envelope jsonb_path_ops"), capabilities),
+        gin_index(name("memories_tags_idx"), t, sql.Identifier("tags"), capabilities),
+    ]
+    if capabilities.trigram and any(
+        "trigram_trigger" in item.defenses for item in spec.discipline.non_mirror
+    ):
+        indexes.append(gin_index(name("memories_content_trgm_idx"), t,
+                                 sql.SQL("content gin_trgm_ops"), capabilities))
+    if capabilities.vector:
+        # HNSW cannot lead with the tenant; retrieval filters by tenant with iterative scans.
+        indexes.append(Index(name("memories_embedding_idx"), "hnsw",
+                             (sql.SQL("embedding halfvec_cosine_ops"),), None))
+    guard = Trigger(
+        "primitives_guard_delete", "BEFORE", "DELETE", "ROW",
+        framework_function("guard_memory_delete"),
+        (tables.action_links.ident.as_string(None), t),
+    )
+    return TableDef(
+        table=tables.memories,
+        columns=tuple(_memory_columns(spec, tables, capabilities)),
+        constraints=constraints,
+        indexes=tuple(indexes),
+        triggers=(guard,),
+        app_privileges=("SELECT", "INSERT", "UPDATE", "DELETE"),
+        comment=_memories_comment(spec, tables),
+    )
+
+
+def _memories_comment(spec: AgentSpec, tables: Tables) -> str:
+    tiers = ", ".join(spec.tier_names)
+    text = (
+        f"Memory rows of agent '{spec.agent}' (tiers {tiers}; persistent tier "
+        f"'{spec.persistent_tier.name}'), tenant column {tables.tenant_column}. Rows leave "
+        "retrieval by state change (superseded_at, invalidated_at, archived_at, tombstoned_at), "
+        f"never by DELETE of persistent or action-linked rows; every change is journalled in "
+        f"{tables.events.qualified}."
+    )
+    categories = [item.category for item in spec.discipline.non_mirror]
+    if categories:
+        text += (
+            " Non-mirror categories, held by reference and never copied here: "
+            + ", ".join(categories) + "."
+        )
+    return text
+
+
+def events_table(tables: Tables) -> TableDef:
+    """``<prefix>_memory_events``: the append-only, per-tenant hash-chained audit journal."""
+    t, name = tables.tenant_column, tables.object_name
+    tenant = sql.Identifier(t)
+    columns = (
+        tenant_column(tables),
+        Column("seq", BIGINT, not_null=True),
+        Column("event_id", UUID, not_null=True, default=RANDOM_UUID),
+        Column("prev_hash", TEXT, not_null=True),
+        Column("hash", TEXT, not_null=True),
+        Column("kind", TEXT, not_null=True),
+        Column("memory_id", UUID),
+        Column("actor", TEXT),
+        Column("payload", JSONB, not_null=True, default=EMPTY_JSONB),
+        _ts("occurred_at", now=True),
+    )
+    indexes = (
+        Index(name("memory_events_event_id_key"), "btree",
+              (tenant, sql.Identifier("event_id")), t, unique=True),
+        Index(name("memory_events_memory_idx"), "btree",
+              (tenant, sql.Identifier("memory_id"), sql.Identifier("seq")), t,
+              where=sql.SQL("memory_id IS NOT NULL")),
+        Index(name("memory_events_kind_idx"), "btree",
+              (tenant, sql.Identifier("kind"), sql.Identifier("seq")), t),
+    )
+    chain = Trigger("primitives_chain_event", "BEFORE", "INSERT", "ROW",
+                    framework_function("chain_event"), (t,))
+    return TableDef(
+        table=tables.events,
+        columns=columns,
+        constraints=(primary_key(name("memory_events_pkey"), (t, "seq")),),
+        indexes=indexes,
+        triggers=(chain, *append_only_triggers()),
+        app_privileges=("SELECT", "INSERT"),
+        comment=(
+            f"Audit journal of agent '{tables.agent}': one event per memory change, written in "
+            f"the same transaction. Hash-chained per {t} (seq, prev_hash, hash set by "
+            "primitives.chain_event); UPDATE, DELETE and TRUNCATE are refused."
+        ),
+    )
+
+
+def action_links_table(tables: Tables) -> TableDef:
+    """``<prefix>_action_links``: action -> the memory rows that justified it (append-only)."""
+    t, name = tables.tenant_column, tables.object_name
+    columns = (
+        tenant_column(tables),
+        Column("action_id", TEXT, not_null=True),
+        Column("memory_id", UUID, not_null=True),
+        Column("kind", TEXT, not_null=True),
+        _ts("created_at", now=True),
+    )
+    constraints = (
+        primary_key(name("action_links_pkey"), (t, "action_id", "memory_id")),
+        foreign_key(name("action_links_memory_fkey"), (t, "memory_id"),
+                    tables.memories, (t, "id")),
+    )
+    return TableDef(
+        table=tables.action_links,
+        columns=columns,
+        constraints=constraints,
+        indexes=(Index(name("action_links_memory_idx"), "btree",
+                       (sql.Identifier(t), sql.Identifier("memory_id")), t),),
+        triggers=append_only_triggers(),
+        app_privileges=("SELECT", "INSERT"),
+        comment=(
+            f"Memory basis of each action of agent '{tables.agent}'. Append-only; a linked "
+            "memory row can never be hard-deleted (primitives.guard_memory_delete)."
+        ),
+    )
+
+
+def scopes_table(spec: AgentSpec, tables: Tables) -> TableDef:
+    """``<prefix>_scopes``: open and closed instances of each tier's scope (a run, a session)."""
+    t, name = tables.tenant_column, tables.object_name
+    columns = (
+        tenant_column(tables),
+        Column("tier", TEXT, not_null=True),
+        Column("scope_id", TEXT, not_null=True),
+        _ts("opened_at", now=True),
+        _ts("last_activity_at", now=True),
+        _ts("closed_at"),
+    )
+    constraints = (
+        primary_key(name("scopes_pkey"), (t, "tier", "scope_id")),
+        check(name("scopes_tier_check"),
+              sql.SQL("tier IN ({})").format(in_list(spec.tier_names))),
+    )
+    return TableDef(
+        table=tables.scopes,
+        columns=columns,
+        constraints=constraints,
+        indexes=(Index(name("scopes_open_idx"), "btree",
+                       (sql.Identifier(t), sql.Identifier("tier"),
+                        sql.Identifier("last_activity_at")), t,
+                       where=sql.SQL("closed_at IS NULL")),),
+        app_privileges=("SELECT", "INSERT", "UPDATE", "DELETE"),
+        comment=f"Scope instances (runs, sessions, jobs) of agent '{tables.agent}' by tier.",
+    )
+
+
+def promotions_table(tables: Tables) -> TableDef:
+    """``<prefix>_promotions``: idempotency ledger, one row per (rule, source) promoted."""
+    t, name = tables.tenant_column, tables.object_name
+    columns = (
+        tenant_column(tables),
+        Column("rule", TEXT, not_null=True),
+        Column("source_id", UUID, not_null=True),
+        Column("target_id", UUID),
+        _ts("promoted_at", now=True),
+    )
+    return TableDef(
+        table=tables.promotions,
+        columns=columns,
+        constraints=(primary_key(name("promotions_pkey"), (t, "rule", "source_id")),),
+        app_privileges=("SELECT", "INSERT"),
+        comment=(
+            f"Promotion ledger of agent '{tables.agent}': a (rule, source) pair is promoted "
+            "at most once, so re-running a boundary is harmless."
+        ),
+    )
+

@@ -1,0 +1,360 @@
+"""The active-memory view and the compliance views read by auditors (DESIGN §5).
+
+Every view is ``security_invoker``: it runs with the reader's privileges and row-level
+security, so the app role sees its tenant's rows and the auditor sees every tenant's.
+Each builder returns one ``CREATE OR REPLACE VIEW`` statement; :data:`VIEW_COLUMNS`
+lists what each view returns (also used to check the builders in tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Final
+
+from psycopg import sql
+
+from primitives.compile._expr import ERASED_CONTENT_PATTERN, active_predicate, column
+from primitives.compile._names import Table, Tables
+from primitives.compile._rls import auditor_policy_name, tenant_policy_name
+from primitives.spec import AgentSpec, RetentionPolicy
+
+__all__ = [
+    "ERASED_EVENT_KIND",
+    "RETENTION_STATES",
+    "SANITIZED_EVENT_KIND",
+    "VIEW_COLUMNS",
+    "action_basis_view",
+    "active_memories_view",
+    "erasures_view",
+    "lineage_view",
+    "orphan_after",
+    "policy_coverage_view",
+    "retention_state_view",
+    "sanitization_view",
+    "supersession_view",
+    "view_comments",
+]
+
+ERASED_EVENT_KIND: Final = "erased"
+"""Journal ``kind`` of the event that records an erasure."""
+
+SANITIZED_EVENT_KIND: Final = "sanitized"
+"""Journal ``kind`` of a crossing of a sanitization gate; payload keys ``gate``, ``from``,
+``to``, ``stripped``."""
+
+RETENTION_STATES: Final = ("ACTIVE", "REFERENCED", "ORPHANED", "TOMBSTONED")
+
+VIEW_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
+    # active_memories returns every column of <prefix>_memories
+    "audit_lineage": ("memory_id", "step", "seq", "event_id", "kind", "actor", "occurred_at",
+                      "payload", "prev_hash", "hash", "tier", "typology", "key"),
+    "audit_supersession": ("root_id", "memory_id", "depth", "superseded_by", "is_latest", "tier",
+                           "typology", "namespace", "key", "created_at", "superseded_at"),
+    "audit_action_basis": ("action_id", "link_kind", "linked_at", "memory_id", "tier",
+                           "typology", "namespace", "key", "content", "memory_created_at",
+                           "superseded_by", "memory_state"),
+    "audit_retention_state": ("memory_id", "tier", "typology", "namespace", "key", "persistent",
+                              "created_at", "last_accessed_at", "link_count",
+                              "retention_state"),
+    "audit_erasures": ("memory_id", "tier", "key", "erased_at", "erasure_reason",
+                       "erasure_event_seq", "residue"),
+    "audit_sanitization": ("seq", "event_id", "memory_id", "actor", "occurred_at", "gate",
+                           "from_ref", "to_ref", "stripped", "payload"),
+    "audit_policy_coverage": ("table_schema", "table_name", "present", "rls_enabled",
+                              "rls_forced", "tenant_policy", "auditor_policy", "owner"),
+}
+"""Columns of each audit view after the tenant column (``audit_policy_coverage`` has none)."""
+
+_AS = sql.SQL("{} AS {}")
+_LINES = sql.SQL(",\n       ")
+
+
+def _select(items: Sequence[sql.Composable | tuple[sql.Composable, str]]) -> sql.Composed:
+    """A select list, one item per line; ``(expr, name)`` pairs become ``expr AS name``."""
+    parts: list[sql.Composable] = []
+    for item in items:
+        if isinstance(item, tuple):
+            parts.append(_AS.format(item[0], sql.Identifier(item[1])))
+        else:
+            parts.append(item)
+    return _LINES.join(parts)
+
+
+def _view(relation: Table, body: sql.Composable) -> sql.Composed:
+    return sql.SQL("CREATE OR REPLACE VIEW {} WITH (security_invoker = true) AS\n{}").format(
+        relation.ident, body
+    )
+
+
+def _on_memory(tables: Tables, left: str, right: str, right_column: str) -> sql.Composed:
+    """``left.tenant = right.tenant AND left.id = right.<column>``."""
+    t = tables.tenant_column
+    return sql.SQL("{} = {} AND {} = {}").format(
+        column(t, left), column(t, right), column("id", left), column(right_column, right)
+    )
+
+
+def _memory_state(alias: str) -> sql.Composed:
+    """The state of one memory row as a word, most final state first."""
+    cases = [
+        ("erased_at", "ERASED"), ("tombstoned_at", "TOMBSTONED"),
+        ("superseded_at", "SUPERSEDED"), ("invalidated_at", "INVALIDATED"),
+        ("archived_at", "ARCHIVED"),
+    ]
+    whens = sql.SQL(" ").join(
+        sql.SQL("WHEN {} IS NOT NULL THEN {}").format(column(c, alias), sql.Literal(word))
+        for c, word in cases
+    )
+    return sql.SQL("CASE {} WHEN {} <= now() THEN 'EXPIRED' ELSE 'ACTIVE' END").format(
+        whens, column("expires_at", alias)
+    )
+
+
+def active_memories_view(tables: Tables, memory_columns: Sequence[str]) -> sql.Composed:
+    """``<prefix>_active_memories``: rows in retrieval (active, not erased, not expired)."""
+    body = sql.SQL(
+        "SELECT {}\nFROM {} AS m\nWHERE {} AND m.erased_at IS NULL\n"
+        "  AND (m.expires_at IS NULL OR m.expires_at > now())"
+    ).format(
+        _select([column(c, "m") for c in memory_columns]),
+        tables.memories.ident,
+        active_predicate("m"),
+    )
+    return _view(tables.active_memories, body)
+
+
+def lineage_view(tables: Tables) -> sql.Composed:
+    """``<prefix>_audit_lineage``: each memory's journal events, ``step`` 1, 2, ... in order."""
+    t = tables.tenant_column
+    step = sql.SQL("row_number() OVER (PARTITION BY {}, e.memory_id ORDER BY e.seq)").format(
+        column(t, "e")
+    )
+    items: list[sql.Composable | tuple[sql.Composable, str]] = [
+        column(t, "e"), column("memory_id", "e"), (step, "step"),
+    ]
+    items += [column(c, "e") for c in ("seq", "event_id", "kind", "actor", "occurred_at",
+                                       "payload", "prev_hash", "hash")]
+    items += [column(c, "m") for c in ("tier", "typology", "key")]
+    body = sql.SQL(
+        "SELECT {}\nFROM {} AS e\nLEFT JOIN {} AS m ON {}\nWHERE e.memory_id IS NOT NULL"
+    ).format(
+        _select(items), tables.events.ident, tables.memories.ident,
+        _on_memory(tables, "m", "e", "memory_id"),
+    )
+    return _view(tables.audit_lineage, body)
+
+
+def supersession_view(tables: Tables) -> sql.Composed:
+    """``<prefix>_audit_supersession``: chains old -> new via ``superseded_by``, with depth.
+
+    A chain starts at a row that supersedes nothing (depth 0) and follows ``superseded_by``
+    to the latest version (``is_latest``); cycles are cut.
+    """
+    t = tables.tenant_column
+    tenant_m, tenant_c = column(t, "m"), column(t, "c")
+    body = sql.SQL(
+        "WITH RECURSIVE chain AS (\n"
+        "    SELECT {tenant_m}, m.id AS root_id, m.id AS memory_id, m.superseded_by,"
+        " 0 AS depth, ARRAY[m.id] AS path\n"
+        "    FROM {memories} AS m\n"
+        "    WHERE m.superseded_by IS NOT NULL\n"
+        "      AND NOT EXISTS (SELECT 1 FROM {memories} AS p WHERE {p_is_predecessor})\n"
+        "    UNION ALL\n"
+        "    SELECT {tenant_c}, c.root_id, n.id, n.superseded_by, c.depth + 1, c.path || n.id\n"
+        "    FROM chain AS c\n"
+        "    JOIN {memories} AS n ON {n_is_successor}\n"
+        "    WHERE n.id <> ALL (c.path)\n"
+        ")\n"
+        "SELECT {select}\n"
+        "FROM chain AS c\n"
+        "JOIN {memories} AS m ON {m_is_member}"
+    ).format(
+        tenant_m=tenant_m,
+        tenant_c=tenant_c,
+        memories=tables.memories.ident,
+        p_is_predecessor=sql.SQL("{} = {} AND p.superseded_by = m.id").format(
+            column(t, "p"), tenant_m),
+        n_is_successor=_on_memory(tables, "n", "c", "superseded_by"),
+        select=_select([
+            tenant_c, column("root_id", "c"), column("memory_id", "c"), column("depth", "c"),
+            column("superseded_by", "c"),
+            (sql.SQL("c.superseded_by IS NULL"), "is_latest"),
+            *(column(x, "m") for x in ("tier", "typology", "namespace", "key", "created_at",
+                                       "superseded_at")),
+        ]),
+        m_is_member=_on_memory(tables, "m", "c", "memory_id"),
+    )
+    return _view(tables.audit_supersession, body)
+
+
+def action_basis_view(tables: Tables) -> sql.Composed:
+    """``<prefix>_audit_action_basis``: each action and the memory rows that justified it."""
+    t = tables.tenant_column
+    items: list[sql.Composable | tuple[sql.Composable, str]] = [
+        column(t, "l"), column("action_id", "l"), (column("kind", "l"), "link_kind"),
+        (column("created_at", "l"), "linked_at"), column("memory_id", "l"),
+        *(column(x, "m") for x in ("tier", "typology", "namespace", "key", "content")),
+        (column("created_at", "m"), "memory_created_at"), column("superseded_by", "m"),
+        (_memory_state("m"), "memory_state"),
+    ]
+    body = sql.SQL("SELECT {}\nFROM {} AS l\nJOIN {} AS m ON {}").format(
+        _select(items), tables.action_links.ident, tables.memories.ident,
+        _on_memory(tables, "m", "l", "memory_id"),
+    )
+    return _view(tables.audit_action_basis, body)
+
+
+def orphan_after(spec: AgentSpec) -> timedelta | None:
+    """How long an unreferenced persistent row stays unused before it counts as ORPHANED."""
+    retention = spec.persistent_tier.retention
+    if retention is None:
+        return None
+    if retention.orphan_after is not None:
+        return retention.orphan_after
+    policy = spec.policies.get(retention.policy) if retention.policy else None
+    return policy.orphan_after if isinstance(policy, RetentionPolicy) else None
+
+
+def _interval_text(value: timedelta) -> str:
+    """``'180 days'`` or ``'5400 seconds'``: stable text, whatever the driver's timedelta format."""
+    seconds = int(value.total_seconds())
+    return f"{seconds // 86400} days" if seconds % 86400 == 0 else f"{seconds} seconds"
+
+
+def retention_state_view(spec: AgentSpec, tables: Tables) -> sql.Composed:
+    """``<prefix>_audit_retention_state``: ACTIVE / REFERENCED / ORPHANED / TOMBSTONED per row.
+
+    TOMBSTONED if tombstoned; else REFERENCED if an action links it; else ORPHANED if it
+    left retrieval (archived, superseded, invalidated) or, for the persistent tier with a
+    retention ``orphan_after``, went unused that long; else ACTIVE.
+    """
+    t = tables.tenant_column
+    left = sql.SQL(" OR ").join(
+        sql.SQL("m.{} IS NOT NULL").format(sql.Identifier(c))
+        for c in ("archived_at", "superseded_at", "invalidated_at")
+    )
+    idle = orphan_after(spec)
+    if idle is not None:
+        left = sql.SQL("{} OR (m.persistent AND coalesce(m.last_accessed_at, m.created_at) < "
+                       "now() - {}::interval)").format(left, sql.Literal(_interval_text(idle)))
+    state = sql.SQL(
+        "CASE WHEN m.tombstoned_at IS NOT NULL THEN 'TOMBSTONED' "
+        "WHEN k.link_count > 0 THEN 'REFERENCED' "
+        "WHEN {} THEN 'ORPHANED' ELSE 'ACTIVE' END"
+    ).format(left)
+    items: list[sql.Composable | tuple[sql.Composable, str]] = [
+        column(t, "m"), (column("id", "m"), "memory_id"),
+        *(column(x, "m") for x in ("tier", "typology", "namespace", "key", "persistent",
+                                   "created_at", "last_accessed_at")),
+        column("link_count", "k"), (state, "retention_state"),
+    ]
+    body = sql.SQL(
+        "SELECT {}\nFROM {} AS m\n"
+        "CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM {} AS l WHERE {}) AS k"
+    ).format(
+        _select(items), tables.memories.ident, tables.action_links.ident,
+        _on_memory(tables, "m", "l", "memory_id"),
+    )
+    return _view(tables.audit_retention_state, body)
+
+
+def erasures_view(tables: Tables, *, has_embedding: bool) -> sql.Composed:
+    """``<prefix>_audit_erasures``: erased rows, and whether anything beyond the hash remains.
+
+    ``residue`` is true when content is not ``sha256:<hex>``, value is not ``{}``, or an
+    embedding is still stored.
+    """
+    t = tables.tenant_column
+    residue = [
+        sql.SQL("m.content !~ {}").format(sql.Literal(ERASED_CONTENT_PATTERN)),
+        sql.SQL("m.value <> '{}'::jsonb"),
+    ]
+    if has_embedding:
+        residue.append(sql.SQL("m.embedding IS NOT NULL"))
+    event = sql.SQL(
+        "(SELECT max(e.seq) FROM {} AS e WHERE {} = {} AND e.memory_id = m.id AND e.kind = {})"
+    ).format(tables.events.ident, column(t, "e"), column(t, "m"),
+             sql.Literal(ERASED_EVENT_KIND))
+    items: list[sql.Composable | tuple[sql.Composable, str]] = [
+        column(t, "m"), (column("id", "m"), "memory_id"),
+        *(column(x, "m") for x in ("tier", "key", "erased_at", "erasure_reason")),
+        (event, "erasure_event_seq"),
+        (sql.SQL("({})").format(sql.SQL(" OR ").join(residue)), "residue"),
+    ]
+    body = sql.SQL("SELECT {}\nFROM {} AS m\nWHERE m.erased_at IS NOT NULL").format(
+        _select(items), tables.memories.ident
+    )
+    return _view(tables.audit_erasures, body)
+
+
+def sanitization_view(tables: Tables) -> sql.Composed:
+    """``<prefix>_audit_sanitization``: journal events of memory crossing a sanitization gate."""
+    t = tables.tenant_column
+    items: list[sql.Composable | tuple[sql.Composable, str]] = [
+        column(t, "e"),
+        *(column(x, "e") for x in ("seq", "event_id", "memory_id", "actor", "occurred_at")),
+        (sql.SQL("e.payload ->> 'gate'"), "gate"),
+        (sql.SQL("e.payload ->> 'from'"), "from_ref"),
+        (sql.SQL("e.payload ->> 'to'"), "to_ref"),
+        (sql.SQL("e.payload -> 'stripped'"), "stripped"),
+        column("payload", "e"),
+    ]
+    body = sql.SQL("SELECT {}\nFROM {} AS e\nWHERE e.kind = {}").format(
+        _select(items), tables.events.ident, sql.Literal(SANITIZED_EVENT_KIND)
+    )
+    return _view(tables.audit_sanitization, body)
+
+
+def policy_coverage_view(tables: Tables) -> sql.Composed:
+    """``<prefix>_audit_policy_coverage``: per table, RLS enabled/forced and policies present."""
+    rows = sql.SQL(",\n             ").join(
+        sql.SQL("({}, {})").format(sql.Literal(table.schema), sql.Literal(table.name))
+        for table in tables.tables
+    )
+
+    def has_policy(name: str) -> sql.Composed:
+        return sql.SQL(
+            "EXISTS (SELECT 1 FROM pg_catalog.pg_policy AS p "
+            "WHERE p.polrelid = c.oid AND p.polname = {})"
+        ).format(sql.Literal(name))
+
+    items: list[sql.Composable | tuple[sql.Composable, str]] = [
+        column("table_schema", "r"), column("table_name", "r"),
+        (sql.SQL("c.oid IS NOT NULL"), "present"),
+        (sql.SQL("coalesce(c.relrowsecurity, false)"), "rls_enabled"),
+        (sql.SQL("coalesce(c.relforcerowsecurity, false)"), "rls_forced"),
+        (has_policy(tenant_policy_name(tables)), "tenant_policy"),
+        (has_policy(auditor_policy_name(tables)), "auditor_policy"),
+        (sql.SQL("pg_catalog.pg_get_userbyid(c.relowner)"), "owner"),
+    ]
+    body = sql.SQL(
+        "SELECT {}\nFROM (VALUES {}) AS r (table_schema, table_name)\n"
+        "LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = r.table_schema\n"
+        "LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid "
+        "AND c.relname = r.table_name AND c.relkind IN ('r', 'p')"
+    ).format(_select(items), rows)
+    return _view(tables.audit_policy_coverage, body)
+
+
+def view_comments(tables: Tables) -> dict[str, str]:
+    """Auditor-facing description of each view, keyed by view name."""
+    agent, t = tables.agent, tables.tenant_column
+    return {
+        tables.active_memories.name: f"Memory rows of agent '{agent}' currently in retrieval "
+        "(not superseded, invalidated, archived, tombstoned, erased or expired).",
+        tables.audit_lineage.name: f"Lineage: every journal event of each memory of agent "
+        f"'{agent}', in order (step 1, 2, ...).",
+        tables.audit_supersession.name: f"Supersession chains of agent '{agent}': root_id is "
+        "the oldest version, depth counts versions after it, is_latest marks the newest.",
+        tables.audit_action_basis.name: f"The memory rows each action of agent '{agent}' "
+        "relied on, with their state now.",
+        tables.audit_retention_state.name: f"Retention state of each memory of agent "
+        f"'{agent}': {', '.join(RETENTION_STATES)}.",
+        tables.audit_erasures.name: f"Erased memory of agent '{agent}'; residue is true when "
+        "anything beyond the content hash remains (must always be false).",
+        tables.audit_sanitization.name: f"Memory of agent '{agent}' that crossed a "
+        "sanitization gate, from the journal.",
+        tables.audit_policy_coverage.name: f"Row-level security coverage of every table of "
+        f"agent '{agent}' (tenant column {t}), read from the catalog.",
+    }

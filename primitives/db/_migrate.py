@@ -1,0 +1,250 @@
+"""Forward-only migrations, and compiled agent plans, each applied with its bookkeeping row.
+
+Framework migrations are the files ``NNNN_name.sql`` of the repository's
+``migrations/`` folder (shipped in the wheel as ``primitives/_migrations``).
+``apply_migrations`` holds a session advisory lock for the whole run, so two
+migrators serialise; each pending file runs in its own transaction together with
+its row in ``primitives.schema_migrations``. A file whose sha256 no longer
+matches the checksum recorded when it was applied is refused: applied
+migrations are never edited, a new one is added instead.
+
+``apply_plan`` does the same for one agent's compiled DDL, recorded in
+``primitives.agent_plans``: same checksum, nothing to do; new checksum, the
+(idempotent, ``IF NOT EXISTS``) statements run as ``primitives_owner``.
+
+Example::
+
+    applied = apply_migrations(resolve_dsn())   # ["0001_roles_and_bookkeeping.sql", ...]
+    apply_migrations(resolve_dsn())             # [] the second time
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.abc import Query
+from psycopg.pq import TransactionStatus
+
+from primitives.db._names import OWNER_ROLE
+from primitives.errors import MigrationError, StorageError
+
+__all__ = ["Migration", "apply_migrations", "apply_plan", "load_migrations", "migrations_dir"]
+
+_log = logging.getLogger("primitives.db")
+
+_FILE_NAME = re.compile(r"^(?P<number>\d{4})_(?P<slug>[a-z0-9_]+)\.sql$")
+
+# Two-int4 advisory key ('prim', 1) taken by every schema change of the framework.
+_DDL_LOCK_KEY = (0x7072696D, 1)
+
+_LOCK = sql.SQL("SELECT pg_advisory_lock({}, {})").format(*map(sql.Literal, _DDL_LOCK_KEY))
+_UNLOCK = sql.SQL("SELECT pg_advisory_unlock({}, {})").format(*map(sql.Literal, _DDL_LOCK_KEY))
+_XACT_LOCK = sql.SQL("SELECT pg_advisory_xact_lock({}, {})").format(
+    *map(sql.Literal, _DDL_LOCK_KEY)
+)
+
+# The runner needs its bookkeeping table before the first migration can be
+# recorded; migration 0001 hands both to the owner role.
+_BOOTSTRAP = (
+    sql.SQL("CREATE SCHEMA IF NOT EXISTS primitives"),
+    sql.SQL(
+        "CREATE TABLE IF NOT EXISTS primitives.schema_migrations ("
+        " name text PRIMARY KEY,"
+        " checksum text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())"
+    ),
+)
+_APPLIED = sql.SQL("SELECT name, checksum FROM primitives.schema_migrations")
+_RECORD_MIGRATION = sql.SQL(
+    "INSERT INTO primitives.schema_migrations (name, checksum) VALUES (%s, %s)"
+)
+_RESET_ROLE = sql.SQL("RESET ROLE")
+
+_PLAN_CHECKSUM = sql.SQL("SELECT checksum FROM primitives.agent_plans WHERE agent = %s")
+_AS_OWNER = sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(OWNER_ROLE))
+_RECORD_PLAN = sql.SQL(
+    "INSERT INTO primitives.agent_plans (agent, checksum, statement_count) VALUES (%s, %s, %s)"
+    " ON CONFLICT (agent) DO UPDATE SET checksum = EXCLUDED.checksum,"
+    " statement_count = EXCLUDED.statement_count, applied_at = now()"
+)
+
+Directory = str | os.PathLike[str] | Traversable
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One migration file: its name (``0001_roles_and_bookkeeping.sql``), sha256 and SQL."""
+
+    name: str
+    checksum: str
+    sql: bytes
+
+
+def migrations_dir() -> Traversable:
+    """The framework migrations: packaged in the wheel, else ``<repo>/migrations``."""
+    packaged = files("primitives") / "_migrations"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
+    if checkout.is_dir():
+        return checkout
+    raise MigrationError(
+        "no migrations found: neither primitives/_migrations (wheel) nor "
+        f"{checkout} (source checkout) exists"
+    )
+
+
+def load_migrations(directory: Directory | None = None) -> list[Migration]:
+    """Read the ``NNNN_name.sql`` files of ``directory`` (default: the framework's), in order."""
+    folder: Traversable = (
+        migrations_dir()
+        if directory is None
+        else Path(directory)
+        if isinstance(directory, str | os.PathLike)
+        else directory
+    )
+    found: dict[str, Migration] = {}
+    numbers: dict[str, str] = {}
+    for entry in folder.iterdir():
+        if not entry.name.endswith(".sql"):
+            continue
+        match = _FILE_NAME.match(entry.name)
+        if match is None:
+            raise MigrationError(
+                f"{entry.name}: migration files are named NNNN_lowercase_name.sql", file=entry.name
+            )
+        number = match["number"]
+        if number in numbers:
+            raise MigrationError(
+                f"{entry.name} and {numbers[number]} share the number {number}", file=entry.name
+            )
+        numbers[number] = entry.name
+        # LF line endings, so a checkout with CRLF conversion keeps the same checksum
+        body = entry.read_bytes().replace(b"\r\n", b"\n")
+        found[entry.name] = Migration(entry.name, hashlib.sha256(body).hexdigest(), body)
+    return [found[name] for name in sorted(found)]
+
+
+def apply_migrations(
+    conn_or_dsn: psycopg.Connection[Any] | str, *, directory: Directory | None = None
+) -> list[str]:
+    """Apply the pending migrations in order; return the names applied (``[]`` if none).
+
+    Needs an admin connection outside any transaction (a DSN is connected to and
+    closed). Raises ``MigrationError`` for a failing migration, naming the file,
+    and before applying anything if an applied migration's file was edited.
+    """
+    migrations = load_migrations(directory)
+    if isinstance(conn_or_dsn, str):
+        try:
+            conn = psycopg.connect(conn_or_dsn, autocommit=True)
+        except psycopg.Error as err:
+            raise StorageError(f"cannot connect to apply migrations: {err}") from err
+        with conn:
+            return _apply_migrations(conn, migrations)
+    return _apply_migrations(conn_or_dsn, migrations)
+
+
+def apply_plan(
+    conn: psycopg.Connection[Any], name: str, checksum: str, statements: Sequence[Query]
+) -> bool:
+    """Apply an agent's compiled DDL once per checksum; True if it ran, False if already applied.
+
+    One transaction: the framework DDL lock, the check against
+    ``primitives.agent_plans``, ``SET LOCAL ROLE primitives_owner`` (so the owner
+    owns what is created), the statements (no parameters: DDL), the bookkeeping
+    row. A changed checksum re-runs all statements, so they must be idempotent.
+    """
+    _require_idle(conn, "apply_plan")
+    try:
+        with conn.transaction():
+            conn.execute(_XACT_LOCK)
+            row = conn.execute(_PLAN_CHECKSUM, (name,)).fetchone()
+            if row is not None and row[0] == checksum:
+                return False
+            conn.execute(_AS_OWNER)
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(_RECORD_PLAN, (name, checksum, len(statements)))
+    except psycopg.Error as err:
+        raise MigrationError(
+            f"plan for agent {name!r} failed: {_describe(err)}", agent=name, sqlstate=err.sqlstate
+        ) from err
+    _log.info("applied plan for agent %s (%d statements)", name, len(statements))
+    return True
+
+
+def _apply_migrations(conn: psycopg.Connection[Any], migrations: list[Migration]) -> list[str]:
+    _require_idle(conn, "apply_migrations")
+    autocommit = conn.autocommit
+    conn.autocommit = True  # each migration commits on its own; the lock spans them
+    try:
+        conn.execute(_LOCK)
+        try:
+            return _apply_locked(conn, migrations)
+        finally:
+            if not conn.closed:
+                conn.execute(_UNLOCK)
+    except psycopg.Error as err:
+        raise MigrationError(f"migrations failed: {_describe(err)}", sqlstate=err.sqlstate) from err
+    finally:
+        if not conn.closed:
+            conn.autocommit = autocommit
+
+
+def _apply_locked(conn: psycopg.Connection[Any], migrations: list[Migration]) -> list[str]:
+    with conn.transaction():
+        for statement in _BOOTSTRAP:
+            conn.execute(statement)
+    applied = {str(name): str(checksum) for name, checksum in conn.execute(_APPLIED).fetchall()}
+    for migration in migrations:
+        recorded = applied.get(migration.name)
+        if recorded is not None and recorded != migration.checksum:
+            raise MigrationError(
+                f"migration {migration.name} was edited after it was applied (recorded sha256 "
+                f"{recorded[:12]}…, file now {migration.checksum[:12]}…); applied migrations are "
+                "never changed: restore the file and add a new migration instead",
+                file=migration.name,
+            )
+    done: list[str] = []
+    for migration in migrations:
+        if migration.name in applied:
+            continue
+        try:
+            with conn.transaction():
+                conn.execute(migration.sql)
+                conn.execute(_RESET_ROLE)  # a migration may SET LOCAL ROLE
+                conn.execute(_RECORD_MIGRATION, (migration.name, migration.checksum))
+        except psycopg.Error as err:
+            raise MigrationError(
+                f"migration {migration.name} failed: {_describe(err)}",
+                file=migration.name,
+                sqlstate=err.sqlstate,
+            ) from err
+        _log.info("applied migration %s", migration.name)
+        done.append(migration.name)
+    return done
+
+
+def _require_idle(conn: psycopg.Connection[Any], what: str) -> None:
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise MigrationError(
+            f"{what} runs its own transactions: commit or roll back the connection's open "
+            "transaction first (or use autocommit=True)"
+        )
+
+
+def _describe(err: psycopg.Error) -> str:
+    primary = err.diag.message_primary or str(err)
+    return f"{primary} (SQLSTATE {err.sqlstate})" if err.sqlstate else primary

@@ -1,0 +1,109 @@
+"""Tenant-scoped transactions: the tenant is set with ``SET LOCAL``, never per session.
+
+``SET LOCAL primitives.tenant = '<tenant>'`` lasts until the transaction ends, so a
+pooled connection cannot carry one tenant's setting into the next transaction
+(DESIGN §5 rule 3). ``SET LOCAL`` rather than ``set_config(..., true)`` because
+Citus forwards it to the workers. Row-level security policies read it through
+``primitives.current_tenant()``.
+
+Errors the database raises inside the block come out translated: a refusal on
+policy grounds (RLS ``WITH CHECK``, missing grant: SQLSTATE 42501; append-only
+journal; guarded delete) as ``PolicyViolation``, anything else as ``StorageError``,
+each carrying ``sqlstate`` and ``tenant`` in its context.
+
+Example::
+
+    with psycopg.connect(app_dsn(admin), autocommit=True) as conn:
+        with tenant_transaction(conn, "acme") as tx:
+            tx.execute("SELECT * FROM notes")   # acme's rows only
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+
+from primitives.db._names import POLICY_SQLSTATES
+from primitives.errors import PolicyViolation, StorageError, StorageFull, TenancyError
+
+__all__ = ["atenant_transaction", "set_tenant_statement", "tenant_transaction", "translate_error"]
+
+Row = TypeVar("Row")
+
+_SET_TENANT = sql.SQL("SET LOCAL primitives.tenant = {}")
+_DISK_FULL = "53100"
+
+
+def set_tenant_statement(tenant: str) -> sql.Composed:
+    """The ``SET LOCAL`` statement for ``tenant``; raises ``TenancyError`` for an empty tenant."""
+    if not isinstance(tenant, str) or not tenant.strip():
+        raise TenancyError(
+            f"a tenant is required for every memory transaction, got {tenant!r}", tenant=tenant
+        )
+    if "\x00" in tenant:
+        raise TenancyError("a tenant may not contain NUL characters", tenant=tenant)
+    return _SET_TENANT.format(sql.Literal(tenant))
+
+
+def translate_error(
+    err: psycopg.Error, *, tenant: str | None = None
+) -> StorageError | PolicyViolation:
+    """The framework error for a psycopg error: PolicyViolation, StorageFull or StorageError."""
+    sqlstate = err.sqlstate
+    primary = err.diag.message_primary or str(err)
+    context = {"sqlstate": sqlstate, "tenant": tenant, "table": err.diag.table_name}
+    if sqlstate in POLICY_SQLSTATES:
+        who = f" for tenant {tenant!r}" if tenant is not None else ""
+        return PolicyViolation(f"the database refused this{who}: {primary}", **context)
+    if sqlstate == _DISK_FULL:
+        return StorageFull(f"the database is out of disk space: {primary}", **context)
+    return StorageError(f"database error: {primary}", **context)
+
+
+@contextmanager
+def tenant_transaction(
+    conn: psycopg.Connection[Row], tenant: str
+) -> Iterator[psycopg.Connection[Row]]:
+    """Open a transaction on ``conn`` scoped to ``tenant``; yield ``conn``; commit or roll back.
+
+    ``conn`` must not be inside a transaction already (the tenant would outlive
+    this block in the enclosing one): use ``autocommit=True`` or commit first.
+    """
+    statement = set_tenant_statement(tenant)
+    _require_idle(conn.info, tenant)
+    try:
+        with conn.transaction():
+            conn.execute(statement)
+            yield conn
+    except psycopg.Error as err:
+        raise translate_error(err, tenant=tenant) from err
+
+
+@asynccontextmanager
+async def atenant_transaction(
+    conn: psycopg.AsyncConnection[Row], tenant: str
+) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
+    """The async twin of ``tenant_transaction``: same statement, same checks, same errors."""
+    statement = set_tenant_statement(tenant)
+    _require_idle(conn.info, tenant)
+    try:
+        async with conn.transaction():
+            await conn.execute(statement)
+            yield conn
+    except psycopg.Error as err:
+        raise translate_error(err, tenant=tenant) from err
+
+
+def _require_idle(info: psycopg.ConnectionInfo, tenant: str) -> None:
+    if info.transaction_status != TransactionStatus.IDLE:
+        raise TenancyError(
+            "a tenant transaction must open its own transaction, but the connection is already "
+            f"in one ({info.transaction_status.name}); commit or roll back first, or connect "
+            "with autocommit=True",
+            tenant=tenant,
+        )

@@ -1,0 +1,706 @@
+-- primitives plan for agent 'mace': 148 statements
+-- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin
+
+-- objects are owned by the owner role
+SET LOCAL ROLE "primitives_owner";
+
+-- schema mace
+CREATE SCHEMA IF NOT EXISTS "mace" AUTHORIZATION "primitives_owner";
+
+-- schema mace: usage for the runtime roles
+GRANT USAGE ON SCHEMA "mace" TO "primitives_app", "primitives_auditor";
+
+-- schema langgraph
+CREATE SCHEMA IF NOT EXISTS "langgraph" AUTHORIZATION "primitives_owner";
+
+-- schema langgraph: usage for the runtime roles
+GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor";
+
+-- mace.mace_memories: table
+CREATE TABLE IF NOT EXISTS "mace"."mace_memories" (
+    "user_id" text NOT NULL,
+    "id" uuid NOT NULL DEFAULT gen_random_uuid(),
+    "tier" text NOT NULL,
+    "typology" text NOT NULL,
+    "persistent" boolean GENERATED ALWAYS AS ("tier" = 'long_term') STORED,
+    "scope_id" text,
+    "namespace" text[] NOT NULL DEFAULT '{}'::text[],
+    "key" text NOT NULL,
+    "content" text NOT NULL,
+    "value" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "envelope" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "tags" text[] NOT NULL DEFAULT '{}'::text[],
+    "provenance" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "tsv" tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, "content")) STORED,
+    "confidence" real NOT NULL DEFAULT 1,
+    "decay_rate" real,
+    "access_count" integer NOT NULL DEFAULT 0,
+    "last_accessed_at" timestamptz,
+    "event_time" timestamptz NOT NULL DEFAULT now(),
+    "created_at" timestamptz NOT NULL DEFAULT now(),
+    "updated_at" timestamptz NOT NULL DEFAULT now(),
+    "valid_from" timestamptz NOT NULL DEFAULT now(),
+    "invalidated_at" timestamptz,
+    "superseded_at" timestamptz,
+    "superseded_by" uuid,
+    "archived_at" timestamptz,
+    "tombstoned_at" timestamptz,
+    "erased_at" timestamptz,
+    "erasure_reason" text,
+    "expires_at" timestamptz,
+    "ttl_ticks" integer,
+    "source" text,
+    "actor" text,
+    CONSTRAINT "mace_memories_pkey" PRIMARY KEY ("user_id", "id")
+);
+
+-- mace.mace_memories: checks (replaced, so they follow the spec)
+ALTER TABLE "mace"."mace_memories"
+    DROP CONSTRAINT IF EXISTS "mace_memories_tier_check",
+    DROP CONSTRAINT IF EXISTS "mace_memories_typology_check",
+    DROP CONSTRAINT IF EXISTS "mace_memories_content_check",
+    DROP CONSTRAINT IF EXISTS "mace_memories_value_check",
+    DROP CONSTRAINT IF EXISTS "mace_memories_envelope_check",
+    DROP CONSTRAINT IF EXISTS "mace_memories_provenance_check",
+    DROP CONSTRAINT IF EXISTS "mace_memories_confidence_check",
+    DROP CONSTRAINT IF EXISTS "mace_memories_erasure_check",
+    ADD CONSTRAINT "mace_memories_tier_check" CHECK (tier IN ('wm', 'cwm', 'long_term')),
+    ADD CONSTRAINT "mace_memories_typology_check" CHECK ((tier, typology) IN (('wm', 'episodic'), ('cwm', 'episodic'), ('long_term', 'episodic'), ('long_term', 'semantic'))),
+    ADD CONSTRAINT "mace_memories_content_check" CHECK (char_length(content) <= 4000),
+    ADD CONSTRAINT "mace_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
+    ADD CONSTRAINT "mace_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),
+    ADD CONSTRAINT "mace_memories_provenance_check" CHECK (octet_length("provenance"::text) <= 32768),
+    ADD CONSTRAINT "mace_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
+    ADD CONSTRAINT "mace_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
+
+-- mace.mace_memories: index mace_memories_current_key
+CREATE UNIQUE INDEX IF NOT EXISTS "mace_memories_current_key" ON "mace"."mace_memories" USING btree ("user_id", "tier", "namespace", "key") WHERE superseded_at IS NULL AND tombstoned_at IS NULL;
+
+-- mace.mace_memories: index mace_memories_recent_idx
+CREATE INDEX IF NOT EXISTS "mace_memories_recent_idx" ON "mace"."mace_memories" USING btree ("user_id", "tier", created_at DESC) WHERE "superseded_at" IS NULL AND "invalidated_at" IS NULL AND "archived_at" IS NULL AND "tombstoned_at" IS NULL;
+
+-- mace.mace_memories: index mace_memories_scope_idx
+CREATE INDEX IF NOT EXISTS "mace_memories_scope_idx" ON "mace"."mace_memories" USING btree ("user_id", "scope_id", "tier") WHERE scope_id IS NOT NULL;
+
+-- mace.mace_memories: index mace_memories_superseded_by_idx
+CREATE INDEX IF NOT EXISTS "mace_memories_superseded_by_idx" ON "mace"."mace_memories" USING btree ("user_id", "superseded_by") WHERE superseded_by IS NOT NULL;
+
+-- mace.mace_memories: index mace_memories_expires_idx
+CREATE INDEX IF NOT EXISTS "mace_memories_expires_idx" ON "mace"."mace_memories" USING btree ("user_id", "expires_at") WHERE expires_at IS NOT NULL;
+
+-- mace.mace_memories: index mace_memories_tsv_idx
+CREATE INDEX IF NOT EXISTS "mace_memories_tsv_idx" ON "mace"."mace_memories" USING gin ("user_id", "tsv");
+
+-- mace.mace_memories: index mace_memories_envelope_idx
+CREATE INDEX IF NOT EXISTS "mace_memories_envelope_idx" ON "mace"."mace_memories" USING gin ("user_id", envelope jsonb_path_ops);
+
+-- mace.mace_memories: index mace_memories_tags_idx
+CREATE INDEX IF NOT EXISTS "mace_memories_tags_idx" ON "mace"."mace_memories" USING gin ("user_id", "tags");
+
+-- mace.mace_memories: trigger primitives_guard_delete
+CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "mace"."mace_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"mace"."mace_action_links"', 'user_id');
+
+-- mace.mace_memories: comment
+COMMENT ON TABLE "mace"."mace_memories" IS 'Memory rows of agent ''mace'' (tiers wm, cwm, long_term; persistent tier ''long_term''), tenant column user_id. Rows leave retrieval by state change (superseded_at, invalidated_at, archived_at, tombstoned_at), never by DELETE of persistent or action-linked rows; every change is journalled in mace.mace_memory_events.';
+
+-- mace.mace_memories: enable row level security
+ALTER TABLE "mace"."mace_memories" ENABLE ROW LEVEL SECURITY;
+
+-- mace.mace_memories: force row level security
+ALTER TABLE "mace"."mace_memories" FORCE ROW LEVEL SECURITY;
+
+-- mace.mace_memories: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "mace"."mace_memories";
+
+-- mace.mace_memories: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "mace"."mace_memories" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- mace.mace_memories: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_memories";
+
+-- mace.mace_memories: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "mace"."mace_memories" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_memories: reset grants
+REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_memories: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "mace"."mace_memories" TO "primitives_app";
+
+-- mace.mace_memories: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";
+
+-- mace.mace_memory_events: table
+CREATE TABLE IF NOT EXISTS "mace"."mace_memory_events" (
+    "user_id" text NOT NULL,
+    "seq" bigint NOT NULL,
+    "event_id" uuid NOT NULL DEFAULT gen_random_uuid(),
+    "prev_hash" text NOT NULL,
+    "hash" text NOT NULL,
+    "kind" text NOT NULL,
+    "memory_id" uuid,
+    "actor" text,
+    "payload" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "occurred_at" timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT "mace_memory_events_pkey" PRIMARY KEY ("user_id", "seq")
+);
+
+-- mace.mace_memory_events: index mace_memory_events_event_id_key
+CREATE UNIQUE INDEX IF NOT EXISTS "mace_memory_events_event_id_key" ON "mace"."mace_memory_events" USING btree ("user_id", "event_id");
+
+-- mace.mace_memory_events: index mace_memory_events_memory_idx
+CREATE INDEX IF NOT EXISTS "mace_memory_events_memory_idx" ON "mace"."mace_memory_events" USING btree ("user_id", "memory_id", "seq") WHERE memory_id IS NOT NULL;
+
+-- mace.mace_memory_events: index mace_memory_events_kind_idx
+CREATE INDEX IF NOT EXISTS "mace_memory_events_kind_idx" ON "mace"."mace_memory_events" USING btree ("user_id", "kind", "seq");
+
+-- mace.mace_memory_events: trigger primitives_chain_event
+CREATE OR REPLACE TRIGGER "primitives_chain_event" BEFORE INSERT ON "mace"."mace_memory_events" FOR EACH ROW EXECUTE FUNCTION "primitives"."chain_event"('user_id');
+
+-- mace.mace_memory_events: trigger primitives_refuse_mutation
+CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE ON "mace"."mace_memory_events" FOR EACH ROW EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- mace.mace_memory_events: trigger primitives_refuse_truncate
+CREATE OR REPLACE TRIGGER "primitives_refuse_truncate" BEFORE TRUNCATE ON "mace"."mace_memory_events" FOR EACH STATEMENT EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- mace.mace_memory_events: comment
+COMMENT ON TABLE "mace"."mace_memory_events" IS 'Audit journal of agent ''mace'': one event per memory change, written in the same transaction. Hash-chained per user_id (seq, prev_hash, hash set by primitives.chain_event); UPDATE, DELETE and TRUNCATE are refused.';
+
+-- mace.mace_memory_events: enable row level security
+ALTER TABLE "mace"."mace_memory_events" ENABLE ROW LEVEL SECURITY;
+
+-- mace.mace_memory_events: force row level security
+ALTER TABLE "mace"."mace_memory_events" FORCE ROW LEVEL SECURITY;
+
+-- mace.mace_memory_events: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "mace"."mace_memory_events";
+
+-- mace.mace_memory_events: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "mace"."mace_memory_events" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- mace.mace_memory_events: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_memory_events";
+
+-- mace.mace_memory_events: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "mace"."mace_memory_events" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_memory_events: reset grants
+REVOKE ALL ON TABLE "mace"."mace_memory_events" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_memory_events: grants for the app role
+GRANT SELECT, INSERT ON TABLE "mace"."mace_memory_events" TO "primitives_app";
+
+-- mace.mace_memory_events: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_memory_events" TO "primitives_auditor";
+
+-- mace.mace_action_links: table
+CREATE TABLE IF NOT EXISTS "mace"."mace_action_links" (
+    "user_id" text NOT NULL,
+    "action_id" text NOT NULL,
+    "memory_id" uuid NOT NULL,
+    "kind" text NOT NULL,
+    "created_at" timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT "mace_action_links_pkey" PRIMARY KEY ("user_id", "action_id", "memory_id"),
+    CONSTRAINT "mace_action_links_memory_fkey" FOREIGN KEY ("user_id", "memory_id") REFERENCES "mace"."mace_memories" ("user_id", "id")
+);
+
+-- mace.mace_action_links: index mace_action_links_memory_idx
+CREATE INDEX IF NOT EXISTS "mace_action_links_memory_idx" ON "mace"."mace_action_links" USING btree ("user_id", "memory_id");
+
+-- mace.mace_action_links: trigger primitives_refuse_mutation
+CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE ON "mace"."mace_action_links" FOR EACH ROW EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- mace.mace_action_links: trigger primitives_refuse_truncate
+CREATE OR REPLACE TRIGGER "primitives_refuse_truncate" BEFORE TRUNCATE ON "mace"."mace_action_links" FOR EACH STATEMENT EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- mace.mace_action_links: comment
+COMMENT ON TABLE "mace"."mace_action_links" IS 'Memory basis of each action of agent ''mace''. Append-only; a linked memory row can never be hard-deleted (primitives.guard_memory_delete).';
+
+-- mace.mace_action_links: enable row level security
+ALTER TABLE "mace"."mace_action_links" ENABLE ROW LEVEL SECURITY;
+
+-- mace.mace_action_links: force row level security
+ALTER TABLE "mace"."mace_action_links" FORCE ROW LEVEL SECURITY;
+
+-- mace.mace_action_links: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "mace"."mace_action_links";
+
+-- mace.mace_action_links: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "mace"."mace_action_links" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- mace.mace_action_links: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_action_links";
+
+-- mace.mace_action_links: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "mace"."mace_action_links" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_action_links: reset grants
+REVOKE ALL ON TABLE "mace"."mace_action_links" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_action_links: grants for the app role
+GRANT SELECT, INSERT ON TABLE "mace"."mace_action_links" TO "primitives_app";
+
+-- mace.mace_action_links: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_action_links" TO "primitives_auditor";
+
+-- mace.mace_scopes: table
+CREATE TABLE IF NOT EXISTS "mace"."mace_scopes" (
+    "user_id" text NOT NULL,
+    "tier" text NOT NULL,
+    "scope_id" text NOT NULL,
+    "opened_at" timestamptz NOT NULL DEFAULT now(),
+    "last_activity_at" timestamptz NOT NULL DEFAULT now(),
+    "closed_at" timestamptz,
+    CONSTRAINT "mace_scopes_pkey" PRIMARY KEY ("user_id", "tier", "scope_id")
+);
+
+-- mace.mace_scopes: checks (replaced, so they follow the spec)
+ALTER TABLE "mace"."mace_scopes"
+    DROP CONSTRAINT IF EXISTS "mace_scopes_tier_check",
+    ADD CONSTRAINT "mace_scopes_tier_check" CHECK (tier IN ('wm', 'cwm', 'long_term'));
+
+-- mace.mace_scopes: index mace_scopes_open_idx
+CREATE INDEX IF NOT EXISTS "mace_scopes_open_idx" ON "mace"."mace_scopes" USING btree ("user_id", "tier", "last_activity_at") WHERE closed_at IS NULL;
+
+-- mace.mace_scopes: comment
+COMMENT ON TABLE "mace"."mace_scopes" IS 'Scope instances (runs, sessions, jobs) of agent ''mace'' by tier.';
+
+-- mace.mace_scopes: enable row level security
+ALTER TABLE "mace"."mace_scopes" ENABLE ROW LEVEL SECURITY;
+
+-- mace.mace_scopes: force row level security
+ALTER TABLE "mace"."mace_scopes" FORCE ROW LEVEL SECURITY;
+
+-- mace.mace_scopes: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "mace"."mace_scopes";
+
+-- mace.mace_scopes: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "mace"."mace_scopes" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- mace.mace_scopes: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_scopes";
+
+-- mace.mace_scopes: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "mace"."mace_scopes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_scopes: reset grants
+REVOKE ALL ON TABLE "mace"."mace_scopes" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_scopes: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "mace"."mace_scopes" TO "primitives_app";
+
+-- mace.mace_scopes: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_scopes" TO "primitives_auditor";
+
+-- mace.mace_promotions: table
+CREATE TABLE IF NOT EXISTS "mace"."mace_promotions" (
+    "user_id" text NOT NULL,
+    "rule" text NOT NULL,
+    "source_id" uuid NOT NULL,
+    "target_id" uuid,
+    "promoted_at" timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT "mace_promotions_pkey" PRIMARY KEY ("user_id", "rule", "source_id")
+);
+
+-- mace.mace_promotions: comment
+COMMENT ON TABLE "mace"."mace_promotions" IS 'Promotion ledger of agent ''mace'': a (rule, source) pair is promoted at most once, so re-running a boundary is harmless.';
+
+-- mace.mace_promotions: enable row level security
+ALTER TABLE "mace"."mace_promotions" ENABLE ROW LEVEL SECURITY;
+
+-- mace.mace_promotions: force row level security
+ALTER TABLE "mace"."mace_promotions" FORCE ROW LEVEL SECURITY;
+
+-- mace.mace_promotions: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "mace"."mace_promotions";
+
+-- mace.mace_promotions: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "mace"."mace_promotions" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- mace.mace_promotions: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_promotions";
+
+-- mace.mace_promotions: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "mace"."mace_promotions" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_promotions: reset grants
+REVOKE ALL ON TABLE "mace"."mace_promotions" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_promotions: grants for the app role
+GRANT SELECT, INSERT ON TABLE "mace"."mace_promotions" TO "primitives_app";
+
+-- mace.mace_promotions: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_promotions" TO "primitives_auditor";
+
+-- mace.mace_action_requests: table
+CREATE TABLE IF NOT EXISTS "mace"."mace_action_requests" (
+    "user_id" text NOT NULL,
+    "id" uuid NOT NULL DEFAULT gen_random_uuid(),
+    "kind" text NOT NULL,
+    "memory_id" uuid,
+    "target_key" text,
+    "payload" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "justification" text,
+    "status" text NOT NULL DEFAULT 'pending',
+    "created_at" timestamptz NOT NULL DEFAULT now(),
+    "decided_at" timestamptz,
+    CONSTRAINT "mace_action_requests_pkey" PRIMARY KEY ("user_id", "id")
+);
+
+-- mace.mace_action_requests: checks (replaced, so they follow the spec)
+ALTER TABLE "mace"."mace_action_requests"
+    DROP CONSTRAINT IF EXISTS "mace_action_requests_status_check",
+    DROP CONSTRAINT IF EXISTS "mace_action_requests_payload_check",
+    ADD CONSTRAINT "mace_action_requests_status_check" CHECK (status IN ('pending', 'approved', 'rejected', 'executed')),
+    ADD CONSTRAINT "mace_action_requests_payload_check" CHECK (octet_length(payload::text) <= 32768);
+
+-- mace.mace_action_requests: index mace_action_requests_status_idx
+CREATE INDEX IF NOT EXISTS "mace_action_requests_status_idx" ON "mace"."mace_action_requests" USING btree ("user_id", "status", "created_at");
+
+-- mace.mace_action_requests: comment
+COMMENT ON TABLE "mace"."mace_action_requests" IS 'Governed write requests of agent ''mace'': a write in mode ''governed'' runs only once its request is approved.';
+
+-- mace.mace_action_requests: enable row level security
+ALTER TABLE "mace"."mace_action_requests" ENABLE ROW LEVEL SECURITY;
+
+-- mace.mace_action_requests: force row level security
+ALTER TABLE "mace"."mace_action_requests" FORCE ROW LEVEL SECURITY;
+
+-- mace.mace_action_requests: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "mace"."mace_action_requests";
+
+-- mace.mace_action_requests: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "mace"."mace_action_requests" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- mace.mace_action_requests: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_action_requests";
+
+-- mace.mace_action_requests: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "mace"."mace_action_requests" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_action_requests: reset grants
+REVOKE ALL ON TABLE "mace"."mace_action_requests" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_action_requests: grants for the app role
+GRANT SELECT, INSERT, UPDATE ON TABLE "mace"."mace_action_requests" TO "primitives_app";
+
+-- mace.mace_action_requests: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_action_requests" TO "primitives_auditor";
+
+-- mace.mace_approvals: table
+CREATE TABLE IF NOT EXISTS "mace"."mace_approvals" (
+    "user_id" text NOT NULL,
+    "request_id" uuid NOT NULL,
+    "approver" text NOT NULL,
+    "decision" text NOT NULL,
+    "at" timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT "mace_approvals_pkey" PRIMARY KEY ("user_id", "request_id", "approver"),
+    CONSTRAINT "mace_approvals_request_fkey" FOREIGN KEY ("user_id", "request_id") REFERENCES "mace"."mace_action_requests" ("user_id", "id")
+);
+
+-- mace.mace_approvals: checks (replaced, so they follow the spec)
+ALTER TABLE "mace"."mace_approvals"
+    DROP CONSTRAINT IF EXISTS "mace_approvals_decision_check",
+    ADD CONSTRAINT "mace_approvals_decision_check" CHECK (decision IN ('approve', 'reject'));
+
+-- mace.mace_approvals: trigger primitives_refuse_mutation
+CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE ON "mace"."mace_approvals" FOR EACH ROW EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- mace.mace_approvals: trigger primitives_refuse_truncate
+CREATE OR REPLACE TRIGGER "primitives_refuse_truncate" BEFORE TRUNCATE ON "mace"."mace_approvals" FOR EACH STATEMENT EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- mace.mace_approvals: comment
+COMMENT ON TABLE "mace"."mace_approvals" IS 'Approval decisions on governed requests of agent ''mace''. Append-only.';
+
+-- mace.mace_approvals: enable row level security
+ALTER TABLE "mace"."mace_approvals" ENABLE ROW LEVEL SECURITY;
+
+-- mace.mace_approvals: force row level security
+ALTER TABLE "mace"."mace_approvals" FORCE ROW LEVEL SECURITY;
+
+-- mace.mace_approvals: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "mace"."mace_approvals";
+
+-- mace.mace_approvals: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "mace"."mace_approvals" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- mace.mace_approvals: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_approvals";
+
+-- mace.mace_approvals: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "mace"."mace_approvals" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_approvals: reset grants
+REVOKE ALL ON TABLE "mace"."mace_approvals" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_approvals: grants for the app role
+GRANT SELECT, INSERT ON TABLE "mace"."mace_approvals" TO "primitives_app";
+
+-- mace.mace_approvals: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_approvals" TO "primitives_auditor";
+
+-- mace.mace_active_memories: view
+CREATE OR REPLACE VIEW "mace"."mace_active_memories" WITH (security_invoker = true) AS
+SELECT "m"."user_id",
+       "m"."id",
+       "m"."tier",
+       "m"."typology",
+       "m"."persistent",
+       "m"."scope_id",
+       "m"."namespace",
+       "m"."key",
+       "m"."content",
+       "m"."value",
+       "m"."envelope",
+       "m"."tags",
+       "m"."provenance",
+       "m"."tsv",
+       "m"."confidence",
+       "m"."decay_rate",
+       "m"."access_count",
+       "m"."last_accessed_at",
+       "m"."event_time",
+       "m"."created_at",
+       "m"."updated_at",
+       "m"."valid_from",
+       "m"."invalidated_at",
+       "m"."superseded_at",
+       "m"."superseded_by",
+       "m"."archived_at",
+       "m"."tombstoned_at",
+       "m"."erased_at",
+       "m"."erasure_reason",
+       "m"."expires_at",
+       "m"."ttl_ticks",
+       "m"."source",
+       "m"."actor"
+FROM "mace"."mace_memories" AS m
+WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."archived_at" IS NULL AND "m"."tombstoned_at" IS NULL AND m.erased_at IS NULL
+  AND (m.expires_at IS NULL OR m.expires_at > now());
+
+-- mace.mace_active_memories: comment
+COMMENT ON VIEW "mace"."mace_active_memories" IS 'Memory rows of agent ''mace'' currently in retrieval (not superseded, invalidated, archived, tombstoned, erased or expired).';
+
+-- mace.mace_active_memories: reset grants
+REVOKE ALL ON TABLE "mace"."mace_active_memories" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_active_memories: grants for the app role
+GRANT SELECT ON TABLE "mace"."mace_active_memories" TO "primitives_app";
+
+-- mace.mace_active_memories: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_active_memories" TO "primitives_auditor";
+
+-- mace.mace_audit_lineage: view
+CREATE OR REPLACE VIEW "mace"."mace_audit_lineage" WITH (security_invoker = true) AS
+SELECT "e"."user_id",
+       "e"."memory_id",
+       row_number() OVER (PARTITION BY "e"."user_id", e.memory_id ORDER BY e.seq) AS "step",
+       "e"."seq",
+       "e"."event_id",
+       "e"."kind",
+       "e"."actor",
+       "e"."occurred_at",
+       "e"."payload",
+       "e"."prev_hash",
+       "e"."hash",
+       "m"."tier",
+       "m"."typology",
+       "m"."key"
+FROM "mace"."mace_memory_events" AS e
+LEFT JOIN "mace"."mace_memories" AS m ON "m"."user_id" = "e"."user_id" AND "m"."id" = "e"."memory_id"
+WHERE e.memory_id IS NOT NULL;
+
+-- mace.mace_audit_lineage: comment
+COMMENT ON VIEW "mace"."mace_audit_lineage" IS 'Lineage: every journal event of each memory of agent ''mace'', in order (step 1, 2, ...).';
+
+-- mace.mace_audit_lineage: reset grants
+REVOKE ALL ON TABLE "mace"."mace_audit_lineage" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_audit_lineage: grants for the app role
+GRANT SELECT ON TABLE "mace"."mace_audit_lineage" TO "primitives_app";
+
+-- mace.mace_audit_lineage: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_audit_lineage" TO "primitives_auditor";
+
+-- mace.mace_audit_supersession: view
+CREATE OR REPLACE VIEW "mace"."mace_audit_supersession" WITH (security_invoker = true) AS
+WITH RECURSIVE chain AS (
+    SELECT "m"."user_id", m.id AS root_id, m.id AS memory_id, m.superseded_by, 0 AS depth, ARRAY[m.id] AS path
+    FROM "mace"."mace_memories" AS m
+    WHERE m.superseded_by IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM "mace"."mace_memories" AS p WHERE "p"."user_id" = "m"."user_id" AND p.superseded_by = m.id)
+    UNION ALL
+    SELECT "c"."user_id", c.root_id, n.id, n.superseded_by, c.depth + 1, c.path || n.id
+    FROM chain AS c
+    JOIN "mace"."mace_memories" AS n ON "n"."user_id" = "c"."user_id" AND "n"."id" = "c"."superseded_by"
+    WHERE n.id <> ALL (c.path)
+)
+SELECT "c"."user_id",
+       "c"."root_id",
+       "c"."memory_id",
+       "c"."depth",
+       "c"."superseded_by",
+       c.superseded_by IS NULL AS "is_latest",
+       "m"."tier",
+       "m"."typology",
+       "m"."namespace",
+       "m"."key",
+       "m"."created_at",
+       "m"."superseded_at"
+FROM chain AS c
+JOIN "mace"."mace_memories" AS m ON "m"."user_id" = "c"."user_id" AND "m"."id" = "c"."memory_id";
+
+-- mace.mace_audit_supersession: comment
+COMMENT ON VIEW "mace"."mace_audit_supersession" IS 'Supersession chains of agent ''mace'': root_id is the oldest version, depth counts versions after it, is_latest marks the newest.';
+
+-- mace.mace_audit_supersession: reset grants
+REVOKE ALL ON TABLE "mace"."mace_audit_supersession" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_audit_supersession: grants for the app role
+GRANT SELECT ON TABLE "mace"."mace_audit_supersession" TO "primitives_app";
+
+-- mace.mace_audit_supersession: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_audit_supersession" TO "primitives_auditor";
+
+-- mace.mace_audit_action_basis: view
+CREATE OR REPLACE VIEW "mace"."mace_audit_action_basis" WITH (security_invoker = true) AS
+SELECT "l"."user_id",
+       "l"."action_id",
+       "l"."kind" AS "link_kind",
+       "l"."created_at" AS "linked_at",
+       "l"."memory_id",
+       "m"."tier",
+       "m"."typology",
+       "m"."namespace",
+       "m"."key",
+       "m"."content",
+       "m"."created_at" AS "memory_created_at",
+       "m"."superseded_by",
+       CASE WHEN "m"."erased_at" IS NOT NULL THEN 'ERASED' WHEN "m"."tombstoned_at" IS NOT NULL THEN 'TOMBSTONED' WHEN "m"."superseded_at" IS NOT NULL THEN 'SUPERSEDED' WHEN "m"."invalidated_at" IS NOT NULL THEN 'INVALIDATED' WHEN "m"."archived_at" IS NOT NULL THEN 'ARCHIVED' WHEN "m"."expires_at" <= now() THEN 'EXPIRED' ELSE 'ACTIVE' END AS "memory_state"
+FROM "mace"."mace_action_links" AS l
+JOIN "mace"."mace_memories" AS m ON "m"."user_id" = "l"."user_id" AND "m"."id" = "l"."memory_id";
+
+-- mace.mace_audit_action_basis: comment
+COMMENT ON VIEW "mace"."mace_audit_action_basis" IS 'The memory rows each action of agent ''mace'' relied on, with their state now.';
+
+-- mace.mace_audit_action_basis: reset grants
+REVOKE ALL ON TABLE "mace"."mace_audit_action_basis" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_audit_action_basis: grants for the app role
+GRANT SELECT ON TABLE "mace"."mace_audit_action_basis" TO "primitives_app";
+
+-- mace.mace_audit_action_basis: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_audit_action_basis" TO "primitives_auditor";
+
+-- mace.mace_audit_retention_state: view
+CREATE OR REPLACE VIEW "mace"."mace_audit_retention_state" WITH (security_invoker = true) AS
+SELECT "m"."user_id",
+       "m"."id" AS "memory_id",
+       "m"."tier",
+       "m"."typology",
+       "m"."namespace",
+       "m"."key",
+       "m"."persistent",
+       "m"."created_at",
+       "m"."last_accessed_at",
+       "k"."link_count",
+       CASE WHEN m.tombstoned_at IS NOT NULL THEN 'TOMBSTONED' WHEN k.link_count > 0 THEN 'REFERENCED' WHEN m."archived_at" IS NOT NULL OR m."superseded_at" IS NOT NULL OR m."invalidated_at" IS NOT NULL THEN 'ORPHANED' ELSE 'ACTIVE' END AS "retention_state"
+FROM "mace"."mace_memories" AS m
+CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM "mace"."mace_action_links" AS l WHERE "m"."user_id" = "l"."user_id" AND "m"."id" = "l"."memory_id") AS k;
+
+-- mace.mace_audit_retention_state: comment
+COMMENT ON VIEW "mace"."mace_audit_retention_state" IS 'Retention state of each memory of agent ''mace'': ACTIVE, REFERENCED, ORPHANED, TOMBSTONED.';
+
+-- mace.mace_audit_retention_state: reset grants
+REVOKE ALL ON TABLE "mace"."mace_audit_retention_state" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_audit_retention_state: grants for the app role
+GRANT SELECT ON TABLE "mace"."mace_audit_retention_state" TO "primitives_app";
+
+-- mace.mace_audit_retention_state: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_audit_retention_state" TO "primitives_auditor";
+
+-- mace.mace_audit_erasures: view
+CREATE OR REPLACE VIEW "mace"."mace_audit_erasures" WITH (security_invoker = true) AS
+SELECT "m"."user_id",
+       "m"."id" AS "memory_id",
+       "m"."tier",
+       "m"."key",
+       "m"."erased_at",
+       "m"."erasure_reason",
+       (SELECT max(e.seq) FROM "mace"."mace_memory_events" AS e WHERE "e"."user_id" = "m"."user_id" AND e.memory_id = m.id AND e.kind = 'erased') AS "erasure_event_seq",
+       (m.content !~ '^sha256:[0-9a-f]{64}$' OR m.value <> '{}'::jsonb) AS "residue"
+FROM "mace"."mace_memories" AS m
+WHERE m.erased_at IS NOT NULL;
+
+-- mace.mace_audit_erasures: comment
+COMMENT ON VIEW "mace"."mace_audit_erasures" IS 'Erased memory of agent ''mace''; residue is true when anything beyond the content hash remains (must always be false).';
+
+-- mace.mace_audit_erasures: reset grants
+REVOKE ALL ON TABLE "mace"."mace_audit_erasures" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_audit_erasures: grants for the app role
+GRANT SELECT ON TABLE "mace"."mace_audit_erasures" TO "primitives_app";
+
+-- mace.mace_audit_erasures: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_audit_erasures" TO "primitives_auditor";
+
+-- mace.mace_audit_sanitization: view
+CREATE OR REPLACE VIEW "mace"."mace_audit_sanitization" WITH (security_invoker = true) AS
+SELECT "e"."user_id",
+       "e"."seq",
+       "e"."event_id",
+       "e"."memory_id",
+       "e"."actor",
+       "e"."occurred_at",
+       e.payload ->> 'gate' AS "gate",
+       e.payload ->> 'from' AS "from_ref",
+       e.payload ->> 'to' AS "to_ref",
+       e.payload -> 'stripped' AS "stripped",
+       "e"."payload"
+FROM "mace"."mace_memory_events" AS e
+WHERE e.kind = 'sanitized';
+
+-- mace.mace_audit_sanitization: comment
+COMMENT ON VIEW "mace"."mace_audit_sanitization" IS 'Memory of agent ''mace'' that crossed a sanitization gate, from the journal.';
+
+-- mace.mace_audit_sanitization: reset grants
+REVOKE ALL ON TABLE "mace"."mace_audit_sanitization" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_audit_sanitization: grants for the app role
+GRANT SELECT ON TABLE "mace"."mace_audit_sanitization" TO "primitives_app";
+
+-- mace.mace_audit_sanitization: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_audit_sanitization" TO "primitives_auditor";
+
+-- mace.mace_audit_policy_coverage: view
+CREATE OR REPLACE VIEW "mace"."mace_audit_policy_coverage" WITH (security_invoker = true) AS
+SELECT "r"."table_schema",
+       "r"."table_name",
+       c.oid IS NOT NULL AS "present",
+       coalesce(c.relrowsecurity, false) AS "rls_enabled",
+       coalesce(c.relforcerowsecurity, false) AS "rls_forced",
+       EXISTS (SELECT 1 FROM pg_catalog.pg_policy AS p WHERE p.polrelid = c.oid AND p.polname = 'mace_tenant_isolation') AS "tenant_policy",
+       EXISTS (SELECT 1 FROM pg_catalog.pg_policy AS p WHERE p.polrelid = c.oid AND p.polname = 'mace_auditor_read') AS "auditor_policy",
+       pg_catalog.pg_get_userbyid(c.relowner) AS "owner"
+FROM (VALUES ('mace', 'mace_memories'),
+             ('mace', 'mace_memory_events'),
+             ('mace', 'mace_action_links'),
+             ('mace', 'mace_scopes'),
+             ('mace', 'mace_promotions'),
+             ('mace', 'mace_action_requests'),
+             ('mace', 'mace_approvals')) AS r (table_schema, table_name)
+LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = r.table_schema
+LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.table_name AND c.relkind IN ('r', 'p');
+
+-- mace.mace_audit_policy_coverage: comment
+COMMENT ON VIEW "mace"."mace_audit_policy_coverage" IS 'Row-level security coverage of every table of agent ''mace'' (tenant column user_id), read from the catalog.';
+
+-- mace.mace_audit_policy_coverage: reset grants
+REVOKE ALL ON TABLE "mace"."mace_audit_policy_coverage" FROM "primitives_app", "primitives_auditor";
+
+-- mace.mace_audit_policy_coverage: grants for the app role
+GRANT SELECT ON TABLE "mace"."mace_audit_policy_coverage" TO "primitives_app";
+
+-- mace.mace_audit_policy_coverage: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_audit_policy_coverage" TO "primitives_auditor";

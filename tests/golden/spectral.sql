@@ -1,0 +1,604 @@
+-- primitives plan for agent 'spectral': 122 statements
+-- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin
+
+-- objects are owned by the owner role
+SET LOCAL ROLE "primitives_owner";
+
+-- schema platform
+CREATE SCHEMA IF NOT EXISTS "platform" AUTHORIZATION "primitives_owner";
+
+-- schema platform: usage for the runtime roles
+GRANT USAGE ON SCHEMA "platform" TO "primitives_app", "primitives_auditor";
+
+-- schema langgraph
+CREATE SCHEMA IF NOT EXISTS "langgraph" AUTHORIZATION "primitives_owner";
+
+-- schema langgraph: usage for the runtime roles
+GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor";
+
+-- platform.spectral_memories: table
+CREATE TABLE IF NOT EXISTS "platform"."spectral_memories" (
+    "workspace_id" text NOT NULL,
+    "id" uuid NOT NULL DEFAULT gen_random_uuid(),
+    "tier" text NOT NULL,
+    "typology" text NOT NULL,
+    "persistent" boolean GENERATED ALWAYS AS ("tier" = 'workspace') STORED,
+    "scope_id" text,
+    "namespace" text[] NOT NULL DEFAULT '{}'::text[],
+    "key" text NOT NULL,
+    "content" text NOT NULL,
+    "value" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "envelope" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "tags" text[] NOT NULL DEFAULT '{}'::text[],
+    "provenance" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "tsv" tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, "content")) STORED,
+    "embedding" halfvec(384),
+    "embedding_model" text,
+    "confidence" real NOT NULL DEFAULT 1,
+    "decay_rate" real,
+    "access_count" integer NOT NULL DEFAULT 0,
+    "last_accessed_at" timestamptz,
+    "event_time" timestamptz NOT NULL DEFAULT now(),
+    "created_at" timestamptz NOT NULL DEFAULT now(),
+    "updated_at" timestamptz NOT NULL DEFAULT now(),
+    "valid_from" timestamptz NOT NULL DEFAULT now(),
+    "invalidated_at" timestamptz,
+    "superseded_at" timestamptz,
+    "superseded_by" uuid,
+    "archived_at" timestamptz,
+    "tombstoned_at" timestamptz,
+    "erased_at" timestamptz,
+    "erasure_reason" text,
+    "expires_at" timestamptz,
+    "ttl_ticks" integer,
+    "source" text,
+    "actor" text,
+    CONSTRAINT "spectral_memories_pkey" PRIMARY KEY ("workspace_id", "id")
+);
+
+-- platform.spectral_memories: checks (replaced, so they follow the spec)
+ALTER TABLE "platform"."spectral_memories"
+    DROP CONSTRAINT IF EXISTS "spectral_memories_tier_check",
+    DROP CONSTRAINT IF EXISTS "spectral_memories_typology_check",
+    DROP CONSTRAINT IF EXISTS "spectral_memories_content_check",
+    DROP CONSTRAINT IF EXISTS "spectral_memories_value_check",
+    DROP CONSTRAINT IF EXISTS "spectral_memories_envelope_check",
+    DROP CONSTRAINT IF EXISTS "spectral_memories_provenance_check",
+    DROP CONSTRAINT IF EXISTS "spectral_memories_confidence_check",
+    DROP CONSTRAINT IF EXISTS "spectral_memories_erasure_check",
+    ADD CONSTRAINT "spectral_memories_tier_check" CHECK (tier IN ('cycle', 'run', 'workspace')),
+    ADD CONSTRAINT "spectral_memories_typology_check" CHECK ((tier, typology) IN (('cycle', 'episodic'), ('run', 'episodic'), ('workspace', 'episodic'), ('workspace', 'semantic'), ('workspace', 'procedural'))),
+    ADD CONSTRAINT "spectral_memories_content_check" CHECK (char_length(content) <= 4000),
+    ADD CONSTRAINT "spectral_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
+    ADD CONSTRAINT "spectral_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),
+    ADD CONSTRAINT "spectral_memories_provenance_check" CHECK (octet_length("provenance"::text) <= 32768),
+    ADD CONSTRAINT "spectral_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
+    ADD CONSTRAINT "spectral_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
+
+-- platform.spectral_memories: index spectral_memories_current_key
+CREATE UNIQUE INDEX IF NOT EXISTS "spectral_memories_current_key" ON "platform"."spectral_memories" USING btree ("workspace_id", "tier", "namespace", "key") WHERE superseded_at IS NULL AND tombstoned_at IS NULL;
+
+-- platform.spectral_memories: index spectral_memories_recent_idx
+CREATE INDEX IF NOT EXISTS "spectral_memories_recent_idx" ON "platform"."spectral_memories" USING btree ("workspace_id", "tier", created_at DESC) WHERE "superseded_at" IS NULL AND "invalidated_at" IS NULL AND "archived_at" IS NULL AND "tombstoned_at" IS NULL;
+
+-- platform.spectral_memories: index spectral_memories_scope_idx
+CREATE INDEX IF NOT EXISTS "spectral_memories_scope_idx" ON "platform"."spectral_memories" USING btree ("workspace_id", "scope_id", "tier") WHERE scope_id IS NOT NULL;
+
+-- platform.spectral_memories: index spectral_memories_superseded_by_idx
+CREATE INDEX IF NOT EXISTS "spectral_memories_superseded_by_idx" ON "platform"."spectral_memories" USING btree ("workspace_id", "superseded_by") WHERE superseded_by IS NOT NULL;
+
+-- platform.spectral_memories: index spectral_memories_expires_idx
+CREATE INDEX IF NOT EXISTS "spectral_memories_expires_idx" ON "platform"."spectral_memories" USING btree ("workspace_id", "expires_at") WHERE expires_at IS NOT NULL;
+
+-- platform.spectral_memories: index spectral_memories_tsv_idx
+CREATE INDEX IF NOT EXISTS "spectral_memories_tsv_idx" ON "platform"."spectral_memories" USING gin ("workspace_id", "tsv");
+
+-- platform.spectral_memories: index spectral_memories_envelope_idx
+CREATE INDEX IF NOT EXISTS "spectral_memories_envelope_idx" ON "platform"."spectral_memories" USING gin ("workspace_id", envelope jsonb_path_ops);
+
+-- platform.spectral_memories: index spectral_memories_tags_idx
+CREATE INDEX IF NOT EXISTS "spectral_memories_tags_idx" ON "platform"."spectral_memories" USING gin ("workspace_id", "tags");
+
+-- platform.spectral_memories: index spectral_memories_embedding_idx
+CREATE INDEX IF NOT EXISTS "spectral_memories_embedding_idx" ON "platform"."spectral_memories" USING hnsw (embedding halfvec_cosine_ops);
+
+-- platform.spectral_memories: trigger primitives_guard_delete
+CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "platform"."spectral_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"platform"."spectral_action_links"', 'workspace_id');
+
+-- platform.spectral_memories: comment
+COMMENT ON TABLE "platform"."spectral_memories" IS 'Memory rows of agent ''spectral'' (tiers cycle, run, workspace; persistent tier ''workspace''), tenant column workspace_id. Rows leave retrieval by state change (superseded_at, invalidated_at, archived_at, tombstoned_at), never by DELETE of persistent or action-linked rows; every change is journalled in platform.spectral_memory_events. Non-mirror categories, held by reference and never copied here: world_model_rule_content, canonical_scan_results.';
+
+-- platform.spectral_memories: enable row level security
+ALTER TABLE "platform"."spectral_memories" ENABLE ROW LEVEL SECURITY;
+
+-- platform.spectral_memories: force row level security
+ALTER TABLE "platform"."spectral_memories" FORCE ROW LEVEL SECURITY;
+
+-- platform.spectral_memories: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "platform"."spectral_memories";
+
+-- platform.spectral_memories: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "platform"."spectral_memories" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.spectral_memories: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_memories";
+
+-- platform.spectral_memories: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_memories" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.spectral_memories: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_memories" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_memories: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "platform"."spectral_memories" TO "primitives_app";
+
+-- platform.spectral_memories: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_memories" TO "primitives_auditor";
+
+-- platform.spectral_memory_events: table
+CREATE TABLE IF NOT EXISTS "platform"."spectral_memory_events" (
+    "workspace_id" text NOT NULL,
+    "seq" bigint NOT NULL,
+    "event_id" uuid NOT NULL DEFAULT gen_random_uuid(),
+    "prev_hash" text NOT NULL,
+    "hash" text NOT NULL,
+    "kind" text NOT NULL,
+    "memory_id" uuid,
+    "actor" text,
+    "payload" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "occurred_at" timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT "spectral_memory_events_pkey" PRIMARY KEY ("workspace_id", "seq")
+);
+
+-- platform.spectral_memory_events: index spectral_memory_events_event_id_key
+CREATE UNIQUE INDEX IF NOT EXISTS "spectral_memory_events_event_id_key" ON "platform"."spectral_memory_events" USING btree ("workspace_id", "event_id");
+
+-- platform.spectral_memory_events: index spectral_memory_events_memory_idx
+CREATE INDEX IF NOT EXISTS "spectral_memory_events_memory_idx" ON "platform"."spectral_memory_events" USING btree ("workspace_id", "memory_id", "seq") WHERE memory_id IS NOT NULL;
+
+-- platform.spectral_memory_events: index spectral_memory_events_kind_idx
+CREATE INDEX IF NOT EXISTS "spectral_memory_events_kind_idx" ON "platform"."spectral_memory_events" USING btree ("workspace_id", "kind", "seq");
+
+-- platform.spectral_memory_events: trigger primitives_chain_event
+CREATE OR REPLACE TRIGGER "primitives_chain_event" BEFORE INSERT ON "platform"."spectral_memory_events" FOR EACH ROW EXECUTE FUNCTION "primitives"."chain_event"('workspace_id');
+
+-- platform.spectral_memory_events: trigger primitives_refuse_mutation
+CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE ON "platform"."spectral_memory_events" FOR EACH ROW EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- platform.spectral_memory_events: trigger primitives_refuse_truncate
+CREATE OR REPLACE TRIGGER "primitives_refuse_truncate" BEFORE TRUNCATE ON "platform"."spectral_memory_events" FOR EACH STATEMENT EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- platform.spectral_memory_events: comment
+COMMENT ON TABLE "platform"."spectral_memory_events" IS 'Audit journal of agent ''spectral'': one event per memory change, written in the same transaction. Hash-chained per workspace_id (seq, prev_hash, hash set by primitives.chain_event); UPDATE, DELETE and TRUNCATE are refused.';
+
+-- platform.spectral_memory_events: enable row level security
+ALTER TABLE "platform"."spectral_memory_events" ENABLE ROW LEVEL SECURITY;
+
+-- platform.spectral_memory_events: force row level security
+ALTER TABLE "platform"."spectral_memory_events" FORCE ROW LEVEL SECURITY;
+
+-- platform.spectral_memory_events: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "platform"."spectral_memory_events";
+
+-- platform.spectral_memory_events: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "platform"."spectral_memory_events" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.spectral_memory_events: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_memory_events";
+
+-- platform.spectral_memory_events: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_memory_events" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.spectral_memory_events: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_memory_events" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_memory_events: grants for the app role
+GRANT SELECT, INSERT ON TABLE "platform"."spectral_memory_events" TO "primitives_app";
+
+-- platform.spectral_memory_events: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_memory_events" TO "primitives_auditor";
+
+-- platform.spectral_action_links: table
+CREATE TABLE IF NOT EXISTS "platform"."spectral_action_links" (
+    "workspace_id" text NOT NULL,
+    "action_id" text NOT NULL,
+    "memory_id" uuid NOT NULL,
+    "kind" text NOT NULL,
+    "created_at" timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT "spectral_action_links_pkey" PRIMARY KEY ("workspace_id", "action_id", "memory_id"),
+    CONSTRAINT "spectral_action_links_memory_fkey" FOREIGN KEY ("workspace_id", "memory_id") REFERENCES "platform"."spectral_memories" ("workspace_id", "id")
+);
+
+-- platform.spectral_action_links: index spectral_action_links_memory_idx
+CREATE INDEX IF NOT EXISTS "spectral_action_links_memory_idx" ON "platform"."spectral_action_links" USING btree ("workspace_id", "memory_id");
+
+-- platform.spectral_action_links: trigger primitives_refuse_mutation
+CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE ON "platform"."spectral_action_links" FOR EACH ROW EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- platform.spectral_action_links: trigger primitives_refuse_truncate
+CREATE OR REPLACE TRIGGER "primitives_refuse_truncate" BEFORE TRUNCATE ON "platform"."spectral_action_links" FOR EACH STATEMENT EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- platform.spectral_action_links: comment
+COMMENT ON TABLE "platform"."spectral_action_links" IS 'Memory basis of each action of agent ''spectral''. Append-only; a linked memory row can never be hard-deleted (primitives.guard_memory_delete).';
+
+-- platform.spectral_action_links: enable row level security
+ALTER TABLE "platform"."spectral_action_links" ENABLE ROW LEVEL SECURITY;
+
+-- platform.spectral_action_links: force row level security
+ALTER TABLE "platform"."spectral_action_links" FORCE ROW LEVEL SECURITY;
+
+-- platform.spectral_action_links: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "platform"."spectral_action_links";
+
+-- platform.spectral_action_links: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "platform"."spectral_action_links" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.spectral_action_links: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_action_links";
+
+-- platform.spectral_action_links: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_action_links" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.spectral_action_links: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_action_links" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_action_links: grants for the app role
+GRANT SELECT, INSERT ON TABLE "platform"."spectral_action_links" TO "primitives_app";
+
+-- platform.spectral_action_links: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_action_links" TO "primitives_auditor";
+
+-- platform.spectral_scopes: table
+CREATE TABLE IF NOT EXISTS "platform"."spectral_scopes" (
+    "workspace_id" text NOT NULL,
+    "tier" text NOT NULL,
+    "scope_id" text NOT NULL,
+    "opened_at" timestamptz NOT NULL DEFAULT now(),
+    "last_activity_at" timestamptz NOT NULL DEFAULT now(),
+    "closed_at" timestamptz,
+    CONSTRAINT "spectral_scopes_pkey" PRIMARY KEY ("workspace_id", "tier", "scope_id")
+);
+
+-- platform.spectral_scopes: checks (replaced, so they follow the spec)
+ALTER TABLE "platform"."spectral_scopes"
+    DROP CONSTRAINT IF EXISTS "spectral_scopes_tier_check",
+    ADD CONSTRAINT "spectral_scopes_tier_check" CHECK (tier IN ('cycle', 'run', 'workspace'));
+
+-- platform.spectral_scopes: index spectral_scopes_open_idx
+CREATE INDEX IF NOT EXISTS "spectral_scopes_open_idx" ON "platform"."spectral_scopes" USING btree ("workspace_id", "tier", "last_activity_at") WHERE closed_at IS NULL;
+
+-- platform.spectral_scopes: comment
+COMMENT ON TABLE "platform"."spectral_scopes" IS 'Scope instances (runs, sessions, jobs) of agent ''spectral'' by tier.';
+
+-- platform.spectral_scopes: enable row level security
+ALTER TABLE "platform"."spectral_scopes" ENABLE ROW LEVEL SECURITY;
+
+-- platform.spectral_scopes: force row level security
+ALTER TABLE "platform"."spectral_scopes" FORCE ROW LEVEL SECURITY;
+
+-- platform.spectral_scopes: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "platform"."spectral_scopes";
+
+-- platform.spectral_scopes: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "platform"."spectral_scopes" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.spectral_scopes: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_scopes";
+
+-- platform.spectral_scopes: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_scopes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.spectral_scopes: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_scopes" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_scopes: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "platform"."spectral_scopes" TO "primitives_app";
+
+-- platform.spectral_scopes: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_scopes" TO "primitives_auditor";
+
+-- platform.spectral_promotions: table
+CREATE TABLE IF NOT EXISTS "platform"."spectral_promotions" (
+    "workspace_id" text NOT NULL,
+    "rule" text NOT NULL,
+    "source_id" uuid NOT NULL,
+    "target_id" uuid,
+    "promoted_at" timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT "spectral_promotions_pkey" PRIMARY KEY ("workspace_id", "rule", "source_id")
+);
+
+-- platform.spectral_promotions: comment
+COMMENT ON TABLE "platform"."spectral_promotions" IS 'Promotion ledger of agent ''spectral'': a (rule, source) pair is promoted at most once, so re-running a boundary is harmless.';
+
+-- platform.spectral_promotions: enable row level security
+ALTER TABLE "platform"."spectral_promotions" ENABLE ROW LEVEL SECURITY;
+
+-- platform.spectral_promotions: force row level security
+ALTER TABLE "platform"."spectral_promotions" FORCE ROW LEVEL SECURITY;
+
+-- platform.spectral_promotions: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "platform"."spectral_promotions";
+
+-- platform.spectral_promotions: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "platform"."spectral_promotions" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.spectral_promotions: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_promotions";
+
+-- platform.spectral_promotions: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_promotions" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.spectral_promotions: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_promotions" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_promotions: grants for the app role
+GRANT SELECT, INSERT ON TABLE "platform"."spectral_promotions" TO "primitives_app";
+
+-- platform.spectral_promotions: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_promotions" TO "primitives_auditor";
+
+-- platform.spectral_active_memories: view
+CREATE OR REPLACE VIEW "platform"."spectral_active_memories" WITH (security_invoker = true) AS
+SELECT "m"."workspace_id",
+       "m"."id",
+       "m"."tier",
+       "m"."typology",
+       "m"."persistent",
+       "m"."scope_id",
+       "m"."namespace",
+       "m"."key",
+       "m"."content",
+       "m"."value",
+       "m"."envelope",
+       "m"."tags",
+       "m"."provenance",
+       "m"."tsv",
+       "m"."embedding",
+       "m"."embedding_model",
+       "m"."confidence",
+       "m"."decay_rate",
+       "m"."access_count",
+       "m"."last_accessed_at",
+       "m"."event_time",
+       "m"."created_at",
+       "m"."updated_at",
+       "m"."valid_from",
+       "m"."invalidated_at",
+       "m"."superseded_at",
+       "m"."superseded_by",
+       "m"."archived_at",
+       "m"."tombstoned_at",
+       "m"."erased_at",
+       "m"."erasure_reason",
+       "m"."expires_at",
+       "m"."ttl_ticks",
+       "m"."source",
+       "m"."actor"
+FROM "platform"."spectral_memories" AS m
+WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."archived_at" IS NULL AND "m"."tombstoned_at" IS NULL AND m.erased_at IS NULL
+  AND (m.expires_at IS NULL OR m.expires_at > now());
+
+-- platform.spectral_active_memories: comment
+COMMENT ON VIEW "platform"."spectral_active_memories" IS 'Memory rows of agent ''spectral'' currently in retrieval (not superseded, invalidated, archived, tombstoned, erased or expired).';
+
+-- platform.spectral_active_memories: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_active_memories" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_active_memories: grants for the app role
+GRANT SELECT ON TABLE "platform"."spectral_active_memories" TO "primitives_app";
+
+-- platform.spectral_active_memories: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_active_memories" TO "primitives_auditor";
+
+-- platform.spectral_audit_lineage: view
+CREATE OR REPLACE VIEW "platform"."spectral_audit_lineage" WITH (security_invoker = true) AS
+SELECT "e"."workspace_id",
+       "e"."memory_id",
+       row_number() OVER (PARTITION BY "e"."workspace_id", e.memory_id ORDER BY e.seq) AS "step",
+       "e"."seq",
+       "e"."event_id",
+       "e"."kind",
+       "e"."actor",
+       "e"."occurred_at",
+       "e"."payload",
+       "e"."prev_hash",
+       "e"."hash",
+       "m"."tier",
+       "m"."typology",
+       "m"."key"
+FROM "platform"."spectral_memory_events" AS e
+LEFT JOIN "platform"."spectral_memories" AS m ON "m"."workspace_id" = "e"."workspace_id" AND "m"."id" = "e"."memory_id"
+WHERE e.memory_id IS NOT NULL;
+
+-- platform.spectral_audit_lineage: comment
+COMMENT ON VIEW "platform"."spectral_audit_lineage" IS 'Lineage: every journal event of each memory of agent ''spectral'', in order (step 1, 2, ...).';
+
+-- platform.spectral_audit_lineage: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_audit_lineage" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_audit_lineage: grants for the app role
+GRANT SELECT ON TABLE "platform"."spectral_audit_lineage" TO "primitives_app";
+
+-- platform.spectral_audit_lineage: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_audit_lineage" TO "primitives_auditor";
+
+-- platform.spectral_audit_supersession: view
+CREATE OR REPLACE VIEW "platform"."spectral_audit_supersession" WITH (security_invoker = true) AS
+WITH RECURSIVE chain AS (
+    SELECT "m"."workspace_id", m.id AS root_id, m.id AS memory_id, m.superseded_by, 0 AS depth, ARRAY[m.id] AS path
+    FROM "platform"."spectral_memories" AS m
+    WHERE m.superseded_by IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM "platform"."spectral_memories" AS p WHERE "p"."workspace_id" = "m"."workspace_id" AND p.superseded_by = m.id)
+    UNION ALL
+    SELECT "c"."workspace_id", c.root_id, n.id, n.superseded_by, c.depth + 1, c.path || n.id
+    FROM chain AS c
+    JOIN "platform"."spectral_memories" AS n ON "n"."workspace_id" = "c"."workspace_id" AND "n"."id" = "c"."superseded_by"
+    WHERE n.id <> ALL (c.path)
+)
+SELECT "c"."workspace_id",
+       "c"."root_id",
+       "c"."memory_id",
+       "c"."depth",
+       "c"."superseded_by",
+       c.superseded_by IS NULL AS "is_latest",
+       "m"."tier",
+       "m"."typology",
+       "m"."namespace",
+       "m"."key",
+       "m"."created_at",
+       "m"."superseded_at"
+FROM chain AS c
+JOIN "platform"."spectral_memories" AS m ON "m"."workspace_id" = "c"."workspace_id" AND "m"."id" = "c"."memory_id";
+
+-- platform.spectral_audit_supersession: comment
+COMMENT ON VIEW "platform"."spectral_audit_supersession" IS 'Supersession chains of agent ''spectral'': root_id is the oldest version, depth counts versions after it, is_latest marks the newest.';
+
+-- platform.spectral_audit_supersession: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_audit_supersession" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_audit_supersession: grants for the app role
+GRANT SELECT ON TABLE "platform"."spectral_audit_supersession" TO "primitives_app";
+
+-- platform.spectral_audit_supersession: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_audit_supersession" TO "primitives_auditor";
+
+-- platform.spectral_audit_action_basis: view
+CREATE OR REPLACE VIEW "platform"."spectral_audit_action_basis" WITH (security_invoker = true) AS
+SELECT "l"."workspace_id",
+       "l"."action_id",
+       "l"."kind" AS "link_kind",
+       "l"."created_at" AS "linked_at",
+       "l"."memory_id",
+       "m"."tier",
+       "m"."typology",
+       "m"."namespace",
+       "m"."key",
+       "m"."content",
+       "m"."created_at" AS "memory_created_at",
+       "m"."superseded_by",
+       CASE WHEN "m"."erased_at" IS NOT NULL THEN 'ERASED' WHEN "m"."tombstoned_at" IS NOT NULL THEN 'TOMBSTONED' WHEN "m"."superseded_at" IS NOT NULL THEN 'SUPERSEDED' WHEN "m"."invalidated_at" IS NOT NULL THEN 'INVALIDATED' WHEN "m"."archived_at" IS NOT NULL THEN 'ARCHIVED' WHEN "m"."expires_at" <= now() THEN 'EXPIRED' ELSE 'ACTIVE' END AS "memory_state"
+FROM "platform"."spectral_action_links" AS l
+JOIN "platform"."spectral_memories" AS m ON "m"."workspace_id" = "l"."workspace_id" AND "m"."id" = "l"."memory_id";
+
+-- platform.spectral_audit_action_basis: comment
+COMMENT ON VIEW "platform"."spectral_audit_action_basis" IS 'The memory rows each action of agent ''spectral'' relied on, with their state now.';
+
+-- platform.spectral_audit_action_basis: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_audit_action_basis" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_audit_action_basis: grants for the app role
+GRANT SELECT ON TABLE "platform"."spectral_audit_action_basis" TO "primitives_app";
+
+-- platform.spectral_audit_action_basis: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_audit_action_basis" TO "primitives_auditor";
+
+-- platform.spectral_audit_retention_state: view
+CREATE OR REPLACE VIEW "platform"."spectral_audit_retention_state" WITH (security_invoker = true) AS
+SELECT "m"."workspace_id",
+       "m"."id" AS "memory_id",
+       "m"."tier",
+       "m"."typology",
+       "m"."namespace",
+       "m"."key",
+       "m"."persistent",
+       "m"."created_at",
+       "m"."last_accessed_at",
+       "k"."link_count",
+       CASE WHEN m.tombstoned_at IS NOT NULL THEN 'TOMBSTONED' WHEN k.link_count > 0 THEN 'REFERENCED' WHEN m."archived_at" IS NOT NULL OR m."superseded_at" IS NOT NULL OR m."invalidated_at" IS NOT NULL OR (m.persistent AND coalesce(m.last_accessed_at, m.created_at) < now() - '180 days'::interval) THEN 'ORPHANED' ELSE 'ACTIVE' END AS "retention_state"
+FROM "platform"."spectral_memories" AS m
+CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM "platform"."spectral_action_links" AS l WHERE "m"."workspace_id" = "l"."workspace_id" AND "m"."id" = "l"."memory_id") AS k;
+
+-- platform.spectral_audit_retention_state: comment
+COMMENT ON VIEW "platform"."spectral_audit_retention_state" IS 'Retention state of each memory of agent ''spectral'': ACTIVE, REFERENCED, ORPHANED, TOMBSTONED.';
+
+-- platform.spectral_audit_retention_state: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_audit_retention_state" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_audit_retention_state: grants for the app role
+GRANT SELECT ON TABLE "platform"."spectral_audit_retention_state" TO "primitives_app";
+
+-- platform.spectral_audit_retention_state: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_audit_retention_state" TO "primitives_auditor";
+
+-- platform.spectral_audit_erasures: view
+CREATE OR REPLACE VIEW "platform"."spectral_audit_erasures" WITH (security_invoker = true) AS
+SELECT "m"."workspace_id",
+       "m"."id" AS "memory_id",
+       "m"."tier",
+       "m"."key",
+       "m"."erased_at",
+       "m"."erasure_reason",
+       (SELECT max(e.seq) FROM "platform"."spectral_memory_events" AS e WHERE "e"."workspace_id" = "m"."workspace_id" AND e.memory_id = m.id AND e.kind = 'erased') AS "erasure_event_seq",
+       (m.content !~ '^sha256:[0-9a-f]{64}$' OR m.value <> '{}'::jsonb OR m.embedding IS NOT NULL) AS "residue"
+FROM "platform"."spectral_memories" AS m
+WHERE m.erased_at IS NOT NULL;
+
+-- platform.spectral_audit_erasures: comment
+COMMENT ON VIEW "platform"."spectral_audit_erasures" IS 'Erased memory of agent ''spectral''; residue is true when anything beyond the content hash remains (must always be false).';
+
+-- platform.spectral_audit_erasures: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_audit_erasures" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_audit_erasures: grants for the app role
+GRANT SELECT ON TABLE "platform"."spectral_audit_erasures" TO "primitives_app";
+
+-- platform.spectral_audit_erasures: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_audit_erasures" TO "primitives_auditor";
+
+-- platform.spectral_audit_sanitization: view
+CREATE OR REPLACE VIEW "platform"."spectral_audit_sanitization" WITH (security_invoker = true) AS
+SELECT "e"."workspace_id",
+       "e"."seq",
+       "e"."event_id",
+       "e"."memory_id",
+       "e"."actor",
+       "e"."occurred_at",
+       e.payload ->> 'gate' AS "gate",
+       e.payload ->> 'from' AS "from_ref",
+       e.payload ->> 'to' AS "to_ref",
+       e.payload -> 'stripped' AS "stripped",
+       "e"."payload"
+FROM "platform"."spectral_memory_events" AS e
+WHERE e.kind = 'sanitized';
+
+-- platform.spectral_audit_sanitization: comment
+COMMENT ON VIEW "platform"."spectral_audit_sanitization" IS 'Memory of agent ''spectral'' that crossed a sanitization gate, from the journal.';
+
+-- platform.spectral_audit_sanitization: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_audit_sanitization" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_audit_sanitization: grants for the app role
+GRANT SELECT ON TABLE "platform"."spectral_audit_sanitization" TO "primitives_app";
+
+-- platform.spectral_audit_sanitization: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_audit_sanitization" TO "primitives_auditor";
+
+-- platform.spectral_audit_policy_coverage: view
+CREATE OR REPLACE VIEW "platform"."spectral_audit_policy_coverage" WITH (security_invoker = true) AS
+SELECT "r"."table_schema",
+       "r"."table_name",
+       c.oid IS NOT NULL AS "present",
+       coalesce(c.relrowsecurity, false) AS "rls_enabled",
+       coalesce(c.relforcerowsecurity, false) AS "rls_forced",
+       EXISTS (SELECT 1 FROM pg_catalog.pg_policy AS p WHERE p.polrelid = c.oid AND p.polname = 'spectral_tenant_isolation') AS "tenant_policy",
+       EXISTS (SELECT 1 FROM pg_catalog.pg_policy AS p WHERE p.polrelid = c.oid AND p.polname = 'spectral_auditor_read') AS "auditor_policy",
+       pg_catalog.pg_get_userbyid(c.relowner) AS "owner"
+FROM (VALUES ('platform', 'spectral_memories'),
+             ('platform', 'spectral_memory_events'),
+             ('platform', 'spectral_action_links'),
+             ('platform', 'spectral_scopes'),
+             ('platform', 'spectral_promotions')) AS r (table_schema, table_name)
+LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = r.table_schema
+LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.table_name AND c.relkind IN ('r', 'p');
+
+-- platform.spectral_audit_policy_coverage: comment
+COMMENT ON VIEW "platform"."spectral_audit_policy_coverage" IS 'Row-level security coverage of every table of agent ''spectral'' (tenant column workspace_id), read from the catalog.';
+
+-- platform.spectral_audit_policy_coverage: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_audit_policy_coverage" FROM "primitives_app", "primitives_auditor";
+
+-- platform.spectral_audit_policy_coverage: grants for the app role
+GRANT SELECT ON TABLE "platform"."spectral_audit_policy_coverage" TO "primitives_app";
+
+-- platform.spectral_audit_policy_coverage: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_audit_policy_coverage" TO "primitives_auditor";

@@ -1,0 +1,323 @@
+"""Compiled plans applied to a real PostgreSQL: ownership, forced RLS, grants, tenant isolation.
+
+The plan is applied by the admin connection through ``primitives.db.apply_plan``; the
+runtime checks run as the application and auditor roles.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from primitives.compile import Capabilities, Plan, Tables, compile_plan
+from primitives.db import OWNER_ROLE, apply_plan, tenant_transaction
+from primitives.errors import PolicyViolation, StorageError
+from primitives.spec import AgentSpec, load_spec, load_spec_text
+
+pytestmark = pytest.mark.db
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECTRAL = ROOT / "agents" / "spectral_agent.yaml"
+
+# Reserved words as names, graph and governed tables, a trigram defense (see test_compile.py).
+ODD_SPEC = """\
+version: 1
+agent: odd_compile_apply
+anchor:
+  keys: [user, order]
+  required_at_write: [user]
+  nullable_for_cross_scope: [order]
+typology:
+  select: [episodic]
+  group: [semantic, opinion]
+tiers:
+  - {name: select, boundary: {lifecycle: session_end}}
+  - {name: group, boundary: {scope_change: user}, persistent: true}
+persistence:
+  checkpointer: {enabled: false}
+  store: {schema: table, prefix: limit}
+retrieval:
+  signals: [lexical, graph, semantic]
+  embedding: {dims: 8}
+graph:
+  edges: [temporal, supersedes]
+  entity_types: [person, tool]
+behavior:
+  write_policy:
+    semantic: {mode: governed, governance: {approvals_required: 1}, justification: approvals}
+discipline:
+  non_mirror:
+    - {category: rule_text, defense: trigram_trigger, canonical_source: table.rules.body}
+"""
+
+
+def server_capabilities(conn: psycopg.Connection[Any]) -> Capabilities:
+    installed = {row[0] for row in conn.execute("SELECT extname FROM pg_catalog.pg_extension")}
+    return Capabilities(
+        vector="vector" in installed,
+        trigram="pg_trgm" in installed,
+        btree_gin="btree_gin" in installed,
+        server_version=conn.info.server_version,
+    )
+
+
+def apply(conn: psycopg.Connection[Any], plan: Plan, *, force: bool = False) -> bool:
+    """Apply ``plan``; with ``force``, run its statements even if this checksum is recorded."""
+    if force:
+        apply_plan(conn, plan.agent, plan.checksum + ":forced", plan.statements)
+    return apply_plan(conn, plan.agent, plan.checksum, plan.statements)
+
+
+@pytest.fixture(scope="module")
+def spectral() -> AgentSpec:
+    return load_spec(SPECTRAL)
+
+
+@pytest.fixture
+def spectral_plan(admin_conn: psycopg.Connection[Any], spectral: AgentSpec) -> Plan:
+    plan = compile_plan(spectral, capabilities=server_capabilities(admin_conn))
+    apply(admin_conn, plan)
+    return plan
+
+
+@pytest.fixture
+def odd_schema(admin_conn: psycopg.Connection[Any]) -> Iterator[None]:
+    yield
+    admin_conn.execute('DROP SCHEMA IF EXISTS "table" CASCADE')
+    admin_conn.execute("DELETE FROM primitives.agent_plans WHERE agent = 'odd_compile_apply'")
+
+
+def relations(conn: psycopg.Connection[Any], tables: Tables) -> dict[str, tuple[Any, ...]]:
+    rows = conn.execute(
+        "SELECT c.relname, c.relkind, pg_get_userbyid(c.relowner), c.relrowsecurity,"
+        " c.relforcerowsecurity FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname LIKE %s AND c.relkind IN ('r', 'v')",
+        (tables.schema, tables.prefix + "\\_%"),
+    ).fetchall()
+    return {row[0]: row[1:] for row in rows}
+
+
+def insert_memory(
+    conn: psycopg.Connection[Any], tables: Tables, tenant: str, *, tier: str = "run"
+) -> uuid.UUID:
+    row = conn.execute(
+        sql.SQL(
+            "INSERT INTO {} ({}, tier, typology, scope_id, key, content)"
+            " VALUES (%s, %s, 'episodic', 'run-1', %s, 'scan finished') RETURNING id"
+        ).format(tables.memories.ident, tables.tenant),
+        (tenant, tier, f"k-{uuid.uuid4().hex[:8]}"),
+    ).fetchone()
+    assert row is not None
+    return row[0]  # type: ignore[no-any-return]
+
+
+def test_spectral_plan_is_owned_by_the_owner_with_rls_forced_on_every_table(
+    admin_conn: psycopg.Connection[Any], spectral_plan: Plan
+) -> None:
+    tables = spectral_plan.tables
+    found = relations(admin_conn, tables)
+    for table in tables.tables:
+        kind, owner, enabled, forced = found[table.name]
+        assert (kind, owner, enabled, forced) == ("r", OWNER_ROLE, True, True), table.name
+    for view in tables.views:
+        kind, owner, _, _ = found[view.name]
+        assert (kind, owner) == ("v", OWNER_ROLE), view.name
+    coverage = admin_conn.execute(
+        sql.SQL("SELECT table_name, present, rls_enabled, rls_forced, tenant_policy,"
+                " auditor_policy, owner FROM {}").format(tables.audit_policy_coverage.ident)
+    ).fetchall()
+    assert sorted(coverage) == sorted(
+        (t.name, True, True, True, True, True, OWNER_ROLE) for t in tables.tables
+    )
+
+
+def test_reapplying_the_plan_is_harmless(
+    admin_conn: psycopg.Connection[Any], spectral_plan: Plan
+) -> None:
+    assert apply(admin_conn, spectral_plan) is False  # same checksum: nothing to do
+    apply(admin_conn, spectral_plan, force=True)  # every statement again
+    policies = admin_conn.execute(
+        "SELECT count(*) FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+        (spectral_plan.tables.schema, spectral_plan.tables.memories.name),
+    ).fetchone()
+    assert policies == (2,)
+
+
+def test_every_unique_index_leads_with_the_tenant_column(
+    admin_conn: psycopg.Connection[Any], spectral_plan: Plan
+) -> None:
+    tables = spectral_plan.tables
+    rows = admin_conn.execute(
+        "SELECT i.indexrelid::regclass::text, a.attname FROM pg_index i"
+        " JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+        " WHERE i.indisunique AND n.nspname = %s AND c.relname LIKE %s",
+        (tables.schema, tables.prefix + "\\_%"),
+    ).fetchall()
+    assert rows
+    assert {attname for _, attname in rows} == {tables.tenant_column}, rows
+
+
+def test_app_role_inserts_in_its_tenant_and_is_refused_in_another(
+    app_conn: psycopg.Connection[Any], spectral_plan: Plan
+) -> None:
+    tables = spectral_plan.tables
+    mine, theirs = f"ws-{uuid.uuid4().hex[:8]}", f"ws-{uuid.uuid4().hex[:8]}"
+    with tenant_transaction(app_conn, mine):
+        memory_id = insert_memory(app_conn, tables, mine)
+    with pytest.raises(PolicyViolation):
+        with tenant_transaction(app_conn, mine):
+            insert_memory(app_conn, tables, theirs)
+    with tenant_transaction(app_conn, theirs):
+        seen = app_conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE id = %s").format(tables.memories.ident),
+            (memory_id,),
+        ).fetchone()
+    assert seen == (0,)  # another tenant sees nothing
+    with tenant_transaction(app_conn, mine):
+        active = app_conn.execute(
+            sql.SQL("SELECT persistent, tsv IS NOT NULL FROM {} WHERE id = %s").format(
+                tables.active_memories.ident), (memory_id,),
+        ).fetchone()
+        assert active == (False, True)
+        # transient, unlinked: scope-end removal is allowed
+        app_conn.execute(
+            sql.SQL("DELETE FROM {} WHERE id = %s").format(tables.memories.ident), (memory_id,)
+        )
+
+
+def test_app_role_without_a_tenant_sees_and_writes_nothing(
+    app_conn: psycopg.Connection[Any], spectral_plan: Plan
+) -> None:
+    tables = spectral_plan.tables
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        with app_conn.transaction():
+            insert_memory(app_conn, tables, "ws-none")
+
+
+def test_persistent_memory_delete_and_journal_update_are_refused(
+    app_conn: psycopg.Connection[Any], spectral_plan: Plan
+) -> None:
+    tables = spectral_plan.tables
+    tenant = f"ws-{uuid.uuid4().hex[:8]}"
+    with tenant_transaction(app_conn, tenant):
+        memory_id = insert_memory(app_conn, tables, tenant, tier="workspace")
+        app_conn.execute(
+            sql.SQL("INSERT INTO {} ({}, kind, memory_id) VALUES (%s, 'written', %s)").format(
+                tables.events.ident, tables.tenant), (tenant, memory_id),
+        )
+    with pytest.raises(PolicyViolation, match="persistent"):
+        with tenant_transaction(app_conn, tenant):
+            app_conn.execute(
+                sql.SQL("DELETE FROM {} WHERE id = %s").format(tables.memories.ident),
+                (memory_id,),
+            )
+    with pytest.raises(PolicyViolation):  # no UPDATE grant on the journal
+        with tenant_transaction(app_conn, tenant):
+            app_conn.execute(sql.SQL("UPDATE {} SET kind = 'x'").format(tables.events.ident))
+    with tenant_transaction(app_conn, tenant):
+        lineage = app_conn.execute(
+            sql.SQL("SELECT step, seq, kind FROM {} WHERE memory_id = %s").format(
+                tables.audit_lineage.ident), (memory_id,),
+        ).fetchall()
+    assert lineage == [(1, 1, "written")]
+
+
+def test_auditor_reads_every_tenant_and_writes_nothing(
+    app_conn: psycopg.Connection[Any],
+    auditor_conn: psycopg.Connection[Any],
+    spectral_plan: Plan,
+) -> None:
+    tables = spectral_plan.tables
+    tenants = [f"ws-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    for tenant in tenants:
+        with tenant_transaction(app_conn, tenant):
+            insert_memory(app_conn, tables, tenant, tier="workspace")
+    states = auditor_conn.execute(
+        sql.SQL("SELECT {}, retention_state FROM {} WHERE {} = ANY(%s)").format(
+            tables.tenant, tables.audit_retention_state.ident, tables.tenant), (tenants,),
+    ).fetchall()
+    assert sorted(states) == sorted((t, "ACTIVE") for t in tenants)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        auditor_conn.execute(sql.SQL("UPDATE {} SET content = ''").format(tables.memories.ident))
+
+
+@pytest.mark.usefixtures("odd_schema")
+def test_reserved_word_names_graph_and_governed_tables_apply_with_and_without_extensions(
+    admin_conn: psycopg.Connection[Any], app_conn: psycopg.Connection[Any]
+) -> None:
+    spec = load_spec_text(ODD_SPEC, policies={})
+    for capabilities in (server_capabilities(admin_conn),
+                         Capabilities(vector=False, trigram=False, btree_gin=False)):
+        admin_conn.execute('DROP SCHEMA IF EXISTS "table" CASCADE')
+        plan = compile_plan(spec, capabilities=capabilities)
+        apply(admin_conn, plan, force=True)
+        tables = plan.tables
+        found = relations(admin_conn, tables)
+        assert {t.name for t in tables.tables} | {v.name for v in tables.views} == set(found)
+        assert all(row[1:] == (OWNER_ROLE, True, True) for row in found.values() if row[0] == "r")
+        with tenant_transaction(app_conn, "u1"):
+            source = app_conn.execute(
+                sql.SQL('INSERT INTO {} ("user", tier, typology, key, content)'
+                        " VALUES ('u1', 'select', 'episodic', 'a', 'one') RETURNING id").format(
+                    tables.memories.ident)).fetchone()
+            assert source is not None
+            app_conn.execute(
+                sql.SQL('INSERT INTO {} ("user", source_id, target_id, relation_type)'
+                        " VALUES ('u1', %s, %s, 'temporal')").format(tables.edges.ident),  # type: ignore[union-attr]
+                (source[0], source[0]),
+            )
+            request = app_conn.execute(
+                sql.SQL("INSERT INTO {} (\"user\", kind) VALUES ('u1', 'memory_promote_request')"
+                        " RETURNING id").format(tables.action_requests.ident)).fetchone()  # type: ignore[union-attr]
+            assert request is not None
+            app_conn.execute(
+                sql.SQL("INSERT INTO {} (\"user\", request_id, approver, decision)"
+                        " VALUES ('u1', %s, 'admin', 'approve')").format(
+                    tables.approvals.ident), (request[0],))  # type: ignore[union-attr]
+        with pytest.raises(PolicyViolation):  # approvals are append-only (no DELETE grant)
+            with tenant_transaction(app_conn, "u1"):
+                app_conn.execute(sql.SQL("DELETE FROM {}").format(tables.approvals.ident))  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "spec_path", sorted((ROOT / "agents").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_every_reference_spec_applies_with_rls_forced(
+    admin_conn: psycopg.Connection[Any], spec_path: Path
+) -> None:
+    plan = compile_plan(load_spec(spec_path), capabilities=server_capabilities(admin_conn))
+    apply(admin_conn, plan)
+    found = relations(admin_conn, plan.tables)
+    for table in plan.tables.tables:
+        assert found[table.name] == ("r", OWNER_ROLE, True, True), table.name
+    assert {v.name for v in plan.tables.views} <= set(found)
+
+
+@pytest.mark.usefixtures("odd_schema")
+def test_reapplying_a_changed_spec_replaces_its_checks(
+    admin_conn: psycopg.Connection[Any], app_conn: psycopg.Connection[Any]
+) -> None:
+    admin_conn.execute('DROP SCHEMA IF EXISTS "table" CASCADE')
+    capabilities = server_capabilities(admin_conn)
+    before = compile_plan(load_spec_text(ODD_SPEC, policies={}), capabilities=capabilities)
+    apply(admin_conn, before)
+    insert = sql.SQL('INSERT INTO {} ("user", tier, typology, key, content)'
+                     " VALUES ('u1', 'select', 'procedural', 'p', 'how to')").format(
+        before.tables.memories.ident)
+    with pytest.raises(StorageError, match="typology_check"):
+        with tenant_transaction(app_conn, "u1"):
+            app_conn.execute(insert)
+
+    grown = ODD_SPEC.replace("select: [episodic]", "select: [episodic, procedural]")
+    after = compile_plan(load_spec_text(grown, policies={}), capabilities=capabilities)
+    assert apply(admin_conn, after) is True
+    with tenant_transaction(app_conn, "u1"):
+        app_conn.execute(insert)
