@@ -1,0 +1,148 @@
+"""Faults: a full disk, a connection lost mid-transaction, concurrent writers of one tenant."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from primitives._project import migrate
+from primitives.db import OWNER_ROLE, app_dsn
+from primitives.engine import Engine, TenantMemory
+from primitives.errors import StorageFull
+from primitives.spec import AgentSpec, load_spec
+from tests.conftest import PostgresHandle
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
+
+
+@pytest.fixture(scope="module")
+def spectral(pg: PostgresHandle) -> AgentSpec:
+    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
+    migrate([spec], dsn=pg.admin_dsn)
+    return spec
+
+
+@pytest.fixture
+def engine(pg: PostgresHandle, spectral: AgentSpec) -> Iterator[Engine]:
+    with Engine.connect(spectral, pg.app_dsn, max_connections=8) as eng:
+        yield eng
+
+
+def _anchor() -> dict[str, str]:
+    return {"workspace_id": f"ws-{uuid.uuid4().hex[:8]}"}
+
+
+def _counts(engine: Engine, anchor: dict[str, str]) -> tuple[int, int]:
+    with engine.tenant(anchor) as mem:
+        rows = mem.connection.execute(sql.SQL("SELECT count(*) FROM {}").format(
+            engine.tables.memories.ident)).fetchone()
+        events = mem.connection.execute(sql.SQL("SELECT count(*) FROM {}").format(
+            engine.tables.events.ident)).fetchone()
+    assert rows is not None and events is not None
+    return int(rows[0]), int(events[0])
+
+
+def test_full_disk_raises_storage_full_without_retry_and_drops_nothing_silently(
+    pg: PostgresHandle, spectral: AgentSpec, fresh_database: Callable[[], str]
+) -> None:
+    admin = fresh_database()
+    migrate([spectral], dsn=admin)
+    table = sql.Identifier("platform", "spectral_memories")
+    with psycopg.connect(admin, autocommit=True) as conn, conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(OWNER_ROLE)))
+        conn.execute(
+            "CREATE FUNCTION platform.disk_full() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' "
+            "USING ERRCODE = '53100'; END $$"
+        )
+        conn.execute(sql.SQL("CREATE TRIGGER disk_full BEFORE INSERT ON {} FOR EACH ROW "
+                             "EXECUTE FUNCTION platform.disk_full()").format(table))
+    calls = 0
+
+    def write(mem: TenantMemory) -> None:
+        nonlocal calls
+        calls += 1
+        mem.observe("cycle", "this write meets a full disk")
+
+    anchor = _anchor()
+    with Engine.connect(spectral, app_dsn(admin)) as engine:
+        with pytest.raises(StorageFull) as caught:
+            engine.write(anchor, write, sleep=lambda s: None)
+        assert _counts(engine, anchor) == (0, 0)
+    assert calls == 1
+    assert caught.value.envelope()["error"] == "STORAGE_FULL"
+    assert caught.value.context["sqlstate"] == "53100"
+
+
+def test_connection_lost_mid_transaction_leaves_no_memory_and_no_event(
+    engine: Engine, admin_conn: psycopg.Connection[Any]
+) -> None:
+    anchor = _anchor()
+    with pytest.raises(Exception) as caught, engine.tenant(anchor) as mem:
+        mem.observe("cycle", "written, then the connection dies")
+        pid = mem.connection.info.backend_pid
+        admin_conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        mem.observe("cycle", "never reaches the server")
+    assert "terminat" in str(caught.value).lower() or "closed" in str(caught.value).lower()
+    assert _counts(engine, anchor) == (0, 0)
+
+
+def test_write_survives_a_killed_connection_with_one_retry(
+    engine: Engine, admin_conn: psycopg.Connection[Any]
+) -> None:
+    anchor = _anchor()
+    attempts = 0
+
+    def write(mem: TenantMemory) -> None:
+        nonlocal attempts
+        attempts += 1
+        mem.observe("cycle", "kept exactly once")
+        if attempts == 1:
+            admin_conn.execute("SELECT pg_terminate_backend(%s)",
+                               (mem.connection.info.backend_pid,))
+            mem.observe("cycle", "the first attempt dies here")
+
+    engine.write(anchor, write, sleep=lambda s: None)
+    assert attempts == 2
+    assert _counts(engine, anchor) == (1, 1)
+
+
+def test_concurrent_writers_of_one_tenant_keep_the_hash_chain_intact(engine: Engine) -> None:
+    anchor = _anchor()
+    writers, per_writer = 8, 20
+    errors: list[BaseException] = []
+    start = threading.Barrier(writers)
+
+    def run(index: int) -> None:
+        try:
+            start.wait()
+            for n in range(per_writer):
+                with engine.tenant(anchor) as mem:
+                    mem.observe("cycle", f"writer {index} note {n}", scope_id=f"c-{index}")
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    total = writers * per_writer
+    with engine.tenant(anchor) as mem:
+        seqs = [r[0] for r in mem.connection.execute(sql.SQL(
+            "SELECT seq FROM {} ORDER BY seq").format(engine.tables.events.ident)).fetchall()]
+        broken = mem.connection.execute(
+            "SELECT primitives.verify_chain(%s::regclass, %s, %s)",
+            (engine.tables.events.qualified, engine.tables.tenant_column, anchor["workspace_id"]),
+        ).fetchone()
+    assert seqs == list(range(1, total + 1))
+    assert broken == (None,)
