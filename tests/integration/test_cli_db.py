@@ -1,0 +1,57 @@
+"""The ``primitives`` command's database verbs against the session's server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from primitives.cli import main
+from tests.conftest import PostgresHandle
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECTRAL = str(ROOT / "agents" / "spectral_agent.yaml")
+
+
+def test_server_status_and_dsn_report_the_running_server(
+    pg: PostgresHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if pg.home is None:
+        pytest.fail("this test needs the embedded server (PRIMITIVES_DSN is set)")
+    assert main(["server", "status"]) == 0
+    out = capsys.readouterr().out
+    assert "running" in out and "True" in out
+    assert main(["server", "dsn"]) == 0
+    assert capsys.readouterr().out.strip() == pg.admin_dsn
+
+
+def test_migrate_applies_then_reports_unchanged(
+    pg: PostgresHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["migrate", SPECTRAL]) == 0
+    capsys.readouterr()
+    assert main(["migrate", SPECTRAL]) == 0
+    out = capsys.readouterr().out
+    assert "agent spectral: platform.spectral_* unchanged" in out
+    assert "0 agent plan(s) applied, 1 unchanged" in out
+
+
+def test_compile_prints_forced_rls_and_no_vector_without_pgvector(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["compile", SPECTRAL]) == 0
+    with_vector = capsys.readouterr().out
+    assert "FORCE ROW LEVEL SECURITY" in with_vector and "halfvec(384)" in with_vector
+    assert main(["compile", SPECTRAL, "--no-vector"]) == 0
+    without = capsys.readouterr().out
+    assert "halfvec" not in without and "FORCE ROW LEVEL SECURITY" in without
+
+
+def test_compile_of_a_bad_spec_exits_1_with_location(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nagent: x\nanchor: {keys: [a], required_at_write: [a]}\n")
+    assert main(["compile", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:1" in err and "missing foundational primitive 'typology'" in err
