@@ -153,6 +153,117 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(console, specs=_spec_paths(args.specs))
 
 
+# audit ------------------------------------------------------------------------------------------
+AUDIT_VIEWS = ("lineage", "supersession", "actions", "retention", "erasures", "sanitization",
+               "coverage")
+"""``primitives audit show`` view names (primitives.audit.SHORT_NAMES; no SQLAlchemy import here)."""
+
+
+def _cell(value: object, full: bool) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        text = json.dumps(value, sort_keys=True, default=str)
+    elif hasattr(value, "isoformat"):
+        text = value.isoformat()
+    else:
+        text = str(value)
+    return text if full or len(text) <= 40 else text[:39] + "…"
+
+
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    from primitives.audit import anchors_from_reports, connect_auditor, verify_chains
+    from primitives.spec import load_specs
+
+    specs = load_specs(list(_spec_paths(args.specs)))
+    anchors = []
+    if args.anchor:
+        try:
+            recorded = json.loads(Path(args.anchor).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise PrimitivesError(f"cannot read the anchor file {args.anchor}: {err}") from err
+        anchors = anchors_from_reports(recorded if isinstance(recorded, list) else [recorded])
+    tenants = args.tenant or None
+    with connect_auditor() as conn:
+        reports = [r for spec in specs
+                   for r in verify_chains(conn, spec, tenants=tenants, anchors=anchors)]
+    broken = [r for r in reports if not r.intact]
+    if args.json:
+        sys.stdout.write(json.dumps([r.as_json() for r in reports], indent=2) + "\n")
+        return 1 if broken else 0
+    table = Table(title="journal hash chains (as primitives_auditor)")
+    for name in ("agent", "tenant", "events", "last seq", "head hash", "status"):
+        table.add_column(name, justify="right" if name in ("events", "last seq") else "left")
+    for r in reports:
+        status = "[green]intact[/green]" if r.intact else f"[red]{r.status}[/red]"
+        table.add_row(r.agent, r.tenant, str(r.events), _cell(r.last_seq, False),
+                      (r.head_hash or "")[:16], status)
+    console.print(table)
+    if broken:
+        errors.print(f"[red]{len(broken)} of {len(reports)} chain(s) broken[/red]: "
+                     + "; ".join(f"{r.agent}/{r.tenant} {r.status}" for r in broken))
+        return 1
+    if not reports:
+        console.print(f"no journal events yet in {len(specs)} agent(s); nothing to verify")
+        return 0
+    console.print(f"[green]ok[/green]: {len(reports)} chain(s) of {len(specs)} agent(s) intact")
+    return 0
+
+
+def cmd_audit_show(args: argparse.Namespace) -> int:
+    import sqlalchemy as sa
+
+    from primitives.audit import audit_tables, create_audit_engine, show_query
+    from primitives.spec import load_spec
+
+    views = audit_tables(load_spec(args.spec))
+    try:
+        query = show_query(views, args.view, tenant=args.tenant, limit=args.limit)
+    except ValueError as err:
+        raise PrimitivesError(str(err)) from err
+    engine = create_audit_engine()
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(query).all()
+    except sa.exc.SQLAlchemyError as err:
+        raise StorageError(f"cannot read {views.view(args.view).fullname}: {err}") from err
+    finally:
+        engine.dispose()
+    view = views.view(args.view)
+    table = Table(title=f"{view.fullname} ({len(rows)} row(s))")
+    for column in view.columns:
+        table.add_column(column.name, overflow="fold")
+    for row in rows:
+        table.add_row(*(_cell(v, args.full) for v in row))
+    console.print(table)
+    return 0
+
+
+# doctor -----------------------------------------------------------------------------------------
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from primitives._doctor import CHECKS, run_doctor
+    from primitives.audit import connect_auditor
+    from primitives.spec import load_specs
+
+    specs = load_specs(list(_spec_paths(args.specs)))
+    with connect_auditor() as conn:
+        report = run_doctor(conn, specs)
+    if report.ok:
+        console.print(f"[green]ok[/green]: {report.relations} relation(s) of "
+                      f"{len(report.agents)} agent(s) pass all {len(CHECKS)} checks "
+                      f"({', '.join(CHECKS)})")
+        return 0
+    table = Table(title=f"primitives doctor: {len(report.findings)} finding(s)")
+    for name in ("check", "object", "problem"):
+        table.add_column(name, overflow="fold")
+    for finding in report.findings:
+        table.add_row(finding.check, finding.object, finding.problem)
+    console.print(table)
+    errors.print(f"[red]{len(report.findings)} finding(s)[/red] in "
+                 f"{len({f.object for f in report.findings})} object(s)")
+    return 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="primitives",
@@ -201,6 +312,32 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="migrate the reference specs and show tenant isolation")
     p.add_argument("specs", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("audit", help="read-only audit as the auditor role: verify chains, show views")
+    audit = p.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    a = audit.add_parser("verify", help="re-walk every tenant's journal hash chain; exit 1 if broken")
+    a.add_argument("specs", nargs="*", metavar="SPEC", help=f"spec files (default: {DEFAULT_SPECS})")
+    a.add_argument("--tenant", action="append", metavar="T",
+                   help="verify this tenant only (repeatable; default: every tenant in the journal)")
+    a.add_argument("--json", action="store_true",
+                   help="print the report as JSON; keep it outside the database as an anchor")
+    a.add_argument("--anchor", metavar="FILE",
+                   help="an earlier --json report: each head it lists must still be in the chain")
+    a.set_defaults(func=cmd_audit_verify)
+
+    a = audit.add_parser("show", help="print one compliance view of an agent")
+    a.add_argument("view", choices=AUDIT_VIEWS, metavar="VIEW",
+                   help=f"one of: {', '.join(AUDIT_VIEWS)}")
+    a.add_argument("spec", metavar="SPEC")
+    a.add_argument("--tenant", metavar="T", help="only this tenant's rows")
+    a.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (100)")
+    a.add_argument("--full", action="store_true", help="do not shorten long values")
+    a.set_defaults(func=cmd_audit_show)
+
+    p = sub.add_parser("doctor", help="check the catalog: forced RLS, policies, roles, keys, "
+                                      "grants, views, triggers")
+    p.add_argument("specs", nargs="*", metavar="SPEC", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.set_defaults(func=cmd_doctor)
     return parser
 
 

@@ -1,0 +1,173 @@
+"""The doctor's checks on hand-built catalog rows: one broken rule, one named finding."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from primitives._doctor import (
+    CHECKS,
+    Catalog,
+    Grant,
+    Policy,
+    Relation,
+    Role,
+    Trigger,
+    UniqueIndex,
+    diagnose,
+)
+from primitives.compile import Tables, agent_tables
+from primitives.compile._rls import auditor_policy_name, tenant_policy_name
+from primitives.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+APP, AUDITOR, OWNER = "primitives_app", "primitives_auditor", "primitives_owner"
+REFUSE, CHAIN, GUARD = ("primitives.refuse_journal_mutation", "primitives.chain_event",
+                        "primitives.guard_memory_delete")
+
+
+@pytest.fixture(scope="module")
+def tables() -> Tables:
+    return agent_tables(load_spec(ROOT / "agents" / "mace.yaml"))  # governed: has approvals
+
+
+def healthy(tables: Tables) -> Catalog:
+    """What a freshly migrated agent looks like in the catalog."""
+    relations, policies, grants, indexes, triggers = [], [], [], [], []
+    expr = (f"({tables.tenant_column} = ( SELECT NULLIF(current_setting('primitives.tenant'"
+            "::text, true), ''::text) AS \"nullif\"))")
+    for oid, rel in enumerate((*tables.tables, *tables.views), start=1000):
+        grants += [Grant(oid, OWNER, "TRUNCATE"), Grant(oid, APP, "SELECT"),
+                   Grant(oid, AUDITOR, "SELECT")]
+        if rel.kind == "view":
+            relations.append(Relation(rel.schema, rel.name, oid, "v", False, False, OWNER,
+                                      ["security_invoker=true"]))
+            continue
+        relations.append(Relation(rel.schema, rel.name, oid, "r", True, True, OWNER, None))
+        policies += [Policy(oid, tenant_policy_name(tables), "*", True, [APP], expr, expr),
+                     Policy(oid, auditor_policy_name(tables), "r", True, [AUDITOR], "true", None)]
+        grants.append(Grant(oid, APP, "INSERT"))
+        indexes.append(UniqueIndex(oid, f"{rel.qualified}_pkey", tables.tenant_column))
+        if rel in (tables.events, tables.action_links, tables.approvals):
+            triggers += [Trigger(oid, "refuse", 1 | 2 | 8 | 16, "O", REFUSE),
+                         Trigger(oid, "refuse_truncate", 2 | 32, "O", REFUSE)]
+        if rel == tables.events:
+            triggers.append(Trigger(oid, "chain", 1 | 2 | 4, "O", CHAIN))
+        if rel == tables.memories:
+            triggers.append(Trigger(oid, "guard", 1 | 2 | 8, "O", GUARD))
+    return Catalog(relations=relations, policies=policies, grants=grants, indexes=indexes,
+                   triggers=triggers,
+                   roles=[Role(APP, False, False, [APP]), Role(AUDITOR, False, False, [AUDITOR])])
+
+
+def oid_of(catalog: Catalog, name: str) -> int:
+    oid = next(r.oid for r in catalog.relations if r.name == name)
+    assert oid is not None
+    return oid
+
+
+def findings(tables: Tables, catalog: Catalog) -> list[tuple[str, str]]:
+    return [(f.check, f.object) for f in diagnose([tables], catalog)]
+
+
+def test_a_healthy_catalog_has_no_findings(tables: Tables) -> None:
+    assert diagnose([tables], healthy(tables)) == []
+
+
+def test_unforced_rls_names_the_table(tables: Tables) -> None:
+    catalog = healthy(tables)
+    rows = [r._replace(rls_forced=False) if r.name == tables.memories.name else r
+            for r in catalog.relations]
+    assert findings(tables, replace(catalog, relations=rows)) == [
+        ("rls_forced", f"table {tables.memories.qualified}")]
+
+
+def test_missing_relation_is_named_and_not_checked_further(tables: Tables) -> None:
+    catalog = healthy(tables)
+    rows = [r._replace(oid=None) if r.name == tables.scopes.name else r
+            for r in catalog.relations]
+    assert findings(tables, replace(catalog, relations=rows)) == [
+        ("present", f"table {tables.scopes.qualified}")]
+
+
+def test_tenant_policy_with_a_different_with_check_is_named(tables: Tables) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.scopes.name)
+    rows = [p._replace(check="true") if p.table_oid == oid and p.command == "*" else p
+            for p in catalog.policies]
+    found = diagnose([tables], replace(catalog, policies=rows))
+    assert [(f.check, f.object) for f in found] == [
+        ("tenant_policy", f"policy {tenant_policy_name(tables)} on table "
+                          f"{tables.scopes.qualified}")]
+    assert "must be identical" in found[0].problem
+
+
+def test_a_further_permissive_policy_for_the_app_role_is_named(tables: Tables) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.memories.name)
+    leak = Policy(oid, "leak", "r", True, ["public"], "true", None)
+    assert findings(tables, replace(catalog, policies=[*catalog.policies, leak])) == [
+        ("extra_policy", f"policy leak on table {tables.memories.qualified}")]
+
+
+def test_bypassrls_on_a_member_of_the_app_role_is_named(tables: Tables) -> None:
+    catalog = healthy(tables)
+    member = Role("svc_worker", False, True, [APP])
+    found = diagnose([tables], replace(catalog, roles=[*catalog.roles, member]))
+    assert [(f.check, f.object) for f in found] == [("runtime_role", "role svc_worker")]
+    assert "a member of primitives_app" in found[0].problem
+
+
+def test_superuser_runtime_role_is_named(tables: Tables) -> None:
+    catalog = healthy(tables)
+    roles = [Role(APP, True, False, [APP]), Role(AUDITOR, False, False, [AUDITOR])]
+    assert findings(tables, replace(catalog, roles=roles)) == [
+        ("runtime_role", f"role {APP}")]
+
+
+def test_truncate_for_the_app_role_and_insert_for_the_auditor_are_named(tables: Tables) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.memories.name)
+    extra = [Grant(oid, APP, "TRUNCATE"), Grant(oid, AUDITOR, "INSERT")]
+    found = diagnose([tables], replace(catalog, grants=[*catalog.grants, *extra]))
+    assert {(f.check, f.object) for f in found} == {
+        ("grants", f"table {tables.memories.qualified}")}
+    assert len(found) == 2
+
+
+def test_unique_index_not_led_by_the_tenant_is_named(tables: Tables) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.memories.name)
+    bad = [UniqueIndex(oid, "mace.global_key", "key"), UniqueIndex(oid, "mace.expr", None)]
+    found = diagnose([tables], replace(catalog, indexes=[*catalog.indexes, *bad]))
+    assert [(f.check, f.object) for f in found] == [
+        ("tenant_leading_unique", "index mace.expr"),
+        ("tenant_leading_unique", "index mace.global_key")]
+    assert "an expression" in found[0].problem
+
+
+def test_disabled_journal_trigger_is_named(tables: Tables) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.events.name)
+    rows = [t._replace(enabled="D") if t.table_oid == oid and t.name == "refuse" else t
+            for t in catalog.triggers]
+    found = diagnose([tables], replace(catalog, triggers=rows))
+    assert [(f.check, f.object) for f in found] == [
+        ("triggers", f"table {tables.events.qualified}")] * 2  # UPDATE and DELETE
+    assert all("is disabled" in f.problem for f in found)
+
+
+def test_view_without_security_invoker_is_named(tables: Tables) -> None:
+    catalog = healthy(tables)
+    rows = [r._replace(options=["security_invoker=false"]) if r.name ==
+            tables.audit_erasures.name else r for r in catalog.relations]
+    assert findings(tables, replace(catalog, relations=rows)) == [
+        ("security_invoker", f"view {tables.audit_erasures.qualified}")]
+
+
+def test_every_check_is_documented_in_the_compliance_guide() -> None:
+    guide = (ROOT / "docs" / "compliance.md").read_text(encoding="utf-8")
+    missing = [name for name in CHECKS if f"`{name}`" not in guide]
+    assert not missing
