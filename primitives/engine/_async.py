@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from primitives.db import app_dsn, atenant_transaction, resolve_dsn, translate_error
 from primitives.engine import _core as core
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import EngineBase, ahas_embedding_column
+from primitives.engine._base import RESET_SESSION, EngineBase, ahas_embedding_column
 from primitives.engine._records import Hit, Memory
 from primitives.engine._retry import backoff_seconds, is_transient, write_failed
 from primitives.errors import StorageError
@@ -50,6 +50,11 @@ async def arun_op(conn: psycopg.AsyncConnection[Any], op: core.Op[R]) -> R:
         return value
 
 
+async def areset_session(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The async twin of ``reset_session``."""
+    await conn.execute(RESET_SESSION)
+
+
 class AsyncEngine(EngineBase):
     """The async twin of :class:`~primitives.engine.Engine`."""
 
@@ -66,6 +71,7 @@ class AsyncEngine(EngineBase):
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-async-{spec.agent}",
+            reset=areset_session,
         )
         try:
             await pool.open(wait=True, timeout=15)

@@ -16,6 +16,9 @@ __all__ = ["HAS_EMBEDDING", "EngineBase", "effective_signals", "has_embedding_co
 QUERY_SIGNALS = ("lexical", "envelope", "recency")
 """Signals the engine evaluates in SQL today; ``semantic`` needs an embedder (DESIGN §7)."""
 
+RESET_SESSION = "RESET ALL"
+"""Run when a connection returns to the pool: session settings back to their defaults."""
+
 HAS_EMBEDDING = (
     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "
     "WHERE attrelid = %s::regclass AND attname = 'embedding' AND NOT attisdropped)"

@@ -23,7 +23,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from primitives.db import app_dsn, resolve_dsn, tenant_transaction, translate_error
 from primitives.engine import _core as core
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import EngineBase, has_embedding_column
+from primitives.engine._base import RESET_SESSION, EngineBase, has_embedding_column
 from primitives.engine._records import Hit, Memory
 from primitives.engine._retry import backoff_seconds, is_transient, write_failed
 from primitives.errors import StorageError
@@ -52,6 +52,12 @@ def run_op(conn: psycopg.Connection[Any], op: core.Op[R]) -> R:
         return value
 
 
+def reset_session(conn: psycopg.Connection[Any]) -> None:
+    """Back into the pool: drop any session-level setting (a tenant above all) a caller made
+    through ``TenantMemory.connection``, so no tenant outlives its transaction."""
+    conn.execute(RESET_SESSION)
+
+
 class Engine(EngineBase):
     """Spec-bound, tenant-scoped access to an agent's memory. Create with :meth:`connect`."""
 
@@ -70,6 +76,7 @@ class Engine(EngineBase):
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-{spec.agent}",
+            reset=reset_session,
         )
         try:
             pool.open(wait=True, timeout=15)

@@ -1,0 +1,254 @@
+"""Shared data and helpers for the security suite (fixtures live in ``conftest.py``).
+
+The five reference specs are loaded at import so tests can be parametrised over every
+table and view they compile into. Rows for tables the engine does not write (graph,
+governed requests, promotions, sessions, the LangGraph checkpointer's tables) are
+inserted as the application role with minimal valid columns (:func:`minimal_row`); a
+table kind it does not know fails loudly, so a new table cannot slip past the suite.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from primitives.compile import Table, Tables, agent_tables
+from primitives.engine import Engine
+from primitives.spec import AgentSpec, load_specs
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS: tuple[AgentSpec, ...] = tuple(load_specs(sorted(ROOT.glob("agents/*.yaml"))))
+SPEC_BY_AGENT: dict[str, AgentSpec] = {spec.agent: spec for spec in SPECS}
+TABLES_BY_AGENT: dict[str, Tables] = {spec.agent: agent_tables(spec) for spec in SPECS}
+
+APPROVERS = ["council", "admin", "dpo", "security-review"]
+"""A superset of every reference spec's ``deletion_requires``: erasure is allowed for all."""
+
+COVERAGE = "audit_policy_coverage"
+"""The one view that reads the catalog, not tenant rows."""
+
+
+def suffix(tables: Tables, relation: Table) -> str:
+    """``memories`` for ``spectral_memories``: what kind of relation this is."""
+    return relation.name.removeprefix(f"{tables.prefix}_")
+
+
+def _params(kind: str) -> list[Any]:
+    out = []
+    for spec in SPECS:
+        tables = TABLES_BY_AGENT[spec.agent]
+        relations = {"table": tables.tables, "view": tables.views,
+                     "audit": tables.audit_views}[kind]
+        out += [pytest.param(spec.agent, rel, id=rel.name) for rel in relations]
+    return out
+
+
+TABLE_PARAMS = _params("table")
+VIEW_PARAMS = _params("view")
+AUDIT_VIEW_PARAMS = _params("audit")
+RELATION_PARAMS = TABLE_PARAMS + VIEW_PARAMS
+TENANT_RELATION_PARAMS = [
+    p for p in RELATION_PARAMS if suffix(TABLES_BY_AGENT[p.values[0]], p.values[1]) != COVERAGE
+]
+"""Every table and view that holds tenant rows (all but the catalog-reading coverage view)."""
+
+SPEC_PARAMS = [pytest.param(spec.agent, id=spec.agent) for spec in SPECS]
+
+
+def new_tenant(label: str = "t") -> str:
+    """A tenant id no other test (or earlier run against the same server) uses."""
+    return f"{label}-{uuid.uuid4().hex[:12]}"
+
+
+def anchor_for(spec: AgentSpec, tenant: str) -> dict[str, str]:
+    """The anchor of ``tenant``; other required anchor keys get a fixed value."""
+    anchor = {key: "k" for key in spec.anchor.required_at_write}
+    anchor[spec.anchor.tenant_key] = tenant
+    return anchor
+
+
+def transient_tier(spec: AgentSpec) -> str:
+    """The first tier that is not persistent (every reference spec has one, episodic)."""
+    return next(t.name for t in spec.tiers if not t.persistent)
+
+
+def persistent_write(spec: AgentSpec) -> tuple[str, str]:
+    """(persistent tier, a typology of it that may be written directly)."""
+    tier = spec.persistent_tier.name
+    for typology in spec.typology[tier]:
+        policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
+        if policy is None or policy.mode not in ("promotion_only", "governed"):
+            return tier, typology
+    raise AssertionError(f"{spec.agent}: no directly writable typology in {tier}")
+
+
+def connect_engine(spec: AgentSpec, dsn: str, **kwargs: Any) -> Engine:
+    """``Engine.connect`` without the "signal not evaluated" warnings (expected here)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return Engine.connect(spec, dsn, **kwargs)
+
+
+@dataclass(frozen=True)
+class Refs:
+    """Ids of one tenant's rows that other rows point at (foreign keys)."""
+
+    memory_id: UUID
+    other_memory_id: UUID
+    entity_id: UUID
+    request_id: UUID
+
+
+def minimal_row(spec: AgentSpec, tables: Tables, relation: Table, tenant: str,
+                refs: Refs) -> dict[str, Any]:
+    """Column -> value for one valid row of ``relation`` for ``tenant``."""
+    unique = uuid.uuid4().hex[:12]
+    kind = suffix(tables, relation)
+    rows: dict[str, dict[str, Any]] = {
+        "memories": {"id": uuid.uuid4(), "tier": transient_tier(spec), "typology": "episodic",
+                     "key": f"probe-{unique}", "content": f"probe row {unique}"},
+        "memory_events": {"kind": "sanitized", "memory_id": refs.memory_id,
+                          "actor": "security-test",
+                          "payload": Jsonb({"gate": "strip", "from": "workspace.semantic",
+                                            "to": "world_signal", "stripped": ["id"]})},
+        "action_links": {"action_id": f"action-{unique}", "memory_id": refs.memory_id,
+                         "kind": "basis"},
+        "scopes": {"tier": transient_tier(spec), "scope_id": f"scope-{unique}"},
+        "promotions": {"rule": f"rule-{unique}", "source_id": refs.other_memory_id,
+                       "target_id": refs.memory_id},
+        "sessions": {"session_id": f"session-{unique}"},
+        "action_requests": {"id": refs.request_id, "kind": "memory_promote_request"},
+        "approvals": {"request_id": refs.request_id, "approver": f"approver-{unique}",
+                      "decision": "approve"},
+        "checkpoints": {"thread_id": f"thread-{unique}", "checkpoint_id": f"cp-{unique}",
+                        "checkpoint": Jsonb({"v": 1})},
+        "checkpoint_blobs": {"thread_id": f"thread-{unique}", "channel": "messages",
+                             "version": "1", "type": "json", "blob": b"{}"},
+        "checkpoint_writes": {"thread_id": f"thread-{unique}", "checkpoint_id": f"cp-{unique}",
+                              "task_id": f"task-{unique}", "idx": 0, "channel": "messages",
+                              "blob": b"{}"},
+    }
+    if spec.graph is not None:
+        entity_type = spec.graph.entity_types[0] if spec.graph.entity_types else "concept"
+        rows |= {
+            "entities": {"id": refs.entity_id, "canonical_name": f"entity {unique}",
+                         "type": entity_type},
+            "edges": {"source_id": refs.memory_id, "target_id": refs.other_memory_id,
+                      "relation_type": spec.graph.edges[0]},
+            "node_entities": {"memory_id": refs.memory_id, "entity_id": refs.entity_id},
+        }
+    if kind not in rows:
+        raise AssertionError(f"no minimal row for {relation.qualified}: add its kind '{kind}' "
+                             "to tests/security/_support.py:minimal_row")
+    row = anchor_for(spec, tenant) if kind == "memories" else {tables.tenant_column: tenant}
+    return row | rows[kind]
+
+
+def insert_sql(relation: Table, row: Mapping[str, Any]) -> sql.Composed:
+    return sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        relation.ident,
+        sql.SQL(", ").join(sql.Identifier(c) for c in row),
+        sql.SQL(", ").join(sql.Placeholder(c) for c in row),
+    )
+
+
+def insert_row(conn: psycopg.Connection[Any], agent: str, relation: Table, tenant: str,
+               refs: Refs) -> None:
+    spec, tables = SPEC_BY_AGENT[agent], TABLES_BY_AGENT[agent]
+    row = minimal_row(spec, tables, relation, tenant, refs)
+    conn.execute(insert_sql(relation, row), row)
+
+
+def count_sql(relation: Table, tenant_column: str | None = None) -> sql.Composed:
+    """``SELECT count(*)``, optionally ``WHERE <tenant column> = %s``."""
+    statement = sql.SQL("SELECT count(*) FROM {}").format(relation.ident)
+    if tenant_column is None:
+        return statement
+    return sql.SQL("{} WHERE {} = %s").format(statement, sql.Identifier(tenant_column))
+
+
+def count(conn: psycopg.Connection[Any], relation: Table, tenant_column: str | None = None,
+          tenant: str | None = None) -> int:
+    params = (tenant,) if tenant_column is not None else ()
+    row = conn.execute(count_sql(relation, tenant_column), params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def verify_chain(conn: psycopg.Connection[Any], tables: Tables, tenant: str) -> int | None:
+    """The first broken seq of ``tenant``'s journal, or None (run inside its transaction)."""
+    row = conn.execute("SELECT primitives.verify_chain(%s::regclass, %s, %s)",
+                       (tables.events.qualified, tables.tenant_column, tenant)).fetchone()
+    assert row is not None
+    return row[0]  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """One tenant's seeded rows: every table and every tenant view holds at least one."""
+
+    tenant: str
+    marker: str
+    memory_ids: tuple[UUID, ...]
+    scope_id: str
+    subject: str
+    refs: Refs
+
+
+@dataclass(frozen=True)
+class World:
+    """One agent's tenants: ``a`` and ``b`` hold rows everywhere, ``c`` holds none."""
+
+    a: Seeded
+    b: Seeded
+    c: str
+
+
+_RAW = ("memory_events", "promotions", "entities", "edges", "node_entities", "sessions",
+        "action_requests", "approvals", "checkpoints", "checkpoint_blobs", "checkpoint_writes")
+"""Relations seeded with raw INSERTs as the app role (the engine does not write them yet;
+``memory_events`` gets a ``sanitized`` event, which only a sanitization gate writes)."""
+
+
+def seed_tenant(engine: Engine, tenant: str) -> Seeded:
+    """Write rows for ``tenant`` into every table of ``engine``'s agent, in one transaction."""
+    spec, tables = engine.spec, engine.tables
+    marker = f"m{uuid.uuid4().hex[:12]}"
+    scope_id, subject = f"scope-{marker}", f"subject-{marker}"
+    transient = transient_tier(spec)
+    tier, typology = persistent_write(spec)
+    with engine.tenant(anchor_for(spec, tenant)) as mem:
+        note = mem.observe(transient, f"{marker} transient observation", scope_id=scope_id,
+                           envelope={"marker": marker})
+        first = mem.observe(tier, f"{marker} first version", typology=typology, key="pref",
+                            envelope={"marker": marker})
+        latest = mem.observe(tier, f"{marker} second version", typology=typology, key="pref",
+                             envelope={"marker": marker})
+        mem.link_action(f"action-{marker}", [latest.id], "basis")
+        doomed = mem.observe(tier, f"{marker} about a data subject", typology=typology,
+                             envelope={"subject": subject})
+        assert mem.erase(subject, approvals=APPROVERS, reason="security suite") == 1
+        refs = Refs(memory_id=latest.id, other_memory_id=note.id, entity_id=uuid.uuid4(),
+                    request_id=uuid.uuid4())
+        for relation in tables.tables:
+            if suffix(tables, relation) in _RAW:
+                insert_row(mem.connection, spec.agent, relation, tenant, refs)
+    return Seeded(tenant, marker, (note.id, first.id, latest.id, doomed.id), scope_id,
+                  subject, refs)
+
+
+def relation_counts(conn: psycopg.Connection[Any], tables: Tables,
+                    tenant: str) -> Iterator[tuple[str, int]]:
+    """(table name, rows of ``tenant``) for every table, read in the current transaction."""
+    for relation in tables.tables:
+        yield relation.name, count(conn, relation, tables.tenant_column, tenant)

@@ -1,0 +1,392 @@
+"""Database-enforced tenancy over every table and view of every reference spec.
+
+Runs as the application role (and the auditor role where said). Tenants ``a`` and ``b``
+hold rows in every table and every tenant view; ``c`` holds none (see ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from primitives.compile import Table
+from primitives.db import OWNER_ROLE, tenant_transaction
+from primitives.engine import Engine
+from primitives.errors import PolicyViolation, TenancyError
+from tests.conftest import PostgresHandle
+from tests.security._support import (
+    APPROVERS,
+    AUDIT_VIEW_PARAMS,
+    COVERAGE,
+    SPEC_BY_AGENT,
+    SPEC_PARAMS,
+    TABLE_PARAMS,
+    TABLES_BY_AGENT,
+    TENANT_RELATION_PARAMS,
+    VIEW_PARAMS,
+    World,
+    anchor_for,
+    count,
+    insert_row,
+    relation_counts,
+    suffix,
+    transient_tier,
+    verify_chain,
+)
+
+pytestmark = pytest.mark.db
+
+Conn = psycopg.Connection[Any]
+
+
+def _has_privilege(conn: Conn, relation: Table, privilege: str) -> bool:
+    row = conn.execute("SELECT has_table_privilege(current_user, %s, %s)",
+                       (relation.qualified, privilege)).fetchone()
+    return bool(row and row[0])
+
+
+def _tenants_visible(conn: Conn, agent: str, relation: Table) -> set[str]:
+    column = sql.Identifier(TABLES_BY_AGENT[agent].tenant_column)
+    query = sql.SQL("SELECT DISTINCT {} FROM {}").format(column, relation.ident)
+    return {row[0] for row in conn.execute(query)}
+
+
+def _counts_of(conn: Conn, agent: str, tenant: str) -> dict[str, int]:
+    with tenant_transaction(conn, tenant):
+        return dict(relation_counts(conn, TABLES_BY_AGENT[agent], tenant))
+
+
+# -- reads --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent, relation", TENANT_RELATION_PARAMS)
+def test_cross_tenant_read_returns_nothing(
+    agent: str, relation: Table, world: dict[str, World], app_session: Conn
+) -> None:
+    a, b = world[agent].a, world[agent].b
+    tenant_column = TABLES_BY_AGENT[agent].tenant_column
+    with tenant_transaction(app_session, b.tenant) as conn:
+        visible = _tenants_visible(conn, agent, relation)
+        of_a = count(conn, relation, tenant_column, a.tenant)
+    assert of_a == 0
+    assert visible == {b.tenant}, ("b must see its own rows, and only those (no rows at all: "
+                                   "extend tests/security/_support.py:seed_tenant for this view)")
+
+
+@pytest.mark.parametrize("agent, relation", TENANT_RELATION_PARAMS)
+def test_tenant_without_rows_sees_an_empty_relation(
+    agent: str, relation: Table, world: dict[str, World], app_session: Conn
+) -> None:
+    with tenant_transaction(app_session, world[agent].c) as conn:
+        assert count(conn, relation) == 0
+
+
+@pytest.mark.parametrize("agent", SPEC_PARAMS)
+def test_engine_cross_tenant_read_returns_nothing(
+    agent: str, world: dict[str, World], engines: dict[str, Engine]
+) -> None:
+    engine, a, b = engines[agent], world[agent].a, world[agent].b
+    spec = engine.spec
+    tiers = list(spec.tier_names)
+    with engine.tenant(anchor_for(spec, b.tenant)) as mem:
+        for memory_id in a.memory_ids:
+            assert mem.get(memory_id) is None
+            assert mem.history(memory_id) == []
+        assert mem.search(a.marker, tiers=tiers) == []
+        assert mem.search("", envelope={"marker": a.marker}, tiers=tiers) == []
+        assert mem.search("", envelope={"subject": a.subject}, tiers=tiers) == []
+        # controls: the same calls find b's own rows
+        own = {h.memory.id for h in mem.search(b.marker, tiers=tiers, limit=100)}
+        assert own and own <= set(b.memory_ids)
+        assert mem.get(b.memory_ids[0]) is not None
+        assert mem.history(b.memory_ids[0])
+        if "envelope" in engine.signals:
+            assert mem.search("", envelope={"marker": b.marker}, tiers=tiers)
+
+
+@pytest.mark.parametrize("agent", SPEC_PARAMS)
+def test_engine_cross_tenant_writes_change_nothing(
+    agent: str, world: dict[str, World], engines: dict[str, Engine], app_session: Conn
+) -> None:
+    engine, a, b = engines[agent], world[agent].a, world[agent].b
+    spec = engine.spec
+    before = _counts_of(app_session, agent, a.tenant)
+    as_b = anchor_for(spec, b.tenant)
+    target = a.memory_ids[0]
+    for attempt in (
+        lambda mem: mem.supersede(target, "rewritten by another tenant"),
+        lambda mem: mem.tombstone(target),
+        lambda mem: mem.invalidate(target),
+        lambda mem: mem.archive(target),
+        lambda mem: mem.link_action("foreign-action", [target], "basis"),
+    ):
+        with pytest.raises(TenancyError, match="no memory"), engine.tenant(as_b) as mem:
+            attempt(mem)
+    with engine.tenant(as_b) as mem:
+        assert mem.erase(a.subject, approvals=APPROVERS, reason="x", memory_ids=[target]) == 0
+        assert mem.end_scope(transient_tier(spec), a.scope_id) == (0, 0)
+    assert _counts_of(app_session, agent, a.tenant) == before
+    with engine.tenant(anchor_for(spec, a.tenant)) as mem:
+        memory = mem.get(target)
+        assert memory is not None and memory.active and memory.content.startswith(a.marker)
+
+
+# -- writes -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent, relation", TABLE_PARAMS)
+def test_cross_tenant_insert_is_refused_with_42501(
+    agent: str, relation: Table, world: dict[str, World], app_session: Conn
+) -> None:
+    a, b = world[agent].a, world[agent].b
+    before = _counts_of(app_session, agent, a.tenant)
+    with pytest.raises(PolicyViolation) as refused, \
+            tenant_transaction(app_session, b.tenant) as conn:
+        insert_row(conn, agent, relation, a.tenant, a.refs)
+    assert refused.value.context["sqlstate"] == "42501"
+    assert _counts_of(app_session, agent, a.tenant) == before
+
+
+@pytest.mark.parametrize("agent, relation", TABLE_PARAMS)
+@pytest.mark.parametrize("verb", ["UPDATE", "DELETE"])
+def test_cross_tenant_update_or_delete_affects_no_rows(
+    agent: str, relation: Table, verb: str, world: dict[str, World], app_session: Conn
+) -> None:
+    a, b = world[agent].a, world[agent].b
+    column = sql.Identifier(TABLES_BY_AGENT[agent].tenant_column)
+    statement = {
+        "UPDATE": sql.SQL("UPDATE {} SET {} = {} WHERE {} = %s").format(
+            relation.ident, column, column, column),
+        "DELETE": sql.SQL("DELETE FROM {} WHERE {} = %s").format(relation.ident, column),
+    }[verb]
+    before = _counts_of(app_session, agent, a.tenant)
+    if _has_privilege(app_session, relation, verb):
+        with tenant_transaction(app_session, b.tenant) as conn:
+            assert conn.execute(statement, (a.tenant,)).rowcount == 0
+    else:  # append-only tables: the grant is missing, whatever the tenant
+        with pytest.raises(PolicyViolation) as refused, \
+                tenant_transaction(app_session, b.tenant) as conn:
+            conn.execute(statement, (a.tenant,))
+        assert refused.value.context["sqlstate"] == "42501"
+    assert _counts_of(app_session, agent, a.tenant) == before
+
+
+@pytest.mark.parametrize("agent, relation", TABLE_PARAMS)
+def test_moving_own_rows_to_another_tenant_is_refused(
+    agent: str, relation: Table, world: dict[str, World], app_session: Conn
+) -> None:
+    a, b = world[agent].a, world[agent].b
+    column = sql.Identifier(TABLES_BY_AGENT[agent].tenant_column)
+    statement = sql.SQL("UPDATE {} SET {} = %s").format(relation.ident, column)
+    before = _counts_of(app_session, agent, b.tenant)
+    with pytest.raises(PolicyViolation) as refused, \
+            tenant_transaction(app_session, b.tenant) as conn:
+        conn.execute(statement, (a.tenant,))
+    assert refused.value.context["sqlstate"] == "42501"
+    assert _counts_of(app_session, agent, b.tenant) == before
+
+
+# -- no tenant ----------------------------------------------------------------------------------
+
+
+def test_session_has_no_tenant_outside_a_tenant_transaction(app_session: Conn) -> None:
+    row = app_session.execute("SELECT current_setting('primitives.tenant', true), "
+                              "primitives.current_tenant()").fetchone()
+    assert row is not None and row[0] in (None, "") and row[1] is None
+
+
+@pytest.mark.parametrize("agent, relation", TENANT_RELATION_PARAMS)
+def test_no_tenant_set_sees_nothing(
+    agent: str, relation: Table, world: dict[str, World], app_session: Conn
+) -> None:
+    assert count(app_session, relation) == 0
+
+
+@pytest.mark.parametrize("agent, relation", TABLE_PARAMS)
+def test_no_tenant_set_insert_is_refused(
+    agent: str, relation: Table, world: dict[str, World], app_session: Conn
+) -> None:
+    a = world[agent].a
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        insert_row(app_session, agent, relation, a.tenant, a.refs)
+
+
+@pytest.mark.parametrize("agent, relation", TABLE_PARAMS)
+def test_no_tenant_set_update_and_delete_affect_no_rows(
+    agent: str, relation: Table, world: dict[str, World], app_session: Conn
+) -> None:
+    a = world[agent].a
+    column = sql.Identifier(TABLES_BY_AGENT[agent].tenant_column)
+    before = _counts_of(app_session, agent, a.tenant)
+    for verb, statement in (
+        ("UPDATE", sql.SQL("UPDATE {} SET {} = {}").format(relation.ident, column, column)),
+        ("DELETE", sql.SQL("DELETE FROM {}").format(relation.ident)),
+    ):
+        if _has_privilege(app_session, relation, verb):
+            assert app_session.execute(statement).rowcount == 0, verb
+        else:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                app_session.execute(statement)
+    assert _counts_of(app_session, agent, a.tenant) == before
+
+
+# -- views --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent, view", VIEW_PARAMS)
+def test_view_runs_with_the_readers_rights_security_invoker(
+    agent: str, view: Table, app_session: Conn
+) -> None:
+    row = app_session.execute("SELECT c.reloptions FROM pg_catalog.pg_class AS c "
+                              "WHERE c.oid = %s::regclass", (view.qualified,)).fetchone()
+    assert row is not None and "security_invoker=true" in (row[0] or [])
+
+
+@pytest.mark.parametrize("agent", SPEC_PARAMS)
+def test_policy_coverage_shows_rls_enabled_and_forced_on_every_table(
+    agent: str, world: dict[str, World], app_session: Conn, auditor_session: Conn
+) -> None:
+    tables = TABLES_BY_AGENT[agent]
+    query = sql.SQL("SELECT table_schema, table_name, present, rls_enabled, rls_forced, "
+                    "tenant_policy, auditor_policy, owner FROM {}").format(
+        tables.audit_policy_coverage.ident)
+    expected = {(t.schema, t.name, True, True, True, True, True, OWNER_ROLE)
+                for t in tables.tables}
+    with tenant_transaction(app_session, world[agent].b.tenant) as conn:
+        as_tenant = set(conn.execute(query).fetchall())
+    assert as_tenant == expected
+    assert set(app_session.execute(query).fetchall()) == expected
+    assert set(auditor_session.execute(query).fetchall()) == expected
+
+
+# -- the auditor --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent, view", AUDIT_VIEW_PARAMS)
+def test_auditor_reads_audit_views_across_tenants(
+    agent: str, view: Table, world: dict[str, World], auditor_session: Conn
+) -> None:
+    tables = TABLES_BY_AGENT[agent]
+    if suffix(tables, view) == COVERAGE:
+        assert count(auditor_session, view) == len(tables.tables)
+        return
+    a, b = world[agent].a.tenant, world[agent].b.tenant
+    query = sql.SQL("SELECT DISTINCT {} FROM {} WHERE {} = ANY(%s)").format(
+        tables.tenant, view.ident, tables.tenant)
+    assert {row[0] for row in auditor_session.execute(query, ([a, b],))} == {a, b}
+
+
+@pytest.mark.parametrize("agent, relation", TABLE_PARAMS + VIEW_PARAMS)
+def test_auditor_cannot_insert_update_or_delete(
+    agent: str, relation: Table, world: dict[str, World], auditor_session: Conn,
+    app_session: Conn,
+) -> None:
+    tables = TABLES_BY_AGENT[agent]
+    a = world[agent].a
+    is_table = relation.kind == "table"
+    coverage = suffix(tables, relation) == COVERAGE
+    column = sql.Identifier("table_name") if coverage else tables.tenant
+    before = _counts_of(app_session, agent, a.tenant)
+    statements: list[tuple[str, sql.Composable, tuple[Any, ...]]] = [
+        ("UPDATE", sql.SQL("UPDATE {} SET {} = {}").format(relation.ident, column, column), ()),
+        ("DELETE", sql.SQL("DELETE FROM {}").format(relation.ident), ()),
+    ]
+    if is_table:
+        statements.append(("TRUNCATE", sql.SQL("TRUNCATE {}").format(relation.ident), ()))
+        insert = sql.SQL("INSERT INTO {} ({}) VALUES (%s)").format(relation.ident, column)
+    else:
+        insert = sql.SQL("INSERT INTO {} DEFAULT VALUES").format(relation.ident)
+    statements.append(("INSERT", insert, (a.tenant,) if is_table else ()))
+    # tables: the grant is missing (42501); views the rewriter cannot update say so (55000)
+    refusals = {"42501"} if is_table else {"42501", "55000"}
+    for verb, statement, params in statements:
+        with pytest.raises(psycopg.Error) as refused:
+            auditor_session.execute(statement, params)
+        assert refused.value.sqlstate in refusals, (verb, refused.value)
+    assert _counts_of(app_session, agent, a.tenant) == before
+
+
+@pytest.mark.parametrize("agent, relation", TABLE_PARAMS)
+def test_auditor_holds_select_only(agent: str, relation: Table, auditor_session: Conn) -> None:
+    held = [p for p in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES",
+                        "TRIGGER") if _has_privilege(auditor_session, relation, p)]
+    assert held == ["SELECT"]
+
+
+# -- side channels ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def leak_notices(app_session: Conn) -> list[str]:
+    """A cheap non-leakproof function in the session's pg_temp that reports what it is shown."""
+    app_session.execute(
+        "CREATE FUNCTION pg_temp.leak(text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 "
+        "AS $$ BEGIN RAISE NOTICE 'leak:%', $1; RETURN true; END $$")
+    seen: list[str] = []
+    app_session.add_notice_handler(
+        lambda diag: seen.append(diag.message_primary or "")
+        if (diag.message_primary or "").startswith("leak:") else None)
+    return seen
+
+
+@pytest.mark.parametrize("agent, relation", TENANT_RELATION_PARAMS)
+def test_leaky_function_in_where_sees_only_the_tenants_rows(
+    agent: str, relation: Table, world: dict[str, World], app_session: Conn,
+    leak_notices: list[str],
+) -> None:
+    b = world[agent].b.tenant
+    column = TABLES_BY_AGENT[agent].tenant
+    query = sql.SQL("SELECT count(*) FROM {} WHERE pg_temp.leak({}::text)").format(
+        relation.ident, column)
+    leak_notices.clear()
+    with tenant_transaction(app_session, b) as conn:
+        conn.execute(query)
+    assert leak_notices and set(leak_notices) == {f"leak:{b}"}
+
+
+@pytest.mark.parametrize("agent", SPEC_PARAMS)
+def test_planner_statistics_do_not_reveal_other_tenants_values(
+    agent: str, world: dict[str, World], pg: PostgresHandle, app_session: Conn
+) -> None:
+    tables = TABLES_BY_AGENT[agent]
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        for relation in tables.tables:
+            admin.execute(sql.SQL("ANALYZE {}").format(relation.ident))
+        visible_to_admin = admin.execute(
+            "SELECT count(*) FROM pg_catalog.pg_stats WHERE schemaname = %s AND tablename = %s",
+            (tables.schema, tables.memories.name)).fetchone()
+    assert visible_to_admin is not None and visible_to_admin[0] > 0  # stats exist
+    with tenant_transaction(app_session, world[agent].b.tenant) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_catalog.pg_stats WHERE schemaname = %s AND tablename = ANY(%s)",
+            (tables.schema, [t.name for t in tables.tables])).fetchone()
+    assert row == (0,)
+
+
+@pytest.mark.parametrize("agent", SPEC_PARAMS)
+def test_refused_cross_tenant_journal_insert_does_not_hold_the_victims_journal(
+    agent: str, world: dict[str, World], pg: PostgresHandle, app_session: Conn,
+) -> None:
+    """The journal trigger locks per (journal, tenant) before row-level security refuses the
+    row; the refusal must release that lock, or b could stall a's writes."""
+    a, b = world[agent].a, world[agent].b
+    events = TABLES_BY_AGENT[agent].events
+    with psycopg.connect(pg.app_dsn) as attacker:  # left in the aborted transaction
+        attacker.execute(sql.SQL("SET LOCAL primitives.tenant = {}").format(
+            sql.Literal(b.tenant)))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            insert_row(attacker, agent, events, a.tenant, a.refs)
+        with tenant_transaction(app_session, a.tenant) as conn:
+            conn.execute("SET LOCAL lock_timeout = '2s'")
+            insert_row(conn, agent, events, a.tenant, a.refs)
+            assert verify_chain(conn, TABLES_BY_AGENT[agent], a.tenant) is None
+
+
+def test_spec_names_cover_every_reference_agent() -> None:
+    """Guards the parametrisation itself: every spec contributes its tables and views."""
+    assert {p.values[0] for p in TABLE_PARAMS} == set(SPEC_BY_AGENT)
+    assert {p.values[0] for p in VIEW_PARAMS} == set(SPEC_BY_AGENT)
+    assert {p.values[0] for p in AUDIT_VIEW_PARAMS} == set(SPEC_BY_AGENT)
