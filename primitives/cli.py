@@ -105,11 +105,12 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 # compile ----------------------------------------------------------------------------------------
 def cmd_compile(args: argparse.Namespace) -> int:
-    from primitives.compile import Capabilities, compile_plan
+    from primitives.compile import Capabilities, compile_citus, compile_plan
     from primitives.spec import load_spec
 
     spec = load_spec(args.spec)
-    plan = compile_plan(spec, capabilities=Capabilities(vector=not args.no_vector))
+    compiler = compile_citus if args.target == "citus" else compile_plan
+    plan = compiler(spec, capabilities=Capabilities(vector=not args.no_vector))
     sys.stdout.write(plan.render())
     return 0
 
@@ -299,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec")
     p.add_argument("--no-vector", action="store_true",
                    help="compile for a server without pgvector")
+    p.add_argument("--target", choices=["postgres", "citus"], default="postgres",
+                   help="postgres (one node, default) or citus (tables distributed by tenant)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("migrate", help="apply framework migrations and specs' plans")

@@ -55,3 +55,13 @@ def test_compile_of_a_bad_spec_exits_1_with_location(
     assert main(["compile", str(bad)]) == 1
     err = capsys.readouterr().err
     assert f"{bad}:1" in err and "missing foundational primitive 'typology'" in err
+
+
+def test_compile_target_citus_distributes_every_table_by_the_tenant(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["compile", SPECTRAL, "--target", "citus"]) == 0
+    out = capsys.readouterr().out
+    assert "create_distributed_table" in out
+    assert '\'"platform"."spectral_memories"\'::regclass, \'workspace_id\'' in out
+    assert "FORCE ROW LEVEL SECURITY" in out
