@@ -13,7 +13,9 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	@echo "==> installing agent-memory-primitives and its test tools into $(VENV)"
-	$(PIP) install -q -e '.[dev]'
+	@# torch first, pinned: its CPU wheel; an unpinned torch pulls several GB of CUDA.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[dev,embeddings]'
 	@touch $@
 
 install: $(STAMP)

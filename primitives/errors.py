@@ -13,6 +13,7 @@ on. Lower-level exceptions are always chained with ``raise ... from``.
      ├── PolicyViolation        the database refused a statement on policy grounds (RLS, SQLSTATE 42501)
      ├── GovernanceError        a write needs an approval or goes through a path it may not take
      ├── ModelMismatch          vectors of another embedding model in the same index
+     ├── EmbedderUnavailable    no embedding model can be loaded (weights or packages missing)
      └── StorageError           the database failed or is unreachable
           ├── ServerError       the embedded server could not start or stop
           ├── MigrationError    a migration failed, or an applied one was edited (checksum)
@@ -32,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "EmbedderUnavailable",
     "GovernanceError",
     "MemoryWriteFail",
     "MigrationError",
@@ -127,6 +129,12 @@ class ModelMismatch(PrimitivesError):
     """Vectors from a different embedding model would be mixed into one index."""
 
     code = "MODEL_MISMATCH"
+
+
+class EmbedderUnavailable(PrimitivesError):
+    """No embedding model can be loaded here; the message names what to install."""
+
+    code = "EMBEDDER_UNAVAILABLE"
 
 
 class StorageError(PrimitivesError):

@@ -91,7 +91,8 @@ class Tables:
 
     Optional tables are ``None`` when the spec does not need them (``edges``, ``entities``,
     ``node_entities`` and ``sessions`` need ``graph:``; ``action_requests`` and ``approvals``
-    need a write policy in mode ``governed``).
+    need a write policy in mode ``governed``; the ``checkpoint*`` tables, in the checkpointer
+    schema, need ``persistence.checkpointer.enabled``).
     """
 
     agent: str
@@ -112,6 +113,9 @@ class Tables:
     sessions: Table | None
     action_requests: Table | None
     approvals: Table | None
+    checkpoints: Table | None
+    checkpoint_blobs: Table | None
+    checkpoint_writes: Table | None
     # views
     active_memories: Table
     audit_lineage: Table
@@ -177,6 +181,15 @@ def is_governed(spec: AgentSpec) -> bool:
     return any(p.mode == "governed" for p in spec.behavior.write_policy.values())
 
 
+def _checkpointer_table(spec: AgentSpec, suffix: str) -> Table | None:
+    """One of LangGraph's checkpointer tables, in the checkpointer schema (``None`` if off)."""
+    checkpointer = spec.persistence.checkpointer
+    if not checkpointer.enabled:
+        return None
+    name = check_name_length(spec, f"{spec.persistence.store.prefix}_{suffix}")
+    return Table(checkpointer.schema_, name)
+
+
 def agent_tables(spec: AgentSpec) -> Tables:
     """The names of every table and view ``spec`` compiles into.
 
@@ -215,6 +228,9 @@ def agent_tables(spec: AgentSpec) -> Tables:
         sessions=table("sessions") if graph else None,
         action_requests=table("action_requests") if governed else None,
         approvals=table("approvals") if governed else None,
+        checkpoints=_checkpointer_table(spec, "checkpoints"),
+        checkpoint_blobs=_checkpointer_table(spec, "checkpoint_blobs"),
+        checkpoint_writes=_checkpointer_table(spec, "checkpoint_writes"),
         active_memories=view("active_memories"),
         audit_lineage=view("audit_lineage"),
         audit_supersession=view("audit_supersession"),

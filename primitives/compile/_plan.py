@@ -20,6 +20,7 @@ from primitives.compile._capabilities import (
     Capabilities,
     require_server_version,
 )
+from primitives.compile._checkpointer import checkpointer_definitions
 from primitives.compile._ddl import (
     TableDef,
     comment_sql,
@@ -151,6 +152,7 @@ def table_definitions(
         ]
     if tables.action_requests is not None:
         definitions += [action_requests_table(spec, tables), approvals_table(tables)]
+    definitions += checkpointer_definitions(spec, tables)
     return tuple(definitions)
 
 

@@ -10,19 +10,21 @@ Example::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from primitives.db import app_dsn, atenant_transaction, resolve_dsn, translate_error
+from primitives.embeddings import Embedder
 from primitives.engine import _core as core
+from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import RESET_SESSION, EngineBase, ahas_embedding_column
-from primitives.engine._records import Hit, Memory
+from primitives.engine._records import Explanation, Hit, Memory
 from primitives.engine._retry import backoff_seconds, is_transient, write_failed
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
@@ -38,8 +40,12 @@ async def arun_op(conn: psycopg.AsyncConnection[Any], op: core.Op[R]) -> R:
     try:
         step = next(op)
         while True:
-            cursor = await conn.execute(step.statement, step.params)
             result: Any = None
+            if isinstance(step, core.Embed):
+                # Model inference is CPU-bound: keep it off the event loop.
+                step = op.send(await asyncio.to_thread(step.compute))
+                continue
+            cursor = await conn.execute(step.statement, step.params)
             if step.fetch == "one":
                 result = await cursor.fetchone()
             elif step.fetch == "all":
@@ -60,13 +66,14 @@ class AsyncEngine(EngineBase):
 
     def __init__(self, spec: AgentSpec,
                  pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]], *,
-                 has_embedding: bool = False) -> None:
-        super().__init__(spec, has_embedding=has_embedding)
+                 has_embedding: bool = False, embedder: Embedder | None = None) -> None:
+        super().__init__(spec, has_embedding=has_embedding, embedder=embedder)
         self._pool = pool
 
     @classmethod
     async def connect(cls, spec: AgentSpec, dsn: str | None = None, *,
-                      max_connections: int = 4) -> AsyncEngine:
+                      max_connections: int = 4,
+                      embedder: Embedder | None = None) -> AsyncEngine:
         runtime = dsn or app_dsn(resolve_dsn())
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
@@ -80,7 +87,11 @@ class AsyncEngine(EngineBase):
         except Exception as err:  # psycopg.Error, psycopg_pool.PoolTimeout
             await pool.close()
             raise StorageError(f"cannot connect as the application role: {err}") from err
-        return cls(spec, pool, has_embedding=embedding)
+        try:
+            return cls(spec, pool, has_embedding=embedding, embedder=embedder)
+        except Exception:
+            await pool.close()
+            raise
 
     async def close(self) -> None:
         await self._pool.close()
@@ -167,5 +178,34 @@ class AsyncTenantMemory:
     async def history(self, memory_id: UUID) -> list[dict[str, Any]]:
         return await arun_op(self._conn, core.history(self.ctx, memory_id))
 
-    async def search(self, query: str = "", **options: Any) -> list[Hit]:
-        return await arun_op(self._conn, core.search(self.ctx, query, **options))
+    async def observe_many(self, items: Sequence[Mapping[str, Any]]) -> list[Memory]:
+        return await arun_op(self._conn, core.observe_many(self.ctx, items))
+
+    async def reembed(self, *, batch_size: int = 256) -> int:
+        return await arun_op(self._conn, core.reembed(self.ctx, batch_size=batch_size))
+
+    @overload
+    async def search(self, query: str = "", *, explain: Literal[False] = False,
+                     **options: Any) -> list[Hit]: ...
+
+    @overload
+    async def search(self, query: str = "", *, explain: Literal[True],
+                     **options: Any) -> Explanation: ...
+
+    async def search(self, query: str = "", *, explain: bool = False,
+                     **options: Any) -> list[Hit] | Explanation:
+        explanation = await arun_op(self._conn, core.explain_search(self.ctx, query, **options))
+        return explanation if explain else explanation.hits
+
+    async def item_batch(self, ops: Sequence[store_ops.ItemOp]) -> list[Any]:
+        """Run LangGraph-store item operations in this transaction (see ``_store_ops``)."""
+        return await arun_op(self._conn, store_ops.run_item_ops(self.ctx, ops))
+
+    async def confirm(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
+        """Protect an active memory from decay (confidence 1, decay rate 0), journalled."""
+        return await arun_op(self._conn, store_ops.confirm_memory(
+            self.ctx, memory_id, reason=reason))
+
+    async def stats(self) -> dict[str, Any]:
+        """Counts of this tenant's memory by typology, tier and state, and of its journal."""
+        return await arun_op(self._conn, store_ops.memory_stats(self.ctx))

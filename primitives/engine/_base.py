@@ -7,14 +7,16 @@ from typing import Any
 import psycopg
 
 from primitives.compile import Tables, agent_tables
+from primitives.embeddings import Embedder, cached
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
+from primitives.errors import ModelMismatch
 from primitives.spec import AgentSpec
 
 __all__ = ["HAS_EMBEDDING", "EngineBase", "effective_signals", "has_embedding_column"]
 
-QUERY_SIGNALS = ("lexical", "envelope", "recency")
-"""Signals the engine evaluates in SQL today; ``semantic`` needs an embedder (DESIGN §7)."""
+QUERY_SIGNALS = ("semantic", "lexical", "envelope", "recency")
+"""Signals the engine evaluates in SQL; ``semantic`` needs an embedder and pgvector (DESIGN §7)."""
 
 RESET_SESSION = "RESET ALL"
 """Run when a connection returns to the pool: session settings back to their defaults."""
@@ -36,16 +38,29 @@ async def ahas_embedding_column(conn: psycopg.AsyncConnection[Any], tables: Tabl
     return bool(row and row[0])
 
 
-def effective_signals(spec: AgentSpec) -> tuple[tuple[str, ...], list[str]]:
-    """The signals retrieval will run, and a warning for each declared one it cannot."""
+def effective_signals(spec: AgentSpec, *, embedder: bool = False,
+                      vector: bool = False) -> tuple[tuple[str, ...], list[str]]:
+    """The signals retrieval will run, and a warning for each declared one it cannot.
+
+    ``semantic`` runs when the engine has an embedder (``embedder``) and the memories table
+    has an embedding column (``vector``: pgvector was there at migration).
+    """
     wanted = list(spec.retrieval.signals)
     notes: list[str] = []
-    if "semantic" in wanted:
+    if "semantic" in wanted and not (embedder and vector):
         wanted.remove("semantic")
-        notes.append(
-            f"agent '{spec.agent}': the semantic signal needs an embedder, which this engine "
-            "does not have; retrieval uses lexical full-text search in its place"
-        )
+        if not embedder:
+            notes.append(
+                f"agent '{spec.agent}': the semantic signal needs an embedder, which this "
+                "engine does not have (Engine.connect(..., embedder=default_embedder(spec))); "
+                "retrieval uses lexical full-text search in its place"
+            )
+        else:
+            notes.append(
+                f"agent '{spec.agent}': the semantic signal needs pgvector, which the server "
+                "did not have when the spec was migrated (no embedding column); retrieval "
+                "uses lexical full-text search in its place"
+            )
         if "lexical" not in wanted:
             wanted.insert(0, "lexical")
     if "graph" in wanted:
@@ -55,10 +70,18 @@ def effective_signals(spec: AgentSpec) -> tuple[tuple[str, ...], list[str]]:
 
 
 class EngineBase:
-    def __init__(self, spec: AgentSpec, *, has_embedding: bool) -> None:
+    def __init__(self, spec: AgentSpec, *, has_embedding: bool,
+                 embedder: Embedder | None = None) -> None:
         self.spec = spec
         self.tables: Tables = agent_tables(spec)
-        self.signals, self.warnings = effective_signals(spec)
+        if embedder is not None and embedder.dims != spec.retrieval.embedding.dims:
+            raise ModelMismatch(
+                f"embedder {embedder.model_id} makes {embedder.dims}-dim vectors; agent "
+                f"'{spec.agent}' stores {spec.retrieval.embedding.dims} "
+                "(retrieval.embedding.dims)", model=embedder.model_id)
+        self.embedder: Embedder | None = cached(embedder) if embedder is not None else None
+        self.signals, self.warnings = effective_signals(
+            spec, embedder=embedder is not None, vector=has_embedding)
         self.has_embedding = has_embedding
 
     @staticmethod
@@ -66,4 +89,5 @@ class EngineBase:
         return agent_tables(spec)
 
     def context(self, anchor: Anchor, actor: str) -> Context:
-        return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding)
+        return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
+                       self.embedder)

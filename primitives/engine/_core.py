@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 from uuid import UUID, uuid4
@@ -19,14 +19,16 @@ from uuid import UUID, uuid4
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from primitives import retrieval
 from primitives.compile import Tables
+from primitives.embeddings import Embedder
 from primitives.engine import _queries as q
 from primitives.engine._anchor import Anchor
-from primitives.engine._records import Hit, Memory
-from primitives.errors import GovernanceError, PolicyViolation, TenancyError
+from primitives.engine._records import MEMORY_COLUMNS, Explanation, Hit, Memory
+from primitives.errors import GovernanceError, ModelMismatch, PolicyViolation, TenancyError
 from primitives.spec import AgentSpec
 
-__all__ = ["Context", "Op", "Step", "canonical_json", "content_hash"]
+__all__ = ["Context", "Embed", "Op", "Step", "canonical_json", "content_hash"]
 
 Fetch = Literal["none", "one", "all"]
 
@@ -38,8 +40,23 @@ class Step:
     fetch: Fetch = "none"
 
 
+@dataclass(frozen=True)
+class Embed:
+    """A step the executor runs with the embedder instead of the database (the async
+    executor runs it in a worker thread). It is sent back one vector per text."""
+
+    embedder: Embedder
+    texts: tuple[str, ...]
+    query: bool = False
+
+    def compute(self) -> list[list[float]]:
+        if self.query:
+            return [self.embedder.embed_query(text) for text in self.texts]
+        return self.embedder.embed_documents(self.texts)
+
+
 R = TypeVar("R")
-Op = Generator[Step, Any, R]
+Op = Generator[Step | Embed, Any, R]
 """An operation: yields steps, is sent each step's rows, returns its result (``Op[R]``)."""
 
 
@@ -64,10 +81,18 @@ class Context:
     anchor: Anchor
     actor: str
     has_embedding: bool = False
+    embedder: Embedder | None = None
+    checked_models: set[str] = field(default_factory=set)
+    """Embedding models already checked against the tenant's rows in this transaction."""
 
     @property
     def tenant(self) -> str:
         return self.anchor.tenant
+
+    @property
+    def embeds(self) -> bool:
+        """Writes store vectors: an embedder and an embedding column (pgvector) exist."""
+        return self.embedder is not None and self.has_embedding
 
 
 # helpers ----------------------------------------------------------------------------------------
@@ -135,6 +160,37 @@ def check_limits(spec: AgentSpec, content: str, value: Mapping[str, Any],
             )
 
 
+def embedding_text(spec: AgentSpec, content: str, envelope: Mapping[str, Any],
+                   event_time: datetime | None) -> str:
+    """The text a row's vector is made from (``retrieval.embedding.text``).
+
+    ``content_with_context`` puts the event date in front of the content, so a question
+    about when something happened lands near the rows of that date (measured on LoCoMo:
+    docs/retrieval.md).
+    """
+    if spec.retrieval.embedding.text == "content" or event_time is None:
+        return content
+    return f"[{event_time.day} {event_time:%B %Y}] {content}"
+
+
+def check_model(ctx: Context, stored: str | None = None, *, fetch: bool = True) -> Op[None]:
+    """Refuse to mix embedding models in the tenant's rows (``ModelMismatch``)."""
+    embedder = ctx.embedder
+    if embedder is None or embedder.model_id in ctx.checked_models:
+        return
+    if fetch:
+        row = yield Step(retrieval.stored_model(ctx.tables), {"tenant": ctx.tenant}, "one")
+        stored = row[0] if row else None
+    if stored is not None and stored != embedder.model_id:
+        raise ModelMismatch(
+            f"tenant '{ctx.tenant}' of agent '{ctx.spec.agent}' holds vectors of {stored}; this "
+            f"engine embeds with {embedder.model_id}, and cosine across models is meaningless. "
+            f"Connect with an embedder for {stored}, or re-embed the tenant's rows with the new "
+            "model: inside engine.tenant(...), call mem.reembed()",
+            tenant=ctx.tenant, stored_model=stored, model=embedder.model_id)
+    ctx.checked_models.add(embedder.model_id)
+
+
 def _require(memory: Memory | None, memory_id: UUID) -> Memory:
     if memory is None:
         raise TenancyError(f"no memory {memory_id} in this tenant", memory_id=str(memory_id))
@@ -148,9 +204,11 @@ def observe(
     value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
     source: str | None = None, memory_id: UUID | None = None, via: str = "direct",
+    embedding: Sequence[float] | None = None,
 ) -> Op[Memory]:
     """Write a memory. With ``key``, an unchanged write returns the current row (no event)
-    and a changed one supersedes it (the old row stays, marked)."""
+    and a changed one supersedes it (the old row stays, marked). With an embedder, the row
+    stores its vector and the model's id (``embedding`` when the caller already has it)."""
     spec = ctx.spec
     typ = _typology(spec, tier, typology)
     check_write_policy(spec, tier, typ, via=via)
@@ -167,12 +225,22 @@ def observe(
                     list(previous.tags)) == (content, value, envelope, typ, list(tags)):
                 return previous
     new_id = memory_id or uuid4()
+    vector: dict[str, Any] = {}
+    if ctx.embeds:
+        assert ctx.embedder is not None
+        yield from check_model(ctx)
+        if embedding is None:
+            text = embedding_text(spec, content, envelope, event_time)
+            embedding = (yield Embed(ctx.embedder, (text,)))[0]
+        vector = {"embedding": retrieval.vector_literal(embedding),
+                  "embedding_model": ctx.embedder.model_id}
     if previous is not None:
         # Free the current-key slot first; the new row takes it. The old row stays.
         yield Step(q.supersede(ctx.tables), {"tenant": ctx.tenant, "id": previous.id,
                                              "by": new_id})
-    row = yield Step(q.insert_memory(ctx.tables, ctx.tables.anchor_columns), {
-        **ctx.anchor.as_dict(),
+    insert = q.insert_memory(ctx.tables, ctx.tables.anchor_columns, embedding=bool(vector))
+    row = yield Step(insert, {
+        **ctx.anchor.as_dict(), **vector,
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": key if key is not None else str(new_id), "content": content,
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": list(tags),
@@ -334,26 +402,110 @@ def history(ctx: Context, memory_id: UUID) -> Op[list[dict[str, Any]]]:
 
 
 def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
-           tiers: Sequence[str] | None = None, limit: int | None = None) -> Op[list[Hit]]:
-    """Hybrid search over this tenant's active rows, fused by weighted reciprocal rank."""
-    retrieval = ctx.spec.retrieval
-    scope = dict(retrieval.scope) or {name: 1.0 for name in ctx.spec.tier_names}
+           tiers: Sequence[str] | None = None, limit: int | None = None,
+           as_of: datetime | None = None) -> Op[list[Hit]]:
+    """Hybrid search over this tenant's active rows (or, with ``as_of``, the rows valid at
+    that time), fused by weighted reciprocal rank in one statement."""
+    explanation = yield from explain_search(ctx, query, envelope=envelope, tiers=tiers,
+                                            limit=limit, as_of=as_of)
+    return explanation.hits
+
+
+def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
+                   tiers: Sequence[str] | None = None, limit: int | None = None,
+                   as_of: datetime | None = None) -> Op[Explanation]:
+    """:func:`search`, returning per signal how many rows it gave and how semantic ran."""
+    config = ctx.spec.retrieval
+    scope = dict(config.scope) or {name: 1.0 for name in ctx.spec.tier_names}
     chosen = list(tiers) if tiers is not None else list(scope)
     for tier in chosen:
         if tier not in ctx.spec.tier_names:
             raise TenancyError(f"unknown tier '{tier}' for agent '{ctx.spec.agent}'; "
                                f"tiers: {', '.join(ctx.spec.tier_names)}")
-    limit = limit or retrieval.default_limit
+    limit = limit or config.default_limit
     if not 1 <= limit <= 1000:
         raise PolicyViolation(f"limit must be between 1 and 1000, got {limit}")
+    signals = ctx.signals
+    dropped: tuple[str, ...] = ()
+    if "semantic" in signals and (ctx.embedder is None or not query.strip()):
+        # Nothing to embed: a blank query has no meaning to compare.
+        signals = tuple(s for s in signals if s != "semantic") or ("recency",)
+        dropped = ("semantic",)
+    cap = max(limit * 5, 50)
     params: dict[str, Any] = {
         "tenant": ctx.tenant, "tiers": chosen,
         "tier_weights": [scope.get(t, 1.0) for t in chosen], "query": query,
-        "config": retrieval.text_search_config, "envelope": Jsonb(dict(envelope or {})),
-        "cap": max(limit * 5, 50), "k": retrieval.fusion.k, "limit": limit,
+        "config": config.text_search_config, "envelope": Jsonb(dict(envelope or {})),
+        "cap": cap, "k": config.fusion.k, "limit": limit, "as_of": as_of,
     }
-    weights: dict[str, float] = {str(k): v for k, v in retrieval.fusion.weights.items()}
-    for signal in ctx.signals:
-        params[f"w_{signal}"] = weights.get(signal, 1.0)
-    rows = yield Step(q.search_statement(ctx.tables, ctx.signals), params, "all")
-    return [Hit(Memory.from_row(row[:-2]), float(row[-2]), dict(row[-1])) for row in rows]
+    declared = {str(s): w for s, w in config.fusion.weights.items()}
+    weights = {s: float(declared.get(s, 1.0)) for s in signals}
+    params.update({f"w_{s}": w for s, w in weights.items()})
+    if "semantic" in signals:
+        assert ctx.embedder is not None
+        vector = (yield Embed(ctx.embedder, (query,), query=True))[0]
+        # ef_search bounds the candidate list; pgvector allows at most 1000.
+        row = yield Step(retrieval.hnsw_settings(ctx.tables), {
+            "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000))}, "one")
+        yield from check_model(ctx, row[2] if row else None, fetch=False)
+        params.update(qvec=retrieval.vector_literal(vector), model=ctx.embedder.model_id,
+                      exact_below=config.semantic_exact_below)
+    bm25 = config.lexical.ranking == "bm25"
+    if bm25:
+        params.update(bm25_k1=config.lexical.k1, bm25_b=config.lexical.b)
+    statement = retrieval.search_statement(ctx.tables, signals, MEMORY_COLUMNS,
+                                           point_in_time=as_of is not None, bm25=bm25)
+    rows = yield Step(statement, params, "all")
+    n = len(MEMORY_COLUMNS)
+    hits = [Hit(Memory.from_row(row[:n]), float(row[n]), dict(row[n + 1]),
+                {s: float(v) for s, v in row[n + 2].items()}) for row in rows]
+    counts: dict[str, Any] = dict(rows[0][n + 3]) if rows else {}
+    mode = counts.pop("semantic_mode", None)
+    return Explanation(hits, signals, {s: int(counts.get(s, 0)) for s in signals}, mode,
+                       config.fusion.k, weights, dropped)
+
+
+def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Memory]]:
+    """Write several memories in order; their vectors are computed in one embedding batch.
+
+    Each item holds ``tier`` and ``content`` and any keyword :func:`observe` takes.
+    """
+    embeddings: list[list[float] | None] = [None] * len(items)
+    if ctx.embeds and items:
+        assert ctx.embedder is not None
+        texts = tuple(embedding_text(ctx.spec, item["content"], item.get("envelope") or {},
+                                     item.get("event_time")) for item in items)
+        embeddings = list((yield Embed(ctx.embedder, texts)))
+    written = []
+    for item, vector in zip(items, embeddings, strict=True):
+        fields = {k: v for k, v in item.items() if k not in ("tier", "content")}
+        written.append((yield from observe(ctx, item["tier"], item["content"],
+                                           embedding=vector, **fields)))
+    return written
+
+
+def reembed(ctx: Context, *, batch_size: int = 256) -> Op[int]:
+    """Embed the tenant's rows that have no vector or another model's, with this engine's
+    embedder; returns how many rows changed. One journal event per batch."""
+    if not ctx.embeds:
+        raise ModelMismatch("re-embedding needs an engine connected with an embedder, on a "
+                            "server with pgvector", tenant=ctx.tenant)
+    assert ctx.embedder is not None
+    total = 0
+    while True:
+        rows = yield Step(q.rows_to_embed(ctx.tables), {
+            "tenant": ctx.tenant, "model": ctx.embedder.model_id, "limit": batch_size}, "all")
+        if not rows:
+            break
+        texts = tuple(embedding_text(ctx.spec, content, envelope or {}, event_time)
+                      for _, content, envelope, event_time in rows)
+        vectors = yield Embed(ctx.embedder, texts)
+        yield Step(q.set_embeddings(ctx.tables), {
+            "tenant": ctx.tenant, "model": ctx.embedder.model_id,
+            "ids": [row[0] for row in rows],
+            "vectors": [retrieval.vector_literal(v) for v in vectors]})
+        yield _event(ctx, "reembedded", None, {"model": ctx.embedder.model_id,
+                                               "rows": len(rows)})
+        total += len(rows)
+    ctx.checked_models.add(ctx.embedder.model_id)
+    return total

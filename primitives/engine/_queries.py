@@ -15,7 +15,6 @@ __all__ = [
     "current_by_key",
     "insert_event",
     "insert_memory",
-    "search_statement",
     "select_memory",
     "supersede",
 ]
@@ -40,13 +39,19 @@ def _returning_m() -> sql.Composable:
     return sql.SQL(", ").join(sql.Identifier("m", c) for c in MEMORY_COLUMNS)
 
 
-def insert_memory(tables: Tables, anchor_columns: tuple[str, ...]) -> sql.Composed:
-    """INSERT one memory row; params: anchor values then ``_WRITE_COLUMNS`` by name."""
+def insert_memory(tables: Tables, anchor_columns: tuple[str, ...], *,
+                  embedding: bool = False) -> sql.Composed:
+    """INSERT one memory row; params: anchor values then ``_WRITE_COLUMNS`` by name, and
+    with ``embedding`` also ``embedding`` (a halfvec literal) and ``embedding_model``."""
     columns = (*anchor_columns, *_WRITE_COLUMNS)
+    values: list[sql.Composable] = [sql.Placeholder(c) for c in columns]
+    if embedding:
+        columns += ("embedding", "embedding_model")
+        values += [sql.SQL("%(embedding)s::halfvec"), sql.Placeholder("embedding_model")]
     return sql.SQL("INSERT INTO {} ({}) VALUES ({}) RETURNING {}").format(
         tables.memories.ident,
         sql.SQL(", ").join(sql.Identifier(c) for c in columns),
-        sql.SQL(", ").join(sql.Placeholder(c) for c in columns),
+        sql.SQL(", ").join(values),
         _returning(),
     )
 
@@ -82,67 +87,23 @@ def supersede(tables: Tables) -> sql.Composed:
     ).format(tables.memories.ident, tables.tenant)
 
 
-def search_statement(tables: Tables, signals: tuple[str, ...]) -> sql.Composed:
-    """One statement: a capped CTE per signal, fused by weighted reciprocal rank.
-
-    Params: tenant, tiers (text[]), tier_weights (float[] aligned with tiers), query,
-    config (regconfig name), envelope (jsonb), cap, k, weights per signal (``w_<signal>``),
-    limit. Recency ranks the rows another signal matched; alone, it ranks every row.
-    """
-    base = sql.SQL("m.{} = %(tenant)s AND m.tier = ANY(%(tiers)s) AND {}").format(
-        tables.tenant, ACTIVE
-    )
-    ctes: list[sql.Composable] = []
-    matched: list[str] = []
-    if "lexical" in signals:
-        ctes.append(sql.SQL(
-            "lexical AS (SELECT m.id, row_number() OVER (ORDER BY ts_rank_cd(m.tsv, q) DESC, "
-            "m.id) AS rank FROM {} AS m, websearch_to_tsquery(%(config)s::regconfig, %(query)s) "
-            "AS q WHERE {} AND m.tsv @@ q ORDER BY rank LIMIT %(cap)s)"
-        ).format(tables.memories.ident, base))
-        matched.append("lexical")
-    if "envelope" in signals:
-        ctes.append(sql.SQL(
-            "envelope AS (SELECT m.id, row_number() OVER (ORDER BY m.event_time DESC, m.id) "
-            "AS rank FROM {} AS m WHERE {} AND %(envelope)s::jsonb <> '{{}}'::jsonb "
-            "AND m.envelope @> %(envelope)s::jsonb ORDER BY rank LIMIT %(cap)s)"
-        ).format(tables.memories.ident, base))
-        matched.append("envelope")
-    if "recency" in signals:
-        scope: sql.Composable = sql.SQL("TRUE")
-        if matched:
-            scope = sql.SQL("(%(query)s = '' AND %(envelope)s::jsonb = '{{}}'::jsonb "
-                            "OR m.id IN ({}))").format(
-                sql.SQL(" UNION ").join(
-                    sql.SQL("SELECT id FROM {}").format(sql.Identifier(s)) for s in matched
-                )
-            )
-        ctes.append(sql.SQL(
-            "recency AS (SELECT m.id, row_number() OVER (ORDER BY m.event_time DESC, m.id) "
-            "AS rank FROM {} AS m WHERE {} AND {} ORDER BY rank LIMIT %(cap)s)"
-        ).format(tables.memories.ident, base, scope))
-    used = [s for s in ("lexical", "envelope", "recency") if s in signals]
-    ranked = sql.SQL(" UNION ALL ").join(
-        sql.SQL("SELECT id, {} AS signal, rank FROM {}").format(sql.Literal(s), sql.Identifier(s))
-        for s in used
-    )
-    weight = sql.SQL("CASE r.signal {} END").format(sql.SQL(" ").join(
-        sql.SQL("WHEN {} THEN {}").format(sql.Literal(s), sql.Placeholder(f"w_{s}"))
-        for s in used
-    ))
+def rows_to_embed(tables: Tables) -> sql.Composed:
+    """Unerased rows without a vector of ``%(model)s``, oldest first, ``%(limit)s`` at most."""
     return sql.SQL(
-        "WITH {ctes}, ranked AS ({ranked}), fused AS ("
-        "SELECT r.id, sum({weight} / (%(k)s + r.rank)) AS score, "
-        "jsonb_object_agg(r.signal, r.rank) AS ranks FROM ranked AS r GROUP BY r.id) "
-        "SELECT {cols}, f.score * tw.weight AS score, f.ranks FROM fused AS f "
-        "JOIN {mem} AS m ON m.{tenant} = %(tenant)s AND m.id = f.id "
-        "JOIN unnest(%(tiers)s::text[], %(tier_weights)s::float8[]) AS tw(tier, weight) "
-        "ON tw.tier = m.tier "
-        "ORDER BY score DESC, m.event_time DESC, m.id LIMIT %(limit)s"
-    ).format(
-        ctes=sql.SQL(", ").join(ctes), ranked=ranked, weight=weight, cols=_returning_m(),
-        mem=tables.memories.ident, tenant=tables.tenant,
-    )
+        "SELECT m.id, m.content, m.envelope, m.event_time FROM {} AS m "
+        "WHERE m.{} = %(tenant)s AND m.erased_at IS NULL "
+        "AND (m.embedding IS NULL OR m.embedding_model IS DISTINCT FROM %(model)s) "
+        "ORDER BY m.created_at, m.id LIMIT %(limit)s FOR UPDATE"
+    ).format(tables.memories.ident, tables.tenant)
+
+
+def set_embeddings(tables: Tables) -> sql.Composed:
+    """Store vectors (halfvec literals) for rows by id. Params: tenant, ids, vectors, model."""
+    return sql.SQL(
+        "UPDATE {} AS m SET embedding = v.vector::halfvec, embedding_model = %(model)s "
+        "FROM unnest(%(ids)s::uuid[], %(vectors)s::text[]) AS v(id, vector) "
+        "WHERE m.{} = %(tenant)s AND m.id = v.id"
+    ).format(tables.memories.ident, tables.tenant)
 
 
 def set_state(tables: Tables, column: str) -> sql.Composed:
@@ -228,3 +189,157 @@ def history(tables: Tables) -> sql.Composed:
         "FROM {events} AS e WHERE e.{t} = %(tenant)s AND e.memory_id IN (SELECT id FROM chain) "
         "ORDER BY e.seq"
     ).format(mem=tables.memories.ident, t=tables.tenant, events=tables.events.ident)
+
+
+# LangGraph store items (primitives.engine._store_ops) -------------------------------------------
+ITEM_EXTRA_COLUMNS = ("item_created_at", "ttl_minutes", "expired", "indexed")
+"""Read after ``MEMORY_COLUMNS`` by the item builders below."""
+
+_STORE_META = sql.SQL("m.provenance -> 'store'")
+
+INDEXED = sql.SQL("coalesce((m.provenance #>> '{store,index}')::boolean, true)")
+"""Items written without ``index=False`` (those take part in query searches)."""
+
+
+def _item_columns() -> sql.Composable:
+    return sql.SQL(
+        "{}, coalesce(({} ->> 'created_at')::timestamptz, m.created_at), "
+        "({} ->> 'ttl_minutes')::float8, "
+        "coalesce(m.expires_at <= now(), false), coalesce(({} ->> 'index')::boolean, true)"
+    ).format(_returning_m(), _STORE_META, _STORE_META, _STORE_META)
+
+
+def _anchor_match(anchor_columns: tuple[str, ...]) -> sql.Composable:
+    """The tenant column, then each further anchor column (NULL matches NULL)."""
+    parts = [sql.SQL("m.{} = %(tenant)s").format(sql.Identifier(anchor_columns[0]))]
+    parts += [sql.SQL("m.{} IS NOT DISTINCT FROM {}").format(sql.Identifier(c), sql.Placeholder(c))
+              for c in anchor_columns[1:]]
+    return sql.SQL(" AND ").join(parts)
+
+
+def item_by_key(tables: Tables) -> sql.Composed:
+    """The row holding the current-key slot of (tier, namespace, key), whatever its state,
+    locked. Params: tenant, tier, namespace, key."""
+    return sql.SQL(
+        "SELECT {} FROM {} AS m WHERE m.{} = %(tenant)s AND m.tier = %(tier)s "
+        "AND m.namespace = %(namespace)s AND m.key = %(key)s "
+        "AND m.superseded_at IS NULL AND m.tombstoned_at IS NULL FOR UPDATE"
+    ).format(_item_columns(), tables.memories.ident, tables.tenant)
+
+
+def item_rows(tables: Tables, *, tier: bool, prefix_len: int, where: sql.Composable,
+              by_ids: bool = False, key: bool = False, page: bool = False) -> sql.Composed:
+    """Active, unexpired items of the anchor. Params: tenant, each further anchor column,
+    ``tier`` (when ``tier``), ``prefix`` (a text[] of ``prefix_len`` segments), ``ids`` (when
+    ``by_ids``), ``namespace`` and ``key`` (when ``key``), ``limit`` and ``offset`` (when
+    ``page``, newest update first), plus the params of ``where`` (see :func:`value_filter`)."""
+    clauses: list[sql.Composable] = [_anchor_match(tables.anchor_columns), ACTIVE]
+    if tier:
+        clauses.append(sql.SQL("m.tier = %(tier)s"))
+    if prefix_len:
+        clauses.append(sql.SQL("m.namespace[1:{}] = %(prefix)s::text[]").format(
+            sql.Literal(prefix_len)))
+    if by_ids:
+        clauses.append(sql.SQL("m.id = ANY(%(ids)s::uuid[])"))
+    if key:
+        clauses.append(sql.SQL("m.namespace = %(namespace)s AND m.key = %(key)s"))
+    clauses.append(where)
+    statement = sql.SQL("SELECT {} FROM {} AS m WHERE {}").format(
+        _item_columns(), tables.memories.ident, sql.SQL(" AND ").join(clauses))
+    if page:
+        statement = sql.Composed([statement, sql.SQL(
+            " ORDER BY m.updated_at DESC, m.id LIMIT %(limit)s OFFSET %(offset)s")])
+    return statement
+
+
+def item_namespaces(tables: Tables, *, tier: bool) -> sql.Composed:
+    """Distinct (tier, namespace) of the anchor's active, unexpired items."""
+    where: list[sql.Composable] = [_anchor_match(tables.anchor_columns), ACTIVE]
+    if tier:
+        where.append(sql.SQL("m.tier = %(tier)s"))
+    return sql.SQL("SELECT DISTINCT m.tier, m.namespace FROM {} AS m WHERE {}").format(
+        tables.memories.ident, sql.SQL(" AND ").join(where))
+
+
+def set_item_meta(tables: Tables) -> sql.Composed:
+    """Replace a row's store metadata (``provenance.store``) and set or clear its expiry.
+    Params: tenant, id, meta (jsonb object), ttl_minutes (float or NULL)."""
+    return sql.SQL(
+        "UPDATE {} SET provenance = (provenance - 'store') || jsonb_build_object('store', "
+        "%(meta)s::jsonb), expires_at = now() + make_interval(secs => %(ttl_minutes)s::float8 "
+        "* 60) WHERE {} = %(tenant)s AND id = %(id)s"
+    ).format(tables.memories.ident, tables.tenant)
+
+
+def refresh_item_ttl(tables: Tables) -> sql.Composed:
+    """Push back the expiry of listed rows that carry a TTL (``provenance.store``)."""
+    return sql.SQL(
+        "UPDATE {} SET expires_at = now() + make_interval(secs => "
+        "(provenance #>> '{{store,ttl_minutes}}')::float8 * 60) WHERE {} = %(tenant)s "
+        "AND id = ANY(%(ids)s::uuid[]) AND provenance #> '{{store,ttl_minutes}}' IS NOT NULL"
+    ).format(tables.memories.ident, tables.tenant)
+
+
+_COMPARISONS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def value_filter(conditions: list[tuple[str, str, object]]) -> sql.Composable:
+    """``(field, operator, operand)`` conditions on top-level fields of ``m.value``, AND-ed.
+
+    ``$eq`` / ``$ne`` compare JSON values (``$ne`` matches a missing field); ``$gt`` and the
+    other orderings compare numbers as numbers and strings as strings (code point order),
+    and never match a field of another JSON type. Params: ``f<i>`` (field) and ``v<i>``
+    (operand: Jsonb for ``$eq``/``$ne``, a number or a string otherwise).
+    """
+    parts: list[sql.Composable] = [sql.SQL("TRUE")]
+    for i, (_field, operator, operand) in enumerate(conditions):
+        field, value = sql.Placeholder(f"f{i}"), sql.Placeholder(f"v{i}")
+        if operator == "$eq":
+            parts.append(sql.SQL("m.value -> {} = {}::jsonb").format(field, value))
+        elif operator == "$ne":
+            parts.append(sql.SQL("m.value -> {} IS DISTINCT FROM {}::jsonb").format(field, value))
+        elif isinstance(operand, str):
+            parts.append(sql.SQL(
+                "(jsonb_typeof(m.value -> {f}) = 'string' AND (m.value ->> {f}) COLLATE \"C\" "
+                "{op} {v}::text COLLATE \"C\")").format(
+                f=field, v=value, op=sql.SQL(_COMPARISONS[operator])))
+        else:
+            parts.append(sql.SQL(
+                "(jsonb_typeof(m.value -> {f}) = 'number' AND (m.value ->> {f})::numeric "
+                "{op} {v}::numeric)").format(
+                f=field, v=value, op=sql.SQL(_COMPARISONS[operator])))
+    return sql.SQL(" AND ").join(parts)
+
+
+def confirm_memory(tables: Tables) -> sql.Composed:
+    """A user confirmed the memory: full confidence, no decay (seed 002 §12.1)."""
+    return sql.SQL(
+        "UPDATE {} AS m SET confidence = 1, decay_rate = 0, updated_at = now() "
+        "WHERE m.{} = %(tenant)s AND m.id = %(id)s RETURNING {}"
+    ).format(tables.memories.ident, tables.tenant, _returning_m())
+
+
+def memory_counts(tables: Tables) -> sql.Composed:
+    """Rows of the tenant by tier, typology and state (active, superseded, ..., expired)."""
+    return sql.SQL(
+        "SELECT m.tier, m.typology, CASE WHEN m.tombstoned_at IS NOT NULL THEN 'tombstoned' "
+        "WHEN m.archived_at IS NOT NULL THEN 'archived' "
+        "WHEN m.invalidated_at IS NOT NULL THEN 'invalidated' "
+        "WHEN m.superseded_at IS NOT NULL THEN 'superseded' "
+        "WHEN m.expires_at <= now() THEN 'expired' ELSE 'active' END, count(*) "
+        "FROM {} AS m WHERE m.{} = %(tenant)s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+    ).format(tables.memories.ident, tables.tenant)
+
+
+def journal_summary(tables: Tables) -> sql.Composed:
+    """The tenant's journal length, last event time, and open / all scopes."""
+    return sql.SQL(
+        "SELECT (SELECT count(*) FROM {e} WHERE {t} = %(tenant)s), "
+        "(SELECT max(occurred_at) FROM {e} WHERE {t} = %(tenant)s), "
+        "(SELECT count(*) FROM {s} WHERE {t} = %(tenant)s AND closed_at IS NULL), "
+        "(SELECT count(*) FROM {s} WHERE {t} = %(tenant)s)"
+    ).format(e=tables.events.ident, s=tables.scopes.ident, t=tables.tenant)
+
+
+LOCK_ITEM_KEY = sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))")
+"""Serialise writers of one item key until commit (``lock``: the key's canonical text)."""

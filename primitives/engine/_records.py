@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-__all__ = ["MEMORY_COLUMNS", "Hit", "Memory"]
+__all__ = ["MEMORY_COLUMNS", "Explanation", "Hit", "Memory"]
 
 MEMORY_COLUMNS = (
     "id", "tier", "typology", "scope_id", "namespace", "key", "content", "value", "envelope",
@@ -67,8 +68,37 @@ class Memory:
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: the memory, its fused score, and each signal's rank (1-based)."""
+    """One search result: the memory, its fused score, and per signal its rank (1-based)
+    and score (the value the signal ranked by: cosine similarity for ``semantic``,
+    ``ts_rank_cd`` for ``lexical``, event time in epoch seconds for ``recency``, 1.0 for an
+    ``envelope`` match)."""
 
     memory: Memory
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What ``search(..., explain=True)`` returns: the hits, and how the query ran.
+
+    ``signal_rows`` says how many rows each signal returned (before fusion and the limit);
+    ``semantic_mode`` is ``exact`` (a scan of the tenant's rows), ``hnsw`` (the index with
+    iterative scans), ``hnsw+exact`` (the index came back short; an exact scan completed
+    it) or None without the semantic signal.
+    """
+
+    hits: list[Hit]
+    signals: tuple[str, ...]
+    signal_rows: dict[str, int]
+    semantic_mode: str | None
+    k: int
+    weights: dict[str, float]
+    dropped: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)

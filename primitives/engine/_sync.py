@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from primitives.db import app_dsn, resolve_dsn, tenant_transaction, translate_error
+from primitives.embeddings import Embedder
 from primitives.engine import _core as core
+from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import RESET_SESSION, EngineBase, has_embedding_column
-from primitives.engine._records import Hit, Memory
+from primitives.engine._records import Explanation, Hit, Memory
 from primitives.engine._retry import backoff_seconds, is_transient, write_failed
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
@@ -40,8 +42,11 @@ def run_op(conn: psycopg.Connection[Any], op: core.Op[R]) -> R:
     try:
         step = next(op)
         while True:
-            cursor = conn.execute(step.statement, step.params)
             result: Any = None
+            if isinstance(step, core.Embed):
+                step = op.send(step.compute())
+                continue
+            cursor = conn.execute(step.statement, step.params)
             if step.fetch == "one":
                 result = cursor.fetchone()
             elif step.fetch == "all":
@@ -62,16 +67,20 @@ class Engine(EngineBase):
     """Spec-bound, tenant-scoped access to an agent's memory. Create with :meth:`connect`."""
 
     def __init__(self, spec: AgentSpec, pool: ConnectionPool[psycopg.Connection[Any]], *,
-                 has_embedding: bool = False) -> None:
-        super().__init__(spec, has_embedding=has_embedding)
+                 has_embedding: bool = False, embedder: Embedder | None = None) -> None:
+        super().__init__(spec, has_embedding=has_embedding, embedder=embedder)
         self._pool = pool
         for message in self.warnings:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     @classmethod
     def connect(cls, spec: AgentSpec, dsn: str | None = None, *,
-                max_connections: int = 4) -> Engine:
-        """Open a pool of application-role connections (``dsn`` defaults to the resolved one)."""
+                max_connections: int = 4, embedder: Embedder | None = None) -> Engine:
+        """Open a pool of application-role connections (``dsn`` defaults to the resolved one).
+
+        With ``embedder`` (e.g. ``primitives.embeddings.default_embedder(spec)``), writes
+        store vectors and search runs the semantic signal; without it, semantic is dropped
+        with a warning."""
         runtime = dsn or app_dsn(resolve_dsn())
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
@@ -85,7 +94,11 @@ class Engine(EngineBase):
         except Exception as err:  # psycopg.Error, psycopg_pool.PoolTimeout
             pool.close()
             raise StorageError(f"cannot connect as the application role: {err}") from err
-        return cls(spec, pool, has_embedding=embedding)
+        try:
+            return cls(spec, pool, has_embedding=embedding, embedder=embedder)
+        except Exception:
+            pool.close()
+            raise
 
     def close(self) -> None:
         self._pool.close()
@@ -172,5 +185,38 @@ class TenantMemory:
     def history(self, memory_id: UUID) -> list[dict[str, Any]]:
         return run_op(self._conn, core.history(self.ctx, memory_id))
 
-    def search(self, query: str = "", **options: Any) -> list[Hit]:
-        return run_op(self._conn, core.search(self.ctx, query, **options))
+    def observe_many(self, items: Sequence[Mapping[str, Any]]) -> list[Memory]:
+        """Write several memories (each a dict with ``tier``, ``content`` and any
+        :meth:`observe` keyword); their vectors are embedded in one batch."""
+        return run_op(self._conn, core.observe_many(self.ctx, items))
+
+    def reembed(self, *, batch_size: int = 256) -> int:
+        """Re-embed this tenant's rows that lack a vector of this engine's model."""
+        return run_op(self._conn, core.reembed(self.ctx, batch_size=batch_size))
+
+    @overload
+    def search(self, query: str = "", *, explain: Literal[False] = False,
+               **options: Any) -> list[Hit]: ...
+
+    @overload
+    def search(self, query: str = "", *, explain: Literal[True], **options: Any) -> Explanation: ...
+
+    def search(self, query: str = "", *, explain: bool = False,
+               **options: Any) -> list[Hit] | Explanation:
+        """Hybrid search (options: ``envelope``, ``tiers``, ``limit``, ``as_of``); with
+        ``explain=True`` an :class:`Explanation` (hits plus rows per signal)."""
+        explanation = run_op(self._conn, core.explain_search(self.ctx, query, **options))
+        return explanation if explain else explanation.hits
+
+    def item_batch(self, ops: Sequence[store_ops.ItemOp]) -> list[Any]:
+        """Run LangGraph-store item operations in this transaction (see ``_store_ops``)."""
+        return run_op(self._conn, store_ops.run_item_ops(self.ctx, ops))
+
+    def confirm(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
+        """Protect an active memory from decay (confidence 1, decay rate 0), journalled."""
+        return run_op(self._conn, store_ops.confirm_memory(self.ctx, memory_id,
+                                                           reason=reason))
+
+    def stats(self) -> dict[str, Any]:
+        """Counts of this tenant's memory by typology, tier and state, and of its journal."""
+        return run_op(self._conn, store_ops.memory_stats(self.ctx))

@@ -33,6 +33,7 @@ __all__ = [
     "Fusion",
     "Graph",
     "IntentRouting",
+    "Lexical",
     "NonMirror",
     "Persistence",
     "PiiDiscipline",
@@ -212,8 +213,21 @@ class Abstain(SpecModel):
     message: str = "I don't know."
 
 
+class Lexical(SpecModel):
+    """How the lexical signal matches and ranks (PostgreSQL full-text search)."""
+
+    ranking: Literal["websearch", "bm25"] = Field(
+        default="websearch",
+        description="websearch: every query word must match (websearch_to_tsquery syntax), "
+        "ranked by ts_rank_cd; bm25: any word may match, ranked by BM25 (IDF within the tenant)",
+    )
+    k1: float = Field(default=1.2, ge=0, description="BM25 term-frequency saturation")
+    b: float = Field(default=0.75, ge=0, le=1, description="BM25 document-length normalisation")
+
+
 class Retrieval(SpecModel):
     signals: list[Signal] = Field(min_length=1)
+    lexical: Lexical = Field(default_factory=Lexical)
     fusion: Fusion = Field(default_factory=Fusion)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     scope: dict[Name, float] = Field(

@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 173 statements
+-- primitives plan for agent 'assistant': 206 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin
 
 -- objects are owned by the owner role
@@ -541,6 +541,136 @@ GRANT SELECT, INSERT, UPDATE ON TABLE "memory"."assistant_sessions" TO "primitiv
 -- memory.assistant_sessions: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_sessions" TO "primitives_auditor";
 
+-- langgraph.assistant_checkpoints: table
+CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoints" (
+    "user_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "parent_checkpoint_id" text,
+    "type" text,
+    "checkpoint" jsonb NOT NULL,
+    "metadata" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    CONSTRAINT "assistant_checkpoints_pkey" PRIMARY KEY ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id")
+);
+
+-- langgraph.assistant_checkpoints: comment
+COMMENT ON TABLE "langgraph"."assistant_checkpoints" IS 'LangGraph checkpoints (thread state) of agent ''assistant'', isolated by user_id (row-level security).';
+
+-- langgraph.assistant_checkpoints: enable row level security
+ALTER TABLE "langgraph"."assistant_checkpoints" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.assistant_checkpoints: force row level security
+ALTER TABLE "langgraph"."assistant_checkpoints" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.assistant_checkpoints: replace policy assistant_tenant_isolation
+DROP POLICY IF EXISTS "assistant_tenant_isolation" ON "langgraph"."assistant_checkpoints";
+
+-- langgraph.assistant_checkpoints: policy assistant_tenant_isolation
+CREATE POLICY "assistant_tenant_isolation" ON "langgraph"."assistant_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.assistant_checkpoints: replace policy assistant_auditor_read
+DROP POLICY IF EXISTS "assistant_auditor_read" ON "langgraph"."assistant_checkpoints";
+
+-- langgraph.assistant_checkpoints: policy assistant_auditor_read
+CREATE POLICY "assistant_auditor_read" ON "langgraph"."assistant_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.assistant_checkpoints: reset grants
+REVOKE ALL ON TABLE "langgraph"."assistant_checkpoints" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.assistant_checkpoints: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_app";
+
+-- langgraph.assistant_checkpoints: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_auditor";
+
+-- langgraph.assistant_checkpoint_blobs: table
+CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoint_blobs" (
+    "user_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "channel" text NOT NULL,
+    "version" text NOT NULL,
+    "type" text NOT NULL,
+    "blob" bytea,
+    CONSTRAINT "assistant_checkpoint_blobs_pkey" PRIMARY KEY ("user_id", "thread_id", "checkpoint_ns", "channel", "version")
+);
+
+-- langgraph.assistant_checkpoint_blobs: comment
+COMMENT ON TABLE "langgraph"."assistant_checkpoint_blobs" IS 'LangGraph channel values by version, serialized by the saver, of agent ''assistant'', isolated by user_id (row-level security).';
+
+-- langgraph.assistant_checkpoint_blobs: enable row level security
+ALTER TABLE "langgraph"."assistant_checkpoint_blobs" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.assistant_checkpoint_blobs: force row level security
+ALTER TABLE "langgraph"."assistant_checkpoint_blobs" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.assistant_checkpoint_blobs: replace policy assistant_tenant_isolation
+DROP POLICY IF EXISTS "assistant_tenant_isolation" ON "langgraph"."assistant_checkpoint_blobs";
+
+-- langgraph.assistant_checkpoint_blobs: policy assistant_tenant_isolation
+CREATE POLICY "assistant_tenant_isolation" ON "langgraph"."assistant_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.assistant_checkpoint_blobs: replace policy assistant_auditor_read
+DROP POLICY IF EXISTS "assistant_auditor_read" ON "langgraph"."assistant_checkpoint_blobs";
+
+-- langgraph.assistant_checkpoint_blobs: policy assistant_auditor_read
+CREATE POLICY "assistant_auditor_read" ON "langgraph"."assistant_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.assistant_checkpoint_blobs: reset grants
+REVOKE ALL ON TABLE "langgraph"."assistant_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.assistant_checkpoint_blobs: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_app";
+
+-- langgraph.assistant_checkpoint_blobs: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.assistant_checkpoint_writes: table
+CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoint_writes" (
+    "user_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "task_id" text NOT NULL,
+    "task_path" text NOT NULL DEFAULT '',
+    "idx" integer NOT NULL,
+    "channel" text NOT NULL,
+    "type" text,
+    "blob" bytea NOT NULL,
+    CONSTRAINT "assistant_checkpoint_writes_pkey" PRIMARY KEY ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+);
+
+-- langgraph.assistant_checkpoint_writes: comment
+COMMENT ON TABLE "langgraph"."assistant_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''assistant'', isolated by user_id (row-level security).';
+
+-- langgraph.assistant_checkpoint_writes: enable row level security
+ALTER TABLE "langgraph"."assistant_checkpoint_writes" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.assistant_checkpoint_writes: force row level security
+ALTER TABLE "langgraph"."assistant_checkpoint_writes" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.assistant_checkpoint_writes: replace policy assistant_tenant_isolation
+DROP POLICY IF EXISTS "assistant_tenant_isolation" ON "langgraph"."assistant_checkpoint_writes";
+
+-- langgraph.assistant_checkpoint_writes: policy assistant_tenant_isolation
+CREATE POLICY "assistant_tenant_isolation" ON "langgraph"."assistant_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.assistant_checkpoint_writes: replace policy assistant_auditor_read
+DROP POLICY IF EXISTS "assistant_auditor_read" ON "langgraph"."assistant_checkpoint_writes";
+
+-- langgraph.assistant_checkpoint_writes: policy assistant_auditor_read
+CREATE POLICY "assistant_auditor_read" ON "langgraph"."assistant_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.assistant_checkpoint_writes: reset grants
+REVOKE ALL ON TABLE "langgraph"."assistant_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.assistant_checkpoint_writes: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_app";
+
+-- langgraph.assistant_checkpoint_writes: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_auditor";
+
 -- memory.assistant_active_memories: view
 CREATE OR REPLACE VIEW "memory"."assistant_active_memories" WITH (security_invoker = true) AS
 SELECT "m"."user_id",
@@ -795,7 +925,10 @@ FROM (VALUES ('memory', 'assistant_memories'),
              ('memory', 'assistant_edges'),
              ('memory', 'assistant_entities'),
              ('memory', 'assistant_node_entities'),
-             ('memory', 'assistant_sessions')) AS r (table_schema, table_name)
+             ('memory', 'assistant_sessions'),
+             ('langgraph', 'assistant_checkpoints'),
+             ('langgraph', 'assistant_checkpoint_blobs'),
+             ('langgraph', 'assistant_checkpoint_writes')) AS r (table_schema, table_name)
 LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = r.table_schema
 LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.table_name AND c.relkind IN ('r', 'p');
 

@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 148 statements
+-- primitives plan for agent 'mace': 181 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin
 
 -- objects are owned by the owner role
@@ -439,6 +439,136 @@ GRANT SELECT, INSERT ON TABLE "mace"."mace_approvals" TO "primitives_app";
 -- mace.mace_approvals: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_approvals" TO "primitives_auditor";
 
+-- langgraph.mace_checkpoints: table
+CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoints" (
+    "user_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "parent_checkpoint_id" text,
+    "type" text,
+    "checkpoint" jsonb NOT NULL,
+    "metadata" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    CONSTRAINT "mace_checkpoints_pkey" PRIMARY KEY ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id")
+);
+
+-- langgraph.mace_checkpoints: comment
+COMMENT ON TABLE "langgraph"."mace_checkpoints" IS 'LangGraph checkpoints (thread state) of agent ''mace'', isolated by user_id (row-level security).';
+
+-- langgraph.mace_checkpoints: enable row level security
+ALTER TABLE "langgraph"."mace_checkpoints" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.mace_checkpoints: force row level security
+ALTER TABLE "langgraph"."mace_checkpoints" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.mace_checkpoints: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "langgraph"."mace_checkpoints";
+
+-- langgraph.mace_checkpoints: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "langgraph"."mace_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.mace_checkpoints: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "langgraph"."mace_checkpoints";
+
+-- langgraph.mace_checkpoints: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "langgraph"."mace_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.mace_checkpoints: reset grants
+REVOKE ALL ON TABLE "langgraph"."mace_checkpoints" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.mace_checkpoints: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."mace_checkpoints" TO "primitives_app";
+
+-- langgraph.mace_checkpoints: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."mace_checkpoints" TO "primitives_auditor";
+
+-- langgraph.mace_checkpoint_blobs: table
+CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_blobs" (
+    "user_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "channel" text NOT NULL,
+    "version" text NOT NULL,
+    "type" text NOT NULL,
+    "blob" bytea,
+    CONSTRAINT "mace_checkpoint_blobs_pkey" PRIMARY KEY ("user_id", "thread_id", "checkpoint_ns", "channel", "version")
+);
+
+-- langgraph.mace_checkpoint_blobs: comment
+COMMENT ON TABLE "langgraph"."mace_checkpoint_blobs" IS 'LangGraph channel values by version, serialized by the saver, of agent ''mace'', isolated by user_id (row-level security).';
+
+-- langgraph.mace_checkpoint_blobs: enable row level security
+ALTER TABLE "langgraph"."mace_checkpoint_blobs" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.mace_checkpoint_blobs: force row level security
+ALTER TABLE "langgraph"."mace_checkpoint_blobs" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.mace_checkpoint_blobs: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "langgraph"."mace_checkpoint_blobs";
+
+-- langgraph.mace_checkpoint_blobs: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "langgraph"."mace_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.mace_checkpoint_blobs: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "langgraph"."mace_checkpoint_blobs";
+
+-- langgraph.mace_checkpoint_blobs: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "langgraph"."mace_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.mace_checkpoint_blobs: reset grants
+REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.mace_checkpoint_blobs: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_app";
+
+-- langgraph.mace_checkpoint_blobs: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.mace_checkpoint_writes: table
+CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_writes" (
+    "user_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "task_id" text NOT NULL,
+    "task_path" text NOT NULL DEFAULT '',
+    "idx" integer NOT NULL,
+    "channel" text NOT NULL,
+    "type" text,
+    "blob" bytea NOT NULL,
+    CONSTRAINT "mace_checkpoint_writes_pkey" PRIMARY KEY ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+);
+
+-- langgraph.mace_checkpoint_writes: comment
+COMMENT ON TABLE "langgraph"."mace_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''mace'', isolated by user_id (row-level security).';
+
+-- langgraph.mace_checkpoint_writes: enable row level security
+ALTER TABLE "langgraph"."mace_checkpoint_writes" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.mace_checkpoint_writes: force row level security
+ALTER TABLE "langgraph"."mace_checkpoint_writes" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.mace_checkpoint_writes: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "langgraph"."mace_checkpoint_writes";
+
+-- langgraph.mace_checkpoint_writes: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "langgraph"."mace_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.mace_checkpoint_writes: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "langgraph"."mace_checkpoint_writes";
+
+-- langgraph.mace_checkpoint_writes: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "langgraph"."mace_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.mace_checkpoint_writes: reset grants
+REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.mace_checkpoint_writes: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_app";
+
+-- langgraph.mace_checkpoint_writes: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_auditor";
+
 -- mace.mace_active_memories: view
 CREATE OR REPLACE VIEW "mace"."mace_active_memories" WITH (security_invoker = true) AS
 SELECT "m"."user_id",
@@ -689,7 +819,10 @@ FROM (VALUES ('mace', 'mace_memories'),
              ('mace', 'mace_scopes'),
              ('mace', 'mace_promotions'),
              ('mace', 'mace_action_requests'),
-             ('mace', 'mace_approvals')) AS r (table_schema, table_name)
+             ('mace', 'mace_approvals'),
+             ('langgraph', 'mace_checkpoints'),
+             ('langgraph', 'mace_checkpoint_blobs'),
+             ('langgraph', 'mace_checkpoint_writes')) AS r (table_schema, table_name)
 LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = r.table_schema
 LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.table_name AND c.relkind IN ('r', 'p');
 

@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 123 statements
+-- primitives plan for agent 'operations': 156 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin
 
 -- objects are owned by the owner role
@@ -340,6 +340,136 @@ GRANT SELECT, INSERT ON TABLE "platform"."operations_promotions" TO "primitives_
 -- platform.operations_promotions: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_promotions" TO "primitives_auditor";
 
+-- langgraph.operations_checkpoints: table
+CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoints" (
+    "operator_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "parent_checkpoint_id" text,
+    "type" text,
+    "checkpoint" jsonb NOT NULL,
+    "metadata" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    CONSTRAINT "operations_checkpoints_pkey" PRIMARY KEY ("operator_id", "thread_id", "checkpoint_ns", "checkpoint_id")
+);
+
+-- langgraph.operations_checkpoints: comment
+COMMENT ON TABLE "langgraph"."operations_checkpoints" IS 'LangGraph checkpoints (thread state) of agent ''operations'', isolated by operator_id (row-level security).';
+
+-- langgraph.operations_checkpoints: enable row level security
+ALTER TABLE "langgraph"."operations_checkpoints" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.operations_checkpoints: force row level security
+ALTER TABLE "langgraph"."operations_checkpoints" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.operations_checkpoints: replace policy operations_tenant_isolation
+DROP POLICY IF EXISTS "operations_tenant_isolation" ON "langgraph"."operations_checkpoints";
+
+-- langgraph.operations_checkpoints: policy operations_tenant_isolation
+CREATE POLICY "operations_tenant_isolation" ON "langgraph"."operations_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.operations_checkpoints: replace policy operations_auditor_read
+DROP POLICY IF EXISTS "operations_auditor_read" ON "langgraph"."operations_checkpoints";
+
+-- langgraph.operations_checkpoints: policy operations_auditor_read
+CREATE POLICY "operations_auditor_read" ON "langgraph"."operations_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.operations_checkpoints: reset grants
+REVOKE ALL ON TABLE "langgraph"."operations_checkpoints" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.operations_checkpoints: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."operations_checkpoints" TO "primitives_app";
+
+-- langgraph.operations_checkpoints: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."operations_checkpoints" TO "primitives_auditor";
+
+-- langgraph.operations_checkpoint_blobs: table
+CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoint_blobs" (
+    "operator_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "channel" text NOT NULL,
+    "version" text NOT NULL,
+    "type" text NOT NULL,
+    "blob" bytea,
+    CONSTRAINT "operations_checkpoint_blobs_pkey" PRIMARY KEY ("operator_id", "thread_id", "checkpoint_ns", "channel", "version")
+);
+
+-- langgraph.operations_checkpoint_blobs: comment
+COMMENT ON TABLE "langgraph"."operations_checkpoint_blobs" IS 'LangGraph channel values by version, serialized by the saver, of agent ''operations'', isolated by operator_id (row-level security).';
+
+-- langgraph.operations_checkpoint_blobs: enable row level security
+ALTER TABLE "langgraph"."operations_checkpoint_blobs" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.operations_checkpoint_blobs: force row level security
+ALTER TABLE "langgraph"."operations_checkpoint_blobs" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.operations_checkpoint_blobs: replace policy operations_tenant_isolation
+DROP POLICY IF EXISTS "operations_tenant_isolation" ON "langgraph"."operations_checkpoint_blobs";
+
+-- langgraph.operations_checkpoint_blobs: policy operations_tenant_isolation
+CREATE POLICY "operations_tenant_isolation" ON "langgraph"."operations_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.operations_checkpoint_blobs: replace policy operations_auditor_read
+DROP POLICY IF EXISTS "operations_auditor_read" ON "langgraph"."operations_checkpoint_blobs";
+
+-- langgraph.operations_checkpoint_blobs: policy operations_auditor_read
+CREATE POLICY "operations_auditor_read" ON "langgraph"."operations_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.operations_checkpoint_blobs: reset grants
+REVOKE ALL ON TABLE "langgraph"."operations_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.operations_checkpoint_blobs: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_app";
+
+-- langgraph.operations_checkpoint_blobs: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.operations_checkpoint_writes: table
+CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoint_writes" (
+    "operator_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "task_id" text NOT NULL,
+    "task_path" text NOT NULL DEFAULT '',
+    "idx" integer NOT NULL,
+    "channel" text NOT NULL,
+    "type" text,
+    "blob" bytea NOT NULL,
+    CONSTRAINT "operations_checkpoint_writes_pkey" PRIMARY KEY ("operator_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+);
+
+-- langgraph.operations_checkpoint_writes: comment
+COMMENT ON TABLE "langgraph"."operations_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''operations'', isolated by operator_id (row-level security).';
+
+-- langgraph.operations_checkpoint_writes: enable row level security
+ALTER TABLE "langgraph"."operations_checkpoint_writes" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.operations_checkpoint_writes: force row level security
+ALTER TABLE "langgraph"."operations_checkpoint_writes" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.operations_checkpoint_writes: replace policy operations_tenant_isolation
+DROP POLICY IF EXISTS "operations_tenant_isolation" ON "langgraph"."operations_checkpoint_writes";
+
+-- langgraph.operations_checkpoint_writes: policy operations_tenant_isolation
+CREATE POLICY "operations_tenant_isolation" ON "langgraph"."operations_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.operations_checkpoint_writes: replace policy operations_auditor_read
+DROP POLICY IF EXISTS "operations_auditor_read" ON "langgraph"."operations_checkpoint_writes";
+
+-- langgraph.operations_checkpoint_writes: policy operations_auditor_read
+CREATE POLICY "operations_auditor_read" ON "langgraph"."operations_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.operations_checkpoint_writes: reset grants
+REVOKE ALL ON TABLE "langgraph"."operations_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.operations_checkpoint_writes: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_app";
+
+-- langgraph.operations_checkpoint_writes: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_auditor";
+
 -- platform.operations_active_memories: view
 CREATE OR REPLACE VIEW "platform"."operations_active_memories" WITH (security_invoker = true) AS
 SELECT "m"."operator_id",
@@ -590,7 +720,10 @@ FROM (VALUES ('platform', 'operations_memories'),
              ('platform', 'operations_memory_events'),
              ('platform', 'operations_action_links'),
              ('platform', 'operations_scopes'),
-             ('platform', 'operations_promotions')) AS r (table_schema, table_name)
+             ('platform', 'operations_promotions'),
+             ('langgraph', 'operations_checkpoints'),
+             ('langgraph', 'operations_checkpoint_blobs'),
+             ('langgraph', 'operations_checkpoint_writes')) AS r (table_schema, table_name)
 LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = r.table_schema
 LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.table_name AND c.relkind IN ('r', 'p');
 

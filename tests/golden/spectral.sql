@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 122 statements
+-- primitives plan for agent 'spectral': 155 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin
 
 -- objects are owned by the owner role
@@ -337,6 +337,136 @@ GRANT SELECT, INSERT ON TABLE "platform"."spectral_promotions" TO "primitives_ap
 -- platform.spectral_promotions: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_promotions" TO "primitives_auditor";
 
+-- langgraph.spectral_checkpoints: table
+CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoints" (
+    "workspace_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "parent_checkpoint_id" text,
+    "type" text,
+    "checkpoint" jsonb NOT NULL,
+    "metadata" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    CONSTRAINT "spectral_checkpoints_pkey" PRIMARY KEY ("workspace_id", "thread_id", "checkpoint_ns", "checkpoint_id")
+);
+
+-- langgraph.spectral_checkpoints: comment
+COMMENT ON TABLE "langgraph"."spectral_checkpoints" IS 'LangGraph checkpoints (thread state) of agent ''spectral'', isolated by workspace_id (row-level security).';
+
+-- langgraph.spectral_checkpoints: enable row level security
+ALTER TABLE "langgraph"."spectral_checkpoints" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.spectral_checkpoints: force row level security
+ALTER TABLE "langgraph"."spectral_checkpoints" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.spectral_checkpoints: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "langgraph"."spectral_checkpoints";
+
+-- langgraph.spectral_checkpoints: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "langgraph"."spectral_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.spectral_checkpoints: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "langgraph"."spectral_checkpoints";
+
+-- langgraph.spectral_checkpoints: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "langgraph"."spectral_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.spectral_checkpoints: reset grants
+REVOKE ALL ON TABLE "langgraph"."spectral_checkpoints" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.spectral_checkpoints: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_app";
+
+-- langgraph.spectral_checkpoints: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_auditor";
+
+-- langgraph.spectral_checkpoint_blobs: table
+CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoint_blobs" (
+    "workspace_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "channel" text NOT NULL,
+    "version" text NOT NULL,
+    "type" text NOT NULL,
+    "blob" bytea,
+    CONSTRAINT "spectral_checkpoint_blobs_pkey" PRIMARY KEY ("workspace_id", "thread_id", "checkpoint_ns", "channel", "version")
+);
+
+-- langgraph.spectral_checkpoint_blobs: comment
+COMMENT ON TABLE "langgraph"."spectral_checkpoint_blobs" IS 'LangGraph channel values by version, serialized by the saver, of agent ''spectral'', isolated by workspace_id (row-level security).';
+
+-- langgraph.spectral_checkpoint_blobs: enable row level security
+ALTER TABLE "langgraph"."spectral_checkpoint_blobs" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.spectral_checkpoint_blobs: force row level security
+ALTER TABLE "langgraph"."spectral_checkpoint_blobs" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.spectral_checkpoint_blobs: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "langgraph"."spectral_checkpoint_blobs";
+
+-- langgraph.spectral_checkpoint_blobs: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "langgraph"."spectral_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.spectral_checkpoint_blobs: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "langgraph"."spectral_checkpoint_blobs";
+
+-- langgraph.spectral_checkpoint_blobs: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "langgraph"."spectral_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.spectral_checkpoint_blobs: reset grants
+REVOKE ALL ON TABLE "langgraph"."spectral_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.spectral_checkpoint_blobs: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_app";
+
+-- langgraph.spectral_checkpoint_blobs: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.spectral_checkpoint_writes: table
+CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoint_writes" (
+    "workspace_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "task_id" text NOT NULL,
+    "task_path" text NOT NULL DEFAULT '',
+    "idx" integer NOT NULL,
+    "channel" text NOT NULL,
+    "type" text,
+    "blob" bytea NOT NULL,
+    CONSTRAINT "spectral_checkpoint_writes_pkey" PRIMARY KEY ("workspace_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+);
+
+-- langgraph.spectral_checkpoint_writes: comment
+COMMENT ON TABLE "langgraph"."spectral_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''spectral'', isolated by workspace_id (row-level security).';
+
+-- langgraph.spectral_checkpoint_writes: enable row level security
+ALTER TABLE "langgraph"."spectral_checkpoint_writes" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.spectral_checkpoint_writes: force row level security
+ALTER TABLE "langgraph"."spectral_checkpoint_writes" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.spectral_checkpoint_writes: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "langgraph"."spectral_checkpoint_writes";
+
+-- langgraph.spectral_checkpoint_writes: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "langgraph"."spectral_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.spectral_checkpoint_writes: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "langgraph"."spectral_checkpoint_writes";
+
+-- langgraph.spectral_checkpoint_writes: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "langgraph"."spectral_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.spectral_checkpoint_writes: reset grants
+REVOKE ALL ON TABLE "langgraph"."spectral_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.spectral_checkpoint_writes: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_app";
+
+-- langgraph.spectral_checkpoint_writes: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_auditor";
+
 -- platform.spectral_active_memories: view
 CREATE OR REPLACE VIEW "platform"."spectral_active_memories" WITH (security_invoker = true) AS
 SELECT "m"."workspace_id",
@@ -587,7 +717,10 @@ FROM (VALUES ('platform', 'spectral_memories'),
              ('platform', 'spectral_memory_events'),
              ('platform', 'spectral_action_links'),
              ('platform', 'spectral_scopes'),
-             ('platform', 'spectral_promotions')) AS r (table_schema, table_name)
+             ('platform', 'spectral_promotions'),
+             ('langgraph', 'spectral_checkpoints'),
+             ('langgraph', 'spectral_checkpoint_blobs'),
+             ('langgraph', 'spectral_checkpoint_writes')) AS r (table_schema, table_name)
 LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = r.table_schema
 LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.table_name AND c.relkind IN ('r', 'p');
 

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 123 statements
+-- primitives plan for agent 'world': 156 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin
 
 -- objects are owned by the owner role
@@ -340,6 +340,136 @@ GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_promotions" TO "primitives_a
 -- worlds.world_agent_promotions: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_promotions" TO "primitives_auditor";
 
+-- langgraph.world_agent_checkpoints: table
+CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoints" (
+    "world_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "parent_checkpoint_id" text,
+    "type" text,
+    "checkpoint" jsonb NOT NULL,
+    "metadata" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    CONSTRAINT "world_agent_checkpoints_pkey" PRIMARY KEY ("world_id", "thread_id", "checkpoint_ns", "checkpoint_id")
+);
+
+-- langgraph.world_agent_checkpoints: comment
+COMMENT ON TABLE "langgraph"."world_agent_checkpoints" IS 'LangGraph checkpoints (thread state) of agent ''world'', isolated by world_id (row-level security).';
+
+-- langgraph.world_agent_checkpoints: enable row level security
+ALTER TABLE "langgraph"."world_agent_checkpoints" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.world_agent_checkpoints: force row level security
+ALTER TABLE "langgraph"."world_agent_checkpoints" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.world_agent_checkpoints: replace policy world_agent_tenant_isolation
+DROP POLICY IF EXISTS "world_agent_tenant_isolation" ON "langgraph"."world_agent_checkpoints";
+
+-- langgraph.world_agent_checkpoints: policy world_agent_tenant_isolation
+CREATE POLICY "world_agent_tenant_isolation" ON "langgraph"."world_agent_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.world_agent_checkpoints: replace policy world_agent_auditor_read
+DROP POLICY IF EXISTS "world_agent_auditor_read" ON "langgraph"."world_agent_checkpoints";
+
+-- langgraph.world_agent_checkpoints: policy world_agent_auditor_read
+CREATE POLICY "world_agent_auditor_read" ON "langgraph"."world_agent_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.world_agent_checkpoints: reset grants
+REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoints" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.world_agent_checkpoints: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_app";
+
+-- langgraph.world_agent_checkpoints: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_auditor";
+
+-- langgraph.world_agent_checkpoint_blobs: table
+CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoint_blobs" (
+    "world_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "channel" text NOT NULL,
+    "version" text NOT NULL,
+    "type" text NOT NULL,
+    "blob" bytea,
+    CONSTRAINT "world_agent_checkpoint_blobs_pkey" PRIMARY KEY ("world_id", "thread_id", "checkpoint_ns", "channel", "version")
+);
+
+-- langgraph.world_agent_checkpoint_blobs: comment
+COMMENT ON TABLE "langgraph"."world_agent_checkpoint_blobs" IS 'LangGraph channel values by version, serialized by the saver, of agent ''world'', isolated by world_id (row-level security).';
+
+-- langgraph.world_agent_checkpoint_blobs: enable row level security
+ALTER TABLE "langgraph"."world_agent_checkpoint_blobs" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.world_agent_checkpoint_blobs: force row level security
+ALTER TABLE "langgraph"."world_agent_checkpoint_blobs" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.world_agent_checkpoint_blobs: replace policy world_agent_tenant_isolation
+DROP POLICY IF EXISTS "world_agent_tenant_isolation" ON "langgraph"."world_agent_checkpoint_blobs";
+
+-- langgraph.world_agent_checkpoint_blobs: policy world_agent_tenant_isolation
+CREATE POLICY "world_agent_tenant_isolation" ON "langgraph"."world_agent_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.world_agent_checkpoint_blobs: replace policy world_agent_auditor_read
+DROP POLICY IF EXISTS "world_agent_auditor_read" ON "langgraph"."world_agent_checkpoint_blobs";
+
+-- langgraph.world_agent_checkpoint_blobs: policy world_agent_auditor_read
+CREATE POLICY "world_agent_auditor_read" ON "langgraph"."world_agent_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.world_agent_checkpoint_blobs: reset grants
+REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.world_agent_checkpoint_blobs: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_app";
+
+-- langgraph.world_agent_checkpoint_blobs: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.world_agent_checkpoint_writes: table
+CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoint_writes" (
+    "world_id" text NOT NULL,
+    "thread_id" text NOT NULL,
+    "checkpoint_ns" text NOT NULL DEFAULT '',
+    "checkpoint_id" text NOT NULL,
+    "task_id" text NOT NULL,
+    "task_path" text NOT NULL DEFAULT '',
+    "idx" integer NOT NULL,
+    "channel" text NOT NULL,
+    "type" text,
+    "blob" bytea NOT NULL,
+    CONSTRAINT "world_agent_checkpoint_writes_pkey" PRIMARY KEY ("world_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+);
+
+-- langgraph.world_agent_checkpoint_writes: comment
+COMMENT ON TABLE "langgraph"."world_agent_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''world'', isolated by world_id (row-level security).';
+
+-- langgraph.world_agent_checkpoint_writes: enable row level security
+ALTER TABLE "langgraph"."world_agent_checkpoint_writes" ENABLE ROW LEVEL SECURITY;
+
+-- langgraph.world_agent_checkpoint_writes: force row level security
+ALTER TABLE "langgraph"."world_agent_checkpoint_writes" FORCE ROW LEVEL SECURITY;
+
+-- langgraph.world_agent_checkpoint_writes: replace policy world_agent_tenant_isolation
+DROP POLICY IF EXISTS "world_agent_tenant_isolation" ON "langgraph"."world_agent_checkpoint_writes";
+
+-- langgraph.world_agent_checkpoint_writes: policy world_agent_tenant_isolation
+CREATE POLICY "world_agent_tenant_isolation" ON "langgraph"."world_agent_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- langgraph.world_agent_checkpoint_writes: replace policy world_agent_auditor_read
+DROP POLICY IF EXISTS "world_agent_auditor_read" ON "langgraph"."world_agent_checkpoint_writes";
+
+-- langgraph.world_agent_checkpoint_writes: policy world_agent_auditor_read
+CREATE POLICY "world_agent_auditor_read" ON "langgraph"."world_agent_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- langgraph.world_agent_checkpoint_writes: reset grants
+REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+
+-- langgraph.world_agent_checkpoint_writes: grants for the app role
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_app";
+
+-- langgraph.world_agent_checkpoint_writes: grants for the auditor role
+GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_auditor";
+
 -- worlds.world_agent_active_memories: view
 CREATE OR REPLACE VIEW "worlds"."world_agent_active_memories" WITH (security_invoker = true) AS
 SELECT "m"."world_id",
@@ -590,7 +720,10 @@ FROM (VALUES ('worlds', 'world_agent_memories'),
              ('worlds', 'world_agent_memory_events'),
              ('worlds', 'world_agent_action_links'),
              ('worlds', 'world_agent_scopes'),
-             ('worlds', 'world_agent_promotions')) AS r (table_schema, table_name)
+             ('worlds', 'world_agent_promotions'),
+             ('langgraph', 'world_agent_checkpoints'),
+             ('langgraph', 'world_agent_checkpoint_blobs'),
+             ('langgraph', 'world_agent_checkpoint_writes')) AS r (table_schema, table_name)
 LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = r.table_schema
 LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.table_name AND c.relkind IN ('r', 'p');
 

@@ -97,8 +97,8 @@ def relations(conn: psycopg.Connection[Any], tables: Tables) -> dict[str, tuple[
     rows = conn.execute(
         "SELECT c.relname, c.relkind, pg_get_userbyid(c.relowner), c.relrowsecurity,"
         " c.relforcerowsecurity FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-        " WHERE n.nspname = %s AND c.relname LIKE %s AND c.relkind IN ('r', 'v')",
-        (tables.schema, tables.prefix + "\\_%"),
+        " WHERE n.nspname = ANY(%s) AND c.relname LIKE %s AND c.relkind IN ('r', 'v')",
+        ([tables.schema, tables.checkpointer_schema], tables.prefix + "\\_%"),
     ).fetchall()
     return {row[0]: row[1:] for row in rows}
 
@@ -158,8 +158,8 @@ def test_every_unique_index_leads_with_the_tenant_column(
         "SELECT i.indexrelid::regclass::text, a.attname FROM pg_index i"
         " JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
         " LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
-        " WHERE i.indisunique AND n.nspname = %s AND c.relname LIKE %s",
-        (tables.schema, tables.prefix + "\\_%"),
+        " WHERE i.indisunique AND n.nspname = ANY(%s) AND c.relname LIKE %s",
+        ([tables.schema, tables.checkpointer_schema], tables.prefix + "\\_%"),
     ).fetchall()
     assert rows
     assert {attname for _, attname in rows} == {tables.tenant_column}, rows

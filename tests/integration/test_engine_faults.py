@@ -127,7 +127,7 @@ def test_concurrent_writers_of_one_tenant_keep_the_hash_chain_intact(engine: Eng
             for n in range(per_writer):
                 with engine.tenant(anchor) as mem:
                     mem.observe("cycle", f"writer {index} note {n}", scope_id=f"c-{index}")
-        except BaseException as err:  # noqa: BLE001 - reported below
+        except BaseException as err:
             errors.append(err)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(writers)]

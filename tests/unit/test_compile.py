@@ -285,14 +285,17 @@ def test_optional_tables_follow_the_spec(spectral: AgentSpec) -> None:
     assert plain.edges is None and plain.action_requests is None
     assert [t.name for t in plain.tables] == [
         "spectral_memories", "spectral_memory_events", "spectral_action_links",
-        "spectral_scopes", "spectral_promotions",
+        "spectral_scopes", "spectral_promotions", "spectral_checkpoints",
+        "spectral_checkpoint_blobs", "spectral_checkpoint_writes",
     ]
+    assert plain.checkpoints is not None and plain.checkpoints.schema == "langgraph"
     odd = agent_tables(odd_spec())
     assert [t.name for t in odd.tables] == [
         "limit_memories", "limit_memory_events", "limit_action_links", "limit_scopes",
         "limit_promotions", "limit_edges", "limit_entities", "limit_node_entities",
         "limit_sessions", "limit_action_requests", "limit_approvals",
     ]
+    assert odd.checkpoints is None  # persistence.checkpointer.enabled: false
     text = compile_plan(odd_spec()).render()
     assert "CHECK (relation_type IN ('temporal', 'supersedes'))" in text
     assert "CHECK (type IN ('person', 'tool'))" in text

@@ -1,0 +1,162 @@
+"""``python -m bench.store_speed``: get and put latency of ``MemoryStore`` against LangGraph's
+``PostgresStore``, on one server, single-threaded, in alternating blocks.
+
+    python -m bench.store_speed            # about a minute: 2,000 timed ops per system and op
+    python -m bench.store_speed --quick    # a few seconds, results under bench/results/quick/
+
+What each call does, so the numbers compare like with like:
+
+- ``MemoryStore``: a tenant transaction as the application role (``SET LOCAL`` tenant,
+  forced RLS), the op through the engine; a ``put`` also checks the spec's write policy
+  and limits, supersedes the previous version and appends a hash-chained journal event.
+- ``PostgresStore``: the admin role, no tenancy, an upsert with no history.
+
+Ops per system: ``get`` (an existing key), ``put_new`` (a new key), ``put_update`` (a
+changed value for an existing key). Results: ``bench/results/store_speed.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from langgraph.store.base import BaseStore
+from langgraph.store.postgres import PostgresStore
+
+from bench._env import bench_databases, machine_info
+from bench._targets import BENCH_SPEC, ROOT
+from primitives.langgraph import MemoryStore
+from primitives.spec import load_spec
+
+__all__ = ["Settings", "main", "run"]
+
+RESULTS = ROOT / "bench" / "results"
+OPS = ("get", "put_new", "put_update")
+
+
+@dataclass(frozen=True)
+class Settings:
+    ops: int = 2000
+    block: int = 200
+    tenants: int = 20
+    preload: int = 100
+    """Items per tenant written before timing (what ``get`` and ``put_update`` address)."""
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(ops=200, block=50, tenants=5, preload=20)
+
+
+def _namespace(system: str, tenant: str) -> tuple[str, ...]:
+    if system == "MemoryStore":
+        return (tenant, "workspace", "procedural", "bench")
+    return (tenant, "bench")
+
+
+def _value(i: int, version: int = 0) -> dict[str, Any]:
+    return {"text": f"observation {i} v{version}: lowering temperature removed fabrication",
+            "n": i, "version": version}
+
+
+def _timed(stores: dict[str, BaseStore], settings: Settings) -> dict[str, dict[str, list[float]]]:
+    """Alternate blocks of each op between the systems; return per-call latencies (ms)."""
+    tenants = [f"ws-bench-{k:03d}" for k in range(settings.tenants)]
+    rng = random.Random(7)
+    samples: dict[str, dict[str, list[float]]] = {s: {op: [] for op in OPS} for s in stores}
+    counters = dict.fromkeys(stores, settings.preload)
+    versions: dict[tuple[str, str, int], int] = {}
+    for op in OPS:
+        done = 0
+        while done < settings.ops:
+            size = min(settings.block, settings.ops - done)
+            plan = [(rng.choice(tenants), rng.randrange(settings.preload)) for _ in range(size)]
+            for system, store in stores.items():
+                for tenant, i in plan:
+                    ns = _namespace(system, tenant)
+                    call: Callable[[], object]
+                    if op == "get":
+                        call = partial(store.get, ns, f"k{i}")
+                    elif op == "put_new":
+                        counters[system] += 1
+                        n = counters[system]
+                        call = partial(store.put, ns, f"k{n}", _value(n))
+                    else:
+                        version = versions[(system, tenant, i)] = versions.get(
+                            (system, tenant, i), 0) + 1
+                        call = partial(store.put, ns, f"k{i}", _value(i, version))
+                    start = time.perf_counter()
+                    call()
+                    samples[system][op].append((time.perf_counter() - start) * 1000)
+            done += size
+    return samples
+
+
+def _summary(latencies: list[float]) -> dict[str, float]:
+    ordered = sorted(latencies)
+    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 3),
+            "p95_ms": round(ordered[int(len(ordered) * 0.95) - 1], 3),
+            "mean_ms": round(statistics.fmean(ordered), 3)}
+
+
+def run(settings: Settings, progress: Callable[[str], object] = print) -> dict[str, Any]:
+    with bench_databases(progress) as dbs, warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no embedder in the bench
+        ours = MemoryStore.from_spec(load_spec(BENCH_SPEC), dbs.engine_app_dsn)
+        with ours, PostgresStore.from_conn_string(dbs.langgraph_dsn) as theirs:
+            stores: dict[str, BaseStore] = {"MemoryStore": ours, "PostgresStore": theirs}
+            for system, store in stores.items():
+                for k in range(settings.tenants):
+                    tenant = f"ws-bench-{k:03d}"
+                    for i in range(settings.preload):
+                        store.put(_namespace(system, tenant), f"k{i}", _value(i))
+                progress(f"{system}: {settings.tenants * settings.preload} items preloaded")
+            samples = _timed(stores, settings)
+        machine = machine_info(dbs.admin_dsn, embedded=dbs.embedded)
+    return {
+        "benchmark": "store_speed",
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "settings": settings.__dict__,
+        "machine": machine,
+        "results": {system: {op: _summary(values) for op, values in ops.items()}
+                    for system, ops in samples.items()},
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = ["| op | MemoryStore p50 / p95 (ms) | PostgresStore p50 / p95 (ms) |",
+             "|---|---|---|"]
+    ours, theirs = result["results"]["MemoryStore"], result["results"]["PostgresStore"]
+    for op in OPS:
+        lines.append(f"| {op} | {ours[op]['p50_ms']} / {ours[op]['p95_ms']} | "
+                     f"{theirs[op]['p50_ms']} / {theirs[op]['p95_ms']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.store_speed")
+    parser.add_argument("--quick", action="store_true", help="a few seconds; not committed")
+    args = parser.parse_args(argv)
+    settings = Settings.quick() if args.quick else Settings()
+    result = run(settings)
+    folder = RESULTS / "quick" if args.quick else RESULTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path: Path = folder / "store_speed.json"
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(markdown(result))
+    print(f"results: {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,343 @@
+"""Key-value items over memory rows: the engine operations behind the LangGraph store.
+
+An item is the current version of ``(tier, namespace, key)``: the row that holds the
+current-key slot and is active and unexpired. Writes go through :func:`core.observe`
+(write policy, limits, supersession, journal); deletes are tombstones
+(:func:`core.change_state`), never a DELETE. Store metadata lives in
+``provenance.store``: ``created_at`` (the first write of the key, kept across updates),
+``ttl_minutes`` (expiry pushed back on write and, when asked, on read) and ``index``
+(``false``: left out of query searches).
+
+The operations are generators like every core operation, so the sync and async engines
+run them unchanged (``TenantMemory.item_batch`` / ``AsyncTenantMemory.item_batch``).
+
+Example::
+
+    with engine.tenant({"workspace_id": "ws-1"}) as mem:
+        mem.item_batch([ItemPut("workspace", "procedural", ("procedural",), "style",
+                                {"text": "short answers"}, content="short answers")])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from primitives.engine import _core as core
+from primitives.engine import _queries as q
+from primitives.engine._core import Context, Op, Step
+from primitives.engine._records import MEMORY_COLUMNS, Memory
+from primitives.errors import GovernanceError, PolicyViolation, TenancyError
+
+__all__ = [
+    "FILTER_OPERATORS",
+    "ItemGet",
+    "ItemNamespaces",
+    "ItemOp",
+    "ItemPut",
+    "ItemSearch",
+    "StoredItem",
+    "confirm_memory",
+    "filter_conditions",
+    "memory_stats",
+    "run_item_ops",
+]
+
+FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+MAX_SEARCH_CANDIDATES = 1000
+"""The most hybrid-search hits a query search filters (the engine's own limit)."""
+
+Condition = tuple[str, str, Any]
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    """One item: its memory row, when the key was first written, its TTL and search score."""
+
+    memory: Memory
+    created_at: datetime
+    ttl_minutes: float | None
+    expired: bool
+    indexed: bool
+    score: float | None = None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> StoredItem:
+        n = len(MEMORY_COLUMNS)
+        created, ttl, expired, indexed = row[n:n + 4]
+        return cls(Memory.from_row(tuple(row[:n])), created, ttl, bool(expired), bool(indexed))
+
+
+@dataclass(frozen=True)
+class ItemGet:
+    tier: str
+    namespace: tuple[str, ...]
+    key: str
+    refresh_ttl: bool = True
+
+
+@dataclass(frozen=True)
+class ItemPut:
+    """Write (``value`` given) or tombstone (``value=None``) one item.
+
+    ``namespace`` is what follows the tier (stored in the row's ``namespace``); ``content``
+    is the text the retrieval signals read.
+    """
+
+    tier: str
+    typology: str
+    namespace: tuple[str, ...]
+    key: str
+    value: Mapping[str, Any] | None
+    content: str = ""
+    scope_id: str | None = None
+    ttl_minutes: float | None = None
+    indexed: bool = True
+
+
+@dataclass(frozen=True)
+class ItemSearch:
+    """Items under ``prefix`` (segments after the tier) of one tier, or of every tier.
+
+    Without ``query``: newest update first. With it: the engine's hybrid search, then the
+    prefix, filter and ``index=False`` exclusion, in the search's order.
+    """
+
+    tier: str | None
+    prefix: tuple[str, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+    limit: int = 10
+    offset: int = 0
+    query: str | None = None
+    refresh_ttl: bool = True
+
+
+@dataclass(frozen=True)
+class ItemNamespaces:
+    """Distinct ``(tier, namespace)`` pairs of active items (of one tier, or all)."""
+
+    tier: str | None = None
+
+
+ItemOp = ItemGet | ItemPut | ItemSearch | ItemNamespaces
+
+
+def filter_conditions(filter: Mapping[str, Any] | None) -> tuple[Condition, ...]:
+    """Normalise a BaseStore filter (``{"field": value}`` or ``{"field": {"$op": value}}``).
+
+    Raises :class:`PolicyViolation` for an unknown operator, or an ordering operator whose
+    operand is not a number or a string.
+    """
+    out: list[Condition] = []
+    for field, spec in (filter or {}).items():
+        if not isinstance(field, str):
+            raise PolicyViolation(f"filter fields are strings, got {field!r}")
+        if isinstance(spec, Mapping) and spec and all(str(k).startswith("$") for k in spec):
+            for operator, operand in spec.items():
+                out.append(_condition(field, str(operator), operand))
+        else:
+            out.append((field, "$eq", spec))
+    return tuple(out)
+
+
+def _condition(field: str, operator: str, operand: Any) -> Condition:
+    if operator not in FILTER_OPERATORS:
+        raise PolicyViolation(f"filter on '{field}': unsupported operator '{operator}'; "
+                              f"supported: {', '.join(FILTER_OPERATORS)}")
+    if operator in ("$eq", "$ne"):
+        return field, operator, operand
+    number = isinstance(operand, int | float) and not isinstance(operand, bool)
+    if number and not math.isfinite(operand):
+        raise PolicyViolation(f"filter on '{field}': {operator} needs a finite number")
+    if not (number or isinstance(operand, str)):
+        raise PolicyViolation(f"filter on '{field}': {operator} compares numbers or strings, "
+                              f"got {type(operand).__name__}")
+    return field, operator, operand
+
+
+def _filter_params(conditions: Sequence[Condition]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for i, (field, operator, operand) in enumerate(conditions):
+        params[f"f{i}"] = field
+        params[f"v{i}"] = Jsonb(operand) if operator in ("$eq", "$ne") else operand
+    return params
+
+
+def _anchor_params(ctx: Context) -> dict[str, Any]:
+    return {**ctx.anchor.as_dict(), "tenant": ctx.tenant}
+
+
+# operations -------------------------------------------------------------------------------------
+def get_item(ctx: Context, op: ItemGet) -> Op[StoredItem | None]:
+    row = yield Step(q.item_rows(ctx.tables, tier=True, prefix_len=0, where=sql.SQL("TRUE"),
+                                 key=True),
+                     {**_anchor_params(ctx), "tier": op.tier, "namespace": list(op.namespace),
+                      "key": op.key}, "one")
+    if row is None:
+        return None
+    item = StoredItem.from_row(row)
+    if op.refresh_ttl:
+        yield from _refresh([item], ctx)
+    return item
+
+
+def put_item(ctx: Context, op: ItemPut) -> Op[None]:
+    """Write or tombstone one item (see the module docstring)."""
+    # Writers of one key take turns: without this, two first writes of a new key would both
+    # insert and one would fail on the current-key index instead of superseding the other.
+    lock = "\x1f".join((ctx.tables.memories.qualified, ctx.tenant, op.tier, *op.namespace,
+                        "\x1e", op.key))
+    yield Step(q.LOCK_ITEM_KEY, {"lock": lock}, "one")
+    row = yield Step(q.item_by_key(ctx.tables), {
+        "tenant": ctx.tenant, "tier": op.tier, "namespace": list(op.namespace),
+        "key": op.key}, "one")
+    current = StoredItem.from_row(row) if row is not None else None
+    if current is not None and (current.expired or not current.memory.active):
+        # An expired, archived or invalidated row leaves the key: the next write starts over.
+        reason = "expired" if current.expired else f"rewritten after it was {current.memory.state}"
+        yield from core.change_state(ctx, "tombstone", current.memory.id,
+                                     reason=f"store: {reason}")
+        current = None
+    if op.value is None:
+        if current is not None:
+            yield from core.change_state(ctx, "tombstone", current.memory.id,
+                                         reason="store: deleted")
+        return None
+    memory = yield from core.observe(
+        ctx, op.tier, op.content, typology=op.typology, key=op.key, namespace=op.namespace,
+        value=op.value, scope_id=op.scope_id, via="direct")
+    meta: dict[str, Any] = {}
+    if current is not None:
+        meta["created_at"] = current.created_at.isoformat()
+    if op.ttl_minutes is not None:
+        meta["ttl_minutes"] = float(op.ttl_minutes)
+    if not op.indexed:
+        meta["index"] = False
+    unchanged = current is not None and memory.id == current.memory.id
+    had_ttl = current is not None and current.ttl_minutes is not None
+    # An unchanged value writes nothing, except to set, push back or clear its expiry.
+    if (had_ttl or op.ttl_minutes is not None) if unchanged else bool(meta):
+        yield Step(q.set_item_meta(ctx.tables), {
+            "tenant": ctx.tenant, "id": memory.id, "meta": Jsonb(meta),
+            "ttl_minutes": meta.get("ttl_minutes")})
+    return None
+
+
+def search_items(ctx: Context, op: ItemSearch) -> Op[list[StoredItem]]:
+    if op.limit <= 0:
+        return []
+    if op.offset < 0:
+        raise PolicyViolation(f"offset must not be negative, got {op.offset}")
+    params: dict[str, Any] = {**_anchor_params(ctx), **_filter_params(op.conditions),
+                              "tier": op.tier, "prefix": list(op.prefix)}
+    where = q.value_filter(list(op.conditions))
+    if not (op.query and op.query.strip()):
+        rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
+                                      prefix_len=len(op.prefix), where=where, page=True),
+                          {**params, "limit": op.limit, "offset": op.offset}, "all")
+        items = [StoredItem.from_row(r) for r in rows]
+    else:
+        items = yield from _query_search(ctx, op, params, sql.SQL(" AND ").join(
+            [where, q.INDEXED]))
+    if op.refresh_ttl:
+        yield from _refresh(items, ctx)
+    return items
+
+
+def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
+                  where: sql.Composable) -> Op[list[StoredItem]]:
+    """Hybrid search, then keep the hits that pass the prefix and filter, in search order.
+
+    Asks for more candidates (up to :data:`MAX_SEARCH_CANDIDATES`) while filtering leaves
+    fewer than ``offset + limit`` and the search had more to give.
+    """
+    wanted = op.offset + op.limit
+    cap = min(MAX_SEARCH_CANDIDATES, max(50, wanted * 4))
+    while True:
+        tiers = [op.tier] if op.tier is not None else None
+        hits = yield from core.search(ctx, op.query or "", tiers=tiers, limit=cap)
+        kept: list[StoredItem] = []
+        if hits:
+            rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
+                                          prefix_len=len(op.prefix), where=where, by_ids=True),
+                              {**params, "ids": [h.memory.id for h in hits]}, "all")
+            found = {item.memory.id: item for item in map(StoredItem.from_row, rows)}
+            kept = [replace(found[h.memory.id], score=h.score) for h in hits
+                    if h.memory.id in found]
+        if len(kept) >= wanted or len(hits) < cap or cap >= MAX_SEARCH_CANDIDATES:
+            return kept[op.offset:wanted]
+        cap = min(MAX_SEARCH_CANDIDATES, cap * 4)
+
+
+def _refresh(items: Sequence[StoredItem], ctx: Context) -> Op[None]:
+    ids = [item.memory.id for item in items if item.ttl_minutes is not None]
+    if ids:
+        yield Step(q.refresh_item_ttl(ctx.tables), {"tenant": ctx.tenant, "ids": ids})
+
+
+def list_namespaces(ctx: Context, op: ItemNamespaces) -> Op[list[tuple[str, tuple[str, ...]]]]:
+    rows = yield Step(q.item_namespaces(ctx.tables, tier=op.tier is not None),
+                      {**_anchor_params(ctx), "tier": op.tier}, "all")
+    return sorted((tier, tuple(namespace)) for tier, namespace in rows)
+
+
+def run_item_ops(ctx: Context, ops: Sequence[ItemOp]) -> Op[list[Any]]:
+    """Run item operations in order in the caller's tenant transaction; one result each
+    (``StoredItem | None`` for a get, ``None`` for a put, a list for a search or a
+    namespace listing)."""
+    results: list[Any] = []
+    for op in ops:
+        if isinstance(op, ItemGet):
+            results.append((yield from get_item(ctx, op)))
+        elif isinstance(op, ItemPut):
+            yield from put_item(ctx, op)
+            results.append(None)
+        elif isinstance(op, ItemSearch):
+            results.append((yield from search_items(ctx, op)))
+        else:
+            results.append((yield from list_namespaces(ctx, op)))
+    return results
+
+
+# memory tools (seed 002 §13) --------------------------------------------------------------------
+def confirm_memory(ctx: Context, memory_id: UUID, *, reason: str | None = None) -> Op[Memory]:
+    """Protect an active memory from decay: confidence 1, decay rate 0; a journal event."""
+    memory = Memory.from_row_or_none((yield core.get_step(ctx, memory_id)))
+    if memory is None:
+        raise TenancyError(f"no memory {memory_id} in this tenant", memory_id=str(memory_id))
+    if not memory.active:
+        raise GovernanceError(f"memory {memory_id} is not active ({memory.state}); only an "
+                              "active memory can be confirmed", memory_id=str(memory_id))
+    row = yield Step(q.confirm_memory(ctx.tables), {"tenant": ctx.tenant, "id": memory_id},
+                     "one")
+    yield Step(q.insert_event(ctx.tables), {
+        "tenant": ctx.tenant, "kind": "confirmed", "memory_id": memory_id, "actor": ctx.actor,
+        "payload": Jsonb({"previous_confidence": memory.confidence, "confidence": 1.0,
+                          "decay_rate": 0.0, "reason": reason})})
+    return Memory.from_row(row)
+
+
+def memory_stats(ctx: Context) -> Op[dict[str, Any]]:
+    """Counts of the tenant's memory: active rows by typology and tier, every row by state,
+    journal length and last event, open and all scopes."""
+    rows = yield Step(q.memory_counts(ctx.tables), {"tenant": ctx.tenant}, "all")
+    summary = yield Step(q.journal_summary(ctx.tables), {"tenant": ctx.tenant}, "one")
+    typologies: dict[str, int] = dict.fromkeys(ctx.spec.typologies, 0)
+    tiers: dict[str, int] = dict.fromkeys(ctx.spec.tier_names, 0)
+    states: dict[str, int] = {}
+    for tier, typology, state, count in rows:
+        states[state] = states.get(state, 0) + count
+        if state == "active":
+            typologies[typology] = typologies.get(typology, 0) + count
+            tiers[tier] = tiers.get(tier, 0) + count
+    events, last_event, open_scopes, scopes = summary
+    return {"nodes": typologies, "tiers": tiers, "states": states,
+            "active": sum(typologies.values()), "journal_events": events,
+            "last_write": last_event, "open_scopes": open_scopes, "scopes": scopes}

@@ -1,0 +1,342 @@
+"""``MemoryStore`` / ``AsyncMemoryStore``: LangGraph's ``BaseStore`` over the engine.
+
+``batch`` / ``abatch`` are the choke point (DESIGN §8): every op is checked against the
+spec (:mod:`primitives.langgraph._namespaces`), the ops are grouped by anchor, and each
+group runs in one tenant transaction through ``engine.write`` (tenant set with
+``SET LOCAL``, journal events in the same transaction, one retry on a transient error).
+Ops run in the order given; results come back in that order.
+
+Where the audit posture differs from BaseStore (see ``docs/langgraph.md``):
+
+- ``delete`` / ``put(..., None)`` tombstone the item's row (a journal event); the row stays.
+  On a transient tier the tombstoned row is removed with its scope (``end_scope``).
+- an update supersedes the previous version (which stays, linked); an unchanged put writes
+  nothing and keeps ``updated_at``.
+- a write the spec's write policy routes elsewhere (e.g. semantic memory under
+  ``promotion_only``) raises the engine's ``GovernanceError`` unchanged.
+
+Example::
+
+    store = MemoryStore.from_spec(load_spec("agents/spectral_agent.yaml"))
+    store.put(("ws-1", "workspace", "procedural"), "style", {"text": "short answers"})
+    store.search(("ws-1",), query="answers")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    validate_op_namespace,
+)
+
+from primitives.embeddings import Embedder
+from primitives.engine import (
+    AsyncEngine,
+    AsyncTenantMemory,
+    Engine,
+    TenantMemory,
+    resolve_anchor,
+)
+from primitives.engine._store_ops import (
+    ItemGet,
+    ItemNamespaces,
+    ItemOp,
+    ItemPut,
+    ItemSearch,
+    StoredItem,
+    filter_conditions,
+)
+from primitives.errors import StorageError, TenancyError
+from primitives.langgraph._content import item_content
+from primitives.langgraph._namespaces import NamespaceLayout
+from primitives.spec import AgentSpec
+
+__all__ = ["AsyncMemoryStore", "MemoryStore"]
+
+Anchor = tuple[tuple[str, str], ...]
+_UNIQUE_VIOLATION = "23505"
+Convert = Callable[[Any], Result]
+
+
+@dataclass
+class _Group:
+    """The ops of one anchor: run together in one tenant transaction."""
+
+    anchor: Anchor
+    positions: list[int] = field(default_factory=list)
+    ops: list[ItemOp] = field(default_factory=list)
+    converts: list[Convert] = field(default_factory=list)
+
+
+class _Translator:
+    """BaseStore ops -> engine item ops, grouped by anchor; engine results -> BaseStore results.
+
+    Pure: the sync and async stores share it and differ only in how a group is run.
+    """
+
+    def __init__(self, spec: AgentSpec, only: Anchor | None = None) -> None:
+        self.spec = spec
+        self.layout = NamespaceLayout(spec)
+        self.content_limit = spec.persistence.store.limits.content_chars
+        self.only = only
+
+    def bound(self, anchor: Mapping[str, object]) -> _Translator:
+        """A translator that refuses every op outside ``anchor``."""
+        resolved = resolve_anchor(self.spec, anchor)
+        return _Translator(self.spec, tuple((k, v) for k, v in resolved.values if v is not None))
+
+    def plan(self, ops: Iterable[Op]) -> tuple[list[_Group], int]:
+        groups: dict[Anchor, _Group] = {}
+        count = 0
+        for position, op in enumerate(ops):
+            count = position + 1
+            validate_op_namespace(op)
+            anchor, item_op, convert = self._translate(op)
+            if self.only is not None and anchor != self.only:
+                raise TenancyError(
+                    f"this store is bound to {dict(self.only)}; {type(op).__name__} addresses "
+                    f"{dict(anchor)}", agent=self.spec.agent)
+            group = groups.setdefault(anchor, _Group(anchor))
+            group.positions.append(position)
+            group.ops.append(item_op)
+            group.converts.append(convert)
+        return list(groups.values()), count
+
+    @staticmethod
+    def scatter(group: _Group, results: Sequence[Any], out: list[Result]) -> None:
+        for position, convert, result in zip(group.positions, group.converts, results,
+                                             strict=True):
+            out[position] = convert(result)
+
+    def _translate(self, op: Op) -> tuple[Anchor, ItemOp, Convert]:
+        if isinstance(op, GetOp):
+            address = self.layout.address(op.namespace)
+            return address.anchor, ItemGet(address.tier, address.namespace, op.key,
+                                           op.refresh_ttl), self._to_item(address.anchor)
+        if isinstance(op, PutOp):
+            address = self.layout.address(op.namespace)
+            content = ""
+            if op.value is not None:
+                content = item_content(op.value, op.key, op.index, self.content_limit)
+            return address.anchor, ItemPut(
+                address.tier, address.typology, address.namespace, op.key,
+                None if op.value is None else dict(op.value), content, address.scope_id,
+                op.ttl, op.index is not False), _nothing
+        if isinstance(op, SearchOp):
+            scope = self.layout.scope(op.namespace_prefix)
+            search = ItemSearch(scope.tier, scope.prefix, filter_conditions(op.filter),
+                                op.limit, op.offset, op.query, op.refresh_ttl)
+            return scope.anchor, search, self._to_search_items(scope.anchor)
+        if isinstance(op, ListNamespacesOp):
+            return self._listing(op)
+        raise TypeError(f"unknown store op {type(op).__name__}")
+
+    def _listing(self, op: ListNamespacesOp) -> tuple[Anchor, ItemOp, Convert]:
+        conditions = op.match_conditions or ()
+        prefixes = [c.path for c in conditions if c.match_type == "prefix" and c.path]
+        if not prefixes:
+            raise TenancyError(
+                f"list_namespaces of agent '{self.spec.agent}' needs a prefix that starts with "
+                f"the anchor ({', '.join(self.layout.keys)}): every tenant's namespaces are "
+                "listed in its own transaction", agent=self.spec.agent)
+        scope = self.layout.listing_scope(prefixes[0])
+
+        def convert(pairs: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ...]]:
+            found = (self.layout.full(scope.anchor, tier, ns) for tier, ns in pairs)
+            matching = [ns for ns in found if all(_matches(c.match_type, c.path, ns)
+                                                  for c in conditions)]
+            if op.max_depth is not None:
+                matching = [ns[:op.max_depth] for ns in matching]
+            ordered = sorted(set(matching))
+            return ordered[op.offset:op.offset + op.limit]
+
+        return scope.anchor, ItemNamespaces(scope.tier), convert
+
+    def _to_item(self, anchor: Anchor) -> Convert:
+        def convert(stored: StoredItem | None) -> Item | None:
+            if stored is None:
+                return None
+            memory = stored.memory
+            return Item(value=memory.value, key=memory.key,
+                        namespace=self.layout.full(anchor, memory.tier, memory.namespace),
+                        created_at=stored.created_at, updated_at=memory.updated_at)
+        return convert
+
+    def _to_search_items(self, anchor: Anchor) -> Convert:
+        def convert(found: list[StoredItem]) -> list[SearchItem]:
+            return [SearchItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
+                               s.memory.key, s.memory.value, s.created_at, s.memory.updated_at,
+                               s.score) for s in found]
+        return convert
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _lost_race(err: StorageError) -> bool:
+    """Two transactions wrote the same new key at once: the loser's rerun sees the winner's
+    row and supersedes it (BaseStore's last-write-wins), so the group runs once more."""
+    return err.context.get("sqlstate") == _UNIQUE_VIOLATION
+
+
+def _matches(match_type: str, path: Sequence[str], namespace: tuple[str, ...]) -> bool:
+    """Whole-segment prefix or suffix match; ``*`` stands for exactly one segment."""
+    if not path:
+        return True
+    if len(namespace) < len(path):
+        return False
+    window = namespace[:len(path)] if match_type == "prefix" else namespace[-len(path):]
+    return all(p == "*" or p == s for p, s in zip(path, window, strict=True))
+
+
+class MemoryStore(BaseStore):
+    """Synchronous LangGraph store over the engine. Create with :meth:`from_spec`.
+
+    ``abatch`` runs ``batch`` in a worker thread, so the store works in async graphs too;
+    :class:`AsyncMemoryStore` is the native async one.
+    """
+
+    supports_ttl = True
+
+    def __init__(self, engine: Engine, *, ttl: TTLConfig | None = None,
+                 actor: str = "store") -> None:
+        self.engine = engine
+        self.spec = engine.spec
+        self.ttl_config = ttl
+        self.actor = actor
+        self._translator = _Translator(engine.spec)
+
+    @classmethod
+    def from_spec(cls, spec: AgentSpec, dsn: str | None = None, *,
+                  embedder: Embedder | None = None, ttl: TTLConfig | None = None,
+                  actor: str = "store", max_connections: int = 4) -> MemoryStore:
+        """Connect as the application role (``dsn`` defaults to the resolved one). With
+        ``embedder``, writes store vectors and query searches run the semantic signal."""
+        engine = Engine.connect(spec, dsn, max_connections=max_connections, embedder=embedder)
+        return cls(engine, ttl=ttl, actor=actor)
+
+    def for_tenant(self, anchor: Mapping[str, object]) -> MemoryStore:
+        """A view of this store (same pool) that refuses ops on any other anchor: hand it to
+        code that builds namespaces from untrusted input, such as a model's tool calls."""
+        bound = copy.copy(self)
+        bound._translator = self._translator.bound(anchor)
+        return bound
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        groups, count = self._translator.plan(ops)
+        out: list[Result] = [None] * count
+        for group in groups:
+            for attempt in (1, 2):
+                try:
+                    results = self.engine.write(dict(group.anchor), _runner(group.ops),
+                                                actor=self.actor)
+                    break
+                except StorageError as err:
+                    if attempt == 2 or not _lost_race(err):
+                        raise
+            self._translator.scatter(group, results, out)
+        return out
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _runner(ops: list[ItemOp]) -> Callable[[TenantMemory], list[Any]]:
+    return lambda mem: mem.item_batch(ops)
+
+
+class AsyncMemoryStore(BaseStore):
+    """Asynchronous LangGraph store over the async engine. Create with :meth:`from_spec`.
+
+    ``batch`` (the sync API) may be called from another thread than the event loop's, as
+    LangGraph does for sync nodes in async runs; from the loop's own thread it raises.
+    """
+
+    supports_ttl = True
+
+    def __init__(self, engine: AsyncEngine, *, ttl: TTLConfig | None = None,
+                 actor: str = "store") -> None:
+        self.engine = engine
+        self.spec = engine.spec
+        self.ttl_config = ttl
+        self.actor = actor
+        self._translator = _Translator(engine.spec)
+        self._loop = asyncio.get_running_loop()
+
+    @classmethod
+    async def from_spec(cls, spec: AgentSpec, dsn: str | None = None, *,
+                        embedder: Embedder | None = None, ttl: TTLConfig | None = None,
+                        actor: str = "store", max_connections: int = 4) -> AsyncMemoryStore:
+        engine = await AsyncEngine.connect(spec, dsn, max_connections=max_connections,
+                                           embedder=embedder)
+        return cls(engine, ttl=ttl, actor=actor)
+
+    def for_tenant(self, anchor: Mapping[str, object]) -> AsyncMemoryStore:
+        """A view of this store (same pool) that refuses ops on any other anchor."""
+        bound = copy.copy(self)
+        bound._translator = self._translator.bound(anchor)
+        return bound
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        groups, count = self._translator.plan(ops)
+        out: list[Result] = [None] * count
+        for group in groups:
+            for attempt in (1, 2):
+                try:
+                    results = await self.engine.write(dict(group.anchor), _arunner(group.ops),
+                                                      actor=self.actor)
+                    break
+                except StorageError as err:
+                    if attempt == 2 or not _lost_race(err):
+                        raise
+            self._translator.scatter(group, results, out)
+        return out
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            raise asyncio.InvalidStateError(
+                "synchronous calls to AsyncMemoryStore from its own event loop would block "
+                "it: use the async methods (await store.aput(...), store.aget(...), ...)")
+        return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), self._loop).result()
+
+    async def aclose(self) -> None:
+        await self.engine.close()
+
+    async def __aenter__(self) -> AsyncMemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _arunner(ops: list[ItemOp]) -> Callable[[AsyncTenantMemory], Any]:
+    return lambda mem: mem.item_batch(ops)

@@ -1,0 +1,285 @@
+"""The six memory tools of seed 002 §13 as LangChain tools, bound to a spec and a tenant.
+
+``memory_tools(engine, anchor)`` returns ``search_memory``, ``remember_fact``,
+``correct_fact``, ``confirm_fact``, ``get_entity_info`` and ``memory_stats``. Each call
+runs in its own tenant transaction of ``engine`` (sync ``Engine``: the tools' sync
+``invoke``; ``AsyncEngine``: ``ainvoke``), so writes are journalled like any other. A
+refusal (write policy, unknown id, bad argument) comes back to the model as the tool's
+error text (``handle_tool_error``) rather than stopping the graph.
+
+Every memory in a result carries the timestamp contract of
+:mod:`primitives.langgraph._timestamps` for its ``event_time``.
+
+Example::
+
+    tools = memory_tools(engine, {"user_id": "u-1"})
+    search = next(t for t in tools if t.name == "search_memory")
+    search.invoke({"query": "where does Dana work?"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+from uuid import UUID
+
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from pydantic import BaseModel, Field
+
+from primitives.engine import AsyncEngine, Engine, Hit, Memory, resolve_anchor
+from primitives.errors import PrimitivesError, TenancyError
+from primitives.langgraph._timestamps import event_time_fields
+
+__all__ = ["TOOL_NAMES", "memory_tools"]
+
+TOOL_NAMES = ("search_memory", "remember_fact", "correct_fact", "confirm_fact",
+              "get_entity_info", "memory_stats")
+R = TypeVar("R")
+Type = Literal["episodic", "semantic", "procedural", "opinion"]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One TenantMemory method call, made by whichever engine runs the tool."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+Body = Generator[_Call, Any, R]
+
+
+# argument schemas (what the model sees) ------------------------------------------------------
+class SearchMemoryArgs(BaseModel):
+    query: str = Field(description="what to look for, in plain words")
+    type: Type | None = Field(None, description="only this kind of memory; by default "
+                                                "everything except raw episodes")
+    entity_name: str | None = Field(None, description="only memories about this entity")
+    after: str | None = Field(None, description="only memories from after this ISO 8601 time")
+    before: str | None = Field(None, description="only memories from before this ISO 8601 time")
+    limit: int = Field(10, ge=1, le=100, description="at most this many results")
+
+
+class RememberFactArgs(BaseModel):
+    fact: str = Field(description="the fact, as one self-contained sentence")
+    entities: list[str] = Field(default_factory=list,
+                                description="people, projects or things the fact is about")
+    key: str | None = Field(None, description="a stable name; remembering it again updates it")
+
+
+class CorrectFactArgs(BaseModel):
+    fact_id: str = Field(description="the id of the memory to correct")
+    corrected_fact: str = Field(description="the corrected fact")
+    reason: str | None = Field(None, description="why it changed")
+
+
+class ConfirmFactArgs(BaseModel):
+    fact_id: str = Field(description="the id of the memory the user confirmed")
+
+
+class EntityInfoArgs(BaseModel):
+    name: str = Field(description="the entity's name")
+    limit: int = Field(20, ge=1, le=100, description="at most this many facts and events")
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+# helpers -----------------------------------------------------------------------------------------
+def memory_dict(memory: Memory, score: float | None = None) -> dict[str, Any]:
+    """A memory as a tool result: JSON-safe, with the timestamp contract."""
+    out: dict[str, Any] = {
+        "id": str(memory.id), "key": memory.key, "tier": memory.tier, "type": memory.typology,
+        "content": memory.content, "confidence": memory.confidence, "state": memory.state,
+        "entities": list(memory.envelope.get("entities") or []),
+    }
+    if score is not None:
+        out["score"] = score
+    out.update(event_time_fields(memory.event_time))
+    return out
+
+
+def _time(text: str | None, name: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as err:
+        raise ToolException(f"{name}: {text!r} is not an ISO 8601 date or time "
+                            "(e.g. 2026-02-23 or 2026-02-23T15:00:00+00:00)") from err
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _memory_id(text: str) -> UUID:
+    try:
+        return UUID(text)
+    except ValueError as err:
+        raise ToolException(f"fact_id {text!r} is not a memory id (a UUID from "
+                            "search_memory or remember_fact)") from err
+
+
+def _mentions(memory: Memory, name: str) -> bool:
+    wanted = name.casefold()
+    entities = [str(e).casefold() for e in memory.envelope.get("entities") or []]
+    subject = str(memory.envelope.get("subject", "")).casefold()
+    return wanted in entities or wanted == subject or wanted in memory.content.casefold()
+
+
+def _candidates(limit: int) -> int:
+    return min(1000, max(50, limit * 5))
+
+
+# tool bodies: engine-neutral, run by _sync_runner / _async_runner -------------------------------
+class _Bodies:
+    def __init__(self, tier: str) -> None:
+        self.tier = tier
+
+    def search_memory(self, query: str, type: Type | None = None,
+                      entity_name: str | None = None, after: str | None = None,
+                      before: str | None = None, limit: int = 10) -> Body[list[dict[str, Any]]]:
+        since, until = _time(after, "after"), _time(before, "before")
+        hits: list[Hit] = yield _Call("search", (query,), {"limit": _candidates(limit)})
+        found: list[dict[str, Any]] = []
+        for hit in hits:
+            memory = hit.memory
+            if (memory.typology != type) if type else memory.typology == "episodic":
+                continue  # seed 002 §14: raw episodes only when asked for
+            if entity_name and not _mentions(memory, entity_name):
+                continue
+            if (since and memory.event_time < since) or (until and memory.event_time > until):
+                continue
+            found.append(memory_dict(memory, hit.score))
+            if len(found) == limit:
+                break
+        return found
+
+    def remember_fact(self, fact: str, entities: list[str] | None = None,
+                      key: str | None = None) -> Body[dict[str, Any]]:
+        memory: Memory = yield _Call("observe", (self.tier, fact), {
+            "typology": "semantic", "key": key, "source": "tool:remember_fact",
+            "envelope": {"entities": list(entities)} if entities else {}})
+        return {"status": "remembered", **memory_dict(memory)}
+
+    def correct_fact(self, fact_id: str, corrected_fact: str,
+                     reason: str | None = None) -> Body[dict[str, Any]]:
+        memory: Memory = yield _Call("supersede", (_memory_id(fact_id), corrected_fact),
+                                     {"reason": reason or "corrected by the user"})
+        return {"status": "corrected", "supersedes": fact_id, **memory_dict(memory)}
+
+    def confirm_fact(self, fact_id: str) -> Body[dict[str, Any]]:
+        memory: Memory = yield _Call("confirm", (_memory_id(fact_id),),
+                                     {"reason": "confirmed by the user"})
+        return {"status": "confirmed", **memory_dict(memory)}
+
+    def get_entity_info(self, name: str, limit: int = 20) -> Body[dict[str, Any]]:
+        hits: list[Hit] = yield _Call("search", (name,), {"limit": _candidates(limit)})
+        about = [h for h in hits if _mentions(h.memory, name)]
+        facts = sorted((h for h in about if h.memory.typology != "episodic"),
+                       key=lambda h: (-h.memory.confidence, -h.score))[:limit]
+        events = sorted((h.memory for h in about if h.memory.typology == "episodic"),
+                        key=lambda m: m.event_time)[:limit]
+        return {
+            "entity": name,
+            "summary": facts[0].memory.content if facts else "",
+            "facts": [memory_dict(h.memory, h.score) for h in facts],
+            "timeline": [memory_dict(m) for m in events],
+        }
+
+    def memory_stats(self) -> Body[dict[str, Any]]:
+        stats: dict[str, Any] = yield _Call("stats")
+        last = stats.pop("last_write")
+        return {**stats, "last_write": event_time_fields(last)["event_time_iso"]}
+
+
+# runners ------------------------------------------------------------------------------------------
+def _drive(body: Body[R], call: Callable[[_Call], Any]) -> R:
+    try:
+        step = next(body)
+        while True:
+            step = body.send(call(step))
+    except StopIteration as done:
+        result: R = done.value
+        return result
+
+
+async def _adrive(body: Body[R], call: Callable[[_Call], Awaitable[Any]]) -> R:
+    try:
+        step = next(body)
+        while True:
+            step = body.send(await call(step))
+    except StopIteration as done:
+        result: R = done.value
+        return result
+
+
+def _sync_runner(engine: Engine, anchor: Mapping[str, object], actor: str,
+                 make: Callable[..., Body[Any]]) -> Callable[..., Any]:
+    def run(**kwargs: Any) -> Any:
+        try:
+            with engine.tenant(anchor, actor=actor) as mem:
+                return _drive(make(**kwargs),
+                              lambda c: getattr(mem, c.method)(*c.args, **c.kwargs))
+        except PrimitivesError as err:
+            raise ToolException(str(err)) from err
+    return run
+
+
+def _async_runner(engine: AsyncEngine, anchor: Mapping[str, object], actor: str,
+                  make: Callable[..., Body[Any]]) -> Callable[..., Awaitable[Any]]:
+    async def run(**kwargs: Any) -> Any:
+        try:
+            async with engine.tenant(anchor, actor=actor) as mem:
+                return await _adrive(make(**kwargs),
+                                     lambda c: getattr(mem, c.method)(*c.args, **c.kwargs))
+        except PrimitivesError as err:
+            raise ToolException(str(err)) from err
+    return run
+
+
+_DESCRIPTIONS: dict[str, tuple[type[BaseModel], str]] = {
+    "search_memory": (SearchMemoryArgs, "Search long-term memory (hybrid retrieval). The "
+                      "primary tool for any question about what you know or were told."),
+    "remember_fact": (RememberFactArgs, "Save an important fact worth remembering, with the "
+                      "entities it is about."),
+    "correct_fact": (CorrectFactArgs, "Replace a remembered fact with its corrected version "
+                     "when the user corrects it; the old version is kept in history."),
+    "confirm_fact": (ConfirmFactArgs, "Mark a fact as confirmed by the user: full confidence, "
+                     "never forgotten."),
+    "get_entity_info": (EntityInfoArgs, "Everything remembered about a person, project or "
+                        "thing: summary, facts and timeline."),
+    "memory_stats": (NoArgs, "How much is remembered: counts by kind, tier and state."),
+}
+
+
+def memory_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object], *,
+                 tier: str | None = None, actor: str = "agent") -> list[BaseTool]:
+    """The six memory tools for one tenant of ``engine``'s spec.
+
+    ``tier`` is where ``remember_fact`` writes (default: the persistent tier). Raises
+    :class:`TenancyError` when ``anchor`` or ``tier`` does not fit the spec.
+    """
+    spec = engine.spec
+    resolve_anchor(spec, anchor)
+    tier = tier or spec.persistent_tier.name
+    if tier not in spec.tier_names:
+        raise TenancyError(f"unknown tier '{tier}' for agent '{spec.agent}'; tiers: "
+                           f"{', '.join(spec.tier_names)}", tier=tier)
+    bodies = _Bodies(tier)
+    tools: list[BaseTool] = []
+    for name in TOOL_NAMES:
+        schema, description = _DESCRIPTIONS[name]
+        make = getattr(bodies, name)
+        if isinstance(engine, Engine):
+            tool = StructuredTool.from_function(
+                func=_sync_runner(engine, anchor, actor, make), name=name,
+                description=description, args_schema=schema, handle_tool_error=True)
+        else:
+            tool = StructuredTool.from_function(
+                coroutine=_async_runner(engine, anchor, actor, make), name=name,
+                description=description, args_schema=schema, handle_tool_error=True)
+        tools.append(tool)
+    return tools

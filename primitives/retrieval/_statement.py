@@ -1,0 +1,220 @@
+"""The one search statement: a capped, ranked CTE per signal, fused by weighted RRF in SQL.
+
+Pure builders (no I/O); every value is a bind parameter. The statement ranks within the
+tenant's rows only (explicit tenant filter; row-level security is the backstop).
+
+Params of :func:`search_statement`: ``tenant``, ``tiers`` (text[]), ``tier_weights``
+(float8[] aligned with ``tiers``), ``query``, ``config`` (regconfig name), ``envelope``
+(jsonb), ``cap`` (rows per signal), ``k``, ``w_<signal>`` per signal, ``limit``; with the
+semantic signal ``qvec`` (a halfvec literal), ``model`` and ``exact_below``; with
+``point_in_time`` ``as_of`` (timestamptz); with ``bm25`` ``bm25_k1`` and ``bm25_b``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from psycopg import sql
+
+from primitives.compile import Tables
+
+__all__ = [
+    "SIGNAL_ORDER",
+    "active_at",
+    "hnsw_settings",
+    "search_statement",
+    "stored_model",
+    "vector_literal",
+]
+
+SIGNAL_ORDER = ("semantic", "lexical", "envelope", "recency")
+"""Signals the statement evaluates, in the order their CTEs are written."""
+
+ACTIVE_NOW = sql.SQL(
+    "m.superseded_at IS NULL AND m.invalidated_at IS NULL AND m.archived_at IS NULL "
+    "AND m.tombstoned_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+)
+
+
+def active_at() -> sql.SQL:
+    """Rows valid at ``%(as_of)s``: created by then, and no state change had removed them."""
+    return sql.SQL(
+        "m.created_at <= %(as_of)s "
+        "AND (m.superseded_at IS NULL OR m.superseded_at > %(as_of)s) "
+        "AND (m.invalidated_at IS NULL OR m.invalidated_at > %(as_of)s) "
+        "AND (m.archived_at IS NULL OR m.archived_at > %(as_of)s) "
+        "AND (m.tombstoned_at IS NULL OR m.tombstoned_at > %(as_of)s) "
+        "AND (m.expires_at IS NULL OR m.expires_at > %(as_of)s)"
+    )
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """``[x1,x2,...]``, the text form pgvector parses (bound as a parameter, cast in SQL)."""
+    return "[" + ",".join(format(float(x), ".7g") for x in vector) + "]"
+
+
+def hnsw_settings(tables: Tables) -> sql.Composed:
+    """Transaction-local HNSW settings, and the embedding model of the tenant's stored rows.
+
+    ``relaxed_order`` iterative scans keep walking the graph until ``cap`` rows of the
+    tenant are found, so a tenant filter does not silently return fewer rows than asked.
+    Params: ``ef_search`` (text), ``tenant``.
+    """
+    return sql.SQL(
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+        "set_config('hnsw.ef_search', %(ef_search)s, true), "
+        "(SELECT m.embedding_model FROM {mem} AS m WHERE m.{t} = %(tenant)s "
+        "AND m.embedding_model IS NOT NULL LIMIT 1)"
+    ).format(mem=tables.memories.ident, t=tables.tenant)
+
+
+def stored_model(tables: Tables) -> sql.Composed:
+    """The embedding model of one of the tenant's stored vectors (all agree). Params: tenant."""
+    return sql.SQL(
+        "SELECT m.embedding_model FROM {} AS m WHERE m.{} = %(tenant)s "
+        "AND m.embedding_model IS NOT NULL LIMIT 1"
+    ).format(tables.memories.ident, tables.tenant)
+
+
+def _returning(columns: Sequence[str]) -> sql.Composable:
+    return sql.SQL(", ").join(sql.Identifier("m", c) for c in columns)
+
+
+def _semantic(tables: Tables, base: sql.Composable) -> list[sql.Composable]:
+    mem = tables.memories.ident
+    distance = sql.SQL("m.embedding <=> %(qvec)s::halfvec")
+    eligible = sql.SQL("{} AND m.embedding IS NOT NULL AND m.embedding_model = %(model)s").format(
+        base)
+    return [
+        # How many eligible rows the tenant has, counted no further than the switch point.
+        sql.SQL("semantic_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM {} AS m WHERE {} "
+                "LIMIT %(exact_below)s) AS s)").format(mem, eligible),
+        # Large tenants: the HNSW index, walked iteratively (hnsw_settings) under the filter.
+        sql.SQL("semantic_ann AS MATERIALIZED (SELECT m.id, {d} AS distance FROM {mem} AS m "
+                "WHERE {e} AND (SELECT n FROM semantic_size) >= %(exact_below)s "
+                "ORDER BY {d} LIMIT %(cap)s)").format(d=distance, mem=mem, e=eligible),
+        # Small tenants, or an index walk that came back short: an exact scan. "+ 0" keeps
+        # the planner off the HNSW index, which would re-introduce the shortfall.
+        sql.SQL("semantic_exact AS MATERIALIZED (SELECT m.id, {d} AS distance FROM {mem} AS m "
+                "WHERE {e} AND ((SELECT n FROM semantic_size) < %(exact_below)s "
+                "OR (SELECT count(*) FROM semantic_ann) < %(cap)s) "
+                "ORDER BY ({d}) + 0, m.id LIMIT %(cap)s)").format(d=distance, mem=mem,
+                                                                  e=eligible),
+        sql.SQL("semantic AS (SELECT s.id, 1 - s.distance AS score, "
+                "row_number() OVER (ORDER BY s.distance, s.id) AS rank FROM ("
+                "SELECT id, distance FROM semantic_exact UNION ALL "
+                "SELECT id, distance FROM semantic_ann "
+                "WHERE NOT EXISTS (SELECT 1 FROM semantic_exact)) AS s "
+                "ORDER BY rank LIMIT %(cap)s)"),
+    ]
+
+
+def _bm25(tables: Tables, base: sql.Composable) -> list[sql.Composable]:
+    """Any query word may match; BM25 ranks the matches. Document frequencies come from the
+    matches themselves (every row holding a query word is one), N from the tenant's rows;
+    the document length is the row's count of distinct lexemes."""
+    mem = tables.memories.ident
+    score = sql.SQL(
+        "sum(ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) * t.tf * (%(bm25_k1)s + 1) "
+        "/ (t.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * t.dl / st.avgdl)))")
+    return [
+        sql.SQL("lexical_query AS (SELECT replace(plainto_tsquery(%(config)s::regconfig, "
+                "%(query)s)::text, ' & ', ' | ')::tsquery AS q, tsvector_to_array("
+                "to_tsvector(%(config)s::regconfig, %(query)s)) AS terms)"),
+        sql.SQL("lexical_match AS MATERIALIZED (SELECT m.id, m.tsv, length(m.tsv) AS dl "
+                "FROM {} AS m, lexical_query AS lq WHERE {} AND m.tsv @@ lq.q)").format(mem, base),
+        sql.SQL("lexical_tf AS (SELECT c.id, c.dl, u.lexeme, "
+                "coalesce(array_length(u.positions, 1), 1) AS tf FROM lexical_match AS c, "
+                "lexical_query AS lq, unnest(c.tsv) AS u WHERE u.lexeme = ANY(lq.terms))"),
+        sql.SQL("lexical_stats AS (SELECT (SELECT count(*) FROM {} AS m WHERE {}) AS n, "
+                "(SELECT greatest(avg(dl), 1) FROM lexical_match) AS avgdl)").format(mem, base),
+        sql.SQL("lexical_terms AS (SELECT t.id, t.tf, t.dl, count(*) OVER (PARTITION BY "
+                "t.lexeme) AS df FROM lexical_tf AS t)"),
+        sql.SQL("lexical AS (SELECT t.id, {s}::float8 AS score, row_number() OVER (ORDER BY "
+                "{s} DESC, t.id) AS rank FROM lexical_terms AS t, lexical_stats AS st "
+                "GROUP BY t.id ORDER BY rank LIMIT %(cap)s)").format(s=score),
+    ]
+
+
+def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[str], *,
+                     point_in_time: bool = False, bm25: bool = False) -> sql.Composed:
+    """One statement: a capped CTE per signal, fused by weighted reciprocal rank.
+
+    Each row returned is ``columns`` of the memory, then the fused score (times the tier
+    weight), ``ranks`` and ``scores`` (jsonb, per signal) and ``rows`` (jsonb: how many rows
+    each signal returned, plus ``semantic_mode``). Recency ranks the rows another signal
+    matched; alone, or with an empty query and envelope, it ranks every row.
+    """
+    unknown = [s for s in signals if s not in SIGNAL_ORDER]
+    if unknown or not signals:
+        raise ValueError(f"signals must be some of {SIGNAL_ORDER}, got {list(signals)}")
+    used = [s for s in SIGNAL_ORDER if s in signals]
+    mem = tables.memories.ident
+    state = active_at() if point_in_time else ACTIVE_NOW
+    base = sql.SQL("m.{} = %(tenant)s AND m.tier = ANY(%(tiers)s) AND {}").format(
+        tables.tenant, state)
+    ctes: list[sql.Composable] = []
+    matched: list[str] = []
+    if "semantic" in used:
+        ctes += _semantic(tables, base)
+        matched.append("semantic")
+    if "lexical" in used and bm25:
+        ctes += _bm25(tables, base)
+        matched.append("lexical")
+    elif "lexical" in used:
+        ctes.append(sql.SQL(
+            "lexical AS (SELECT m.id, ts_rank_cd(m.tsv, q) AS score, "
+            "row_number() OVER (ORDER BY ts_rank_cd(m.tsv, q) DESC, m.id) AS rank "
+            "FROM {} AS m, websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS q "
+            "WHERE {} AND m.tsv @@ q ORDER BY rank LIMIT %(cap)s)"
+        ).format(mem, base))
+        matched.append("lexical")
+    if "envelope" in used:
+        ctes.append(sql.SQL(
+            "envelope AS (SELECT m.id, 1.0::float8 AS score, "
+            "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM {} AS m "
+            "WHERE {} AND %(envelope)s::jsonb <> '{{}}'::jsonb "
+            "AND m.envelope @> %(envelope)s::jsonb ORDER BY rank LIMIT %(cap)s)"
+        ).format(mem, base))
+        matched.append("envelope")
+    if "recency" in used:
+        scope: sql.Composable = sql.SQL("TRUE")
+        if matched:
+            scope = sql.SQL("(%(query)s = '' AND %(envelope)s::jsonb = '{{}}'::jsonb "
+                            "OR m.id IN ({}))").format(
+                sql.SQL(" UNION ").join(
+                    sql.SQL("SELECT id FROM {}").format(sql.Identifier(s)) for s in matched))
+        ctes.append(sql.SQL(
+            "recency AS (SELECT m.id, extract(epoch FROM m.event_time)::float8 AS score, "
+            "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM {} AS m "
+            "WHERE {} AND {} ORDER BY rank LIMIT %(cap)s)"
+        ).format(mem, base, scope))
+    ranked = sql.SQL(" UNION ALL ").join(
+        sql.SQL("SELECT id, {} AS signal, rank, score FROM {}").format(
+            sql.Literal(s), sql.Identifier(s))
+        for s in used)
+    weight = sql.SQL("CASE r.signal {} END").format(sql.SQL(" ").join(
+        sql.SQL("WHEN {} THEN {}").format(sql.Literal(s), sql.Placeholder(f"w_{s}"))
+        for s in used))
+    counts: list[sql.Composable] = [sql.SQL("{}, (SELECT count(*) FROM {})").format(sql.Literal(s), sql.Identifier(s))
+              for s in used]
+    if "semantic" in used:
+        counts.append(sql.SQL(
+            "'semantic_mode', CASE WHEN (SELECT n FROM semantic_size) < %(exact_below)s "
+            "THEN 'exact' WHEN EXISTS (SELECT 1 FROM semantic_exact) THEN 'hnsw+exact' "
+            "ELSE 'hnsw' END"))
+    return sql.SQL(
+        "WITH {ctes}, ranked AS ({ranked}), fused AS ("
+        "SELECT r.id, sum({weight}::float8 / (%(k)s + r.rank)) AS score, "
+        "jsonb_object_agg(r.signal, r.rank) AS ranks, "
+        "jsonb_object_agg(r.signal, r.score) AS scores FROM ranked AS r GROUP BY r.id) "
+        "SELECT {cols}, f.score * tw.weight AS score, f.ranks, f.scores, "
+        "jsonb_build_object({counts}) AS signal_rows FROM fused AS f "
+        "JOIN {mem} AS m ON m.{tenant} = %(tenant)s AND m.id = f.id "
+        "JOIN unnest(%(tiers)s::text[], %(tier_weights)s::float8[]) AS tw(tier, weight) "
+        "ON tw.tier = m.tier "
+        "ORDER BY score DESC, m.event_time DESC, m.id LIMIT %(limit)s"
+    ).format(
+        ctes=sql.SQL(", ").join(ctes), ranked=ranked, weight=weight, cols=_returning(columns),
+        counts=sql.SQL(", ").join(counts), mem=mem, tenant=tables.tenant,
+    )
