@@ -2,8 +2,8 @@
 
 It drives the engine's own core operation (``primitives.engine._core.observe``) on one
 application-role connection, exactly as ``Engine.tenant`` + ``TenantMemory.observe``
-do (BEGIN, ``SET LOCAL`` tenant, the operation's statements, COMMIT), with a clock
-around each part. Diagnostic only: the headline numbers come from the real engine.
+do (``BEGIN; SET LOCAL`` tenant in one round trip, the operation's one statement, then
+``COMMIT; RESET ALL``), with a clock around each part. Diagnostic only: the headline numbers come from the real engine.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import psycopg
 
 from bench._targets import BENCH_SPEC, BENCH_TIER, payload
 from bench.writes import latency_summary
-from primitives.db import set_tenant_statement
+from primitives.db import begin_statement
 from primitives.engine import Engine
 from primitives.engine import _core as core
 from primitives.engine._anchor import resolve_anchor
@@ -27,13 +27,10 @@ from primitives.spec import load_spec
 __all__ = ["PARTS", "write_breakdown"]
 
 PARTS = (
-    ("begin", "BEGIN (round trip)"),
-    ("set_tenant", "SET LOCAL primitives.tenant (round trip)"),
-    ("python_checks", "Python: policy and limit checks, statement building"),
-    ("insert_memory", "INSERT memory row, RETURNING (round trip)"),
-    ("python_between", "Python: row to Memory, journal event built"),
-    ("insert_event", "INSERT journal event: chain trigger (round trip)"),
-    ("commit", "COMMIT: WAL flush (round trip)"),
+    ("begin", "BEGIN; SET LOCAL primitives.tenant (one round trip)"),
+    ("python_checks", "Python: policy and limit checks, statement and event built"),
+    ("insert", "INSERT memory row + journal event (chain trigger) + scope mark (one round trip)"),
+    ("commit", "COMMIT; RESET ALL: WAL flush (round trip)"),
     ("total", "total"),
 )
 
@@ -61,9 +58,7 @@ def _one(conn: psycopg.Connection[Any], engine: Engine, spec: Any, tenant: str, 
     content, envelope, tags = payload(i)
     ctx = engine.context(resolve_anchor(spec, {"workspace_id": tenant}), "agent")
     marks = [time.perf_counter()]
-    conn.execute("BEGIN")
-    marks.append(time.perf_counter())
-    conn.execute(set_tenant_statement(tenant))
+    conn.execute(begin_statement(tenant))
     marks.append(time.perf_counter())
     op = core.observe(ctx, BENCH_TIER, content, envelope=envelope, tags=tags)
     statements = 0
@@ -80,10 +75,10 @@ def _one(conn: psycopg.Connection[Any], engine: Engine, spec: Any, tenant: str, 
             step = op.send(row)
     except StopIteration:
         pass
-    if statements != 2:
-        raise AssertionError(f"observe ran {statements} statements; the breakdown expects 2 "
-                             "(memory row, journal event): update bench/_breakdown.py")
-    conn.execute("COMMIT")
+    if statements != 1:
+        raise AssertionError(f"observe ran {statements} statements; the breakdown expects 1 "
+                             "(row, event and scope in one statement): update bench/_breakdown.py")
+    conn.execute("COMMIT; RESET ALL")
     marks.append(time.perf_counter())
     if parts is not None:
         keys = [key for key, _ in PARTS if key != "total"]

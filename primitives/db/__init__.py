@@ -45,6 +45,7 @@ from primitives.db._server import (
 )
 from primitives.db._tenant import (
     atenant_transaction,
+    begin_statement,
     set_tenant_statement,
     tenant_transaction,
     translate_error,
@@ -67,6 +68,7 @@ __all__ = [
     "apply_plan",
     "atenant_transaction",
     "auditor_dsn",
+    "begin_statement",
     "load_migrations",
     "migrations_dir",
     "primitives_home",

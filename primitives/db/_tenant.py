@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -65,6 +65,32 @@ def translate_error(
     return StorageError(f"database error: {primary}", **context)
 
 
+_BEGIN = sql.SQL("BEGIN; SET LOCAL primitives.tenant = {}")
+_END = {True: "COMMIT; RESET ALL", False: "ROLLBACK; RESET ALL"}
+"""How a tenant transaction ends: every session setting goes back to its default, so nothing a
+caller set on the connection (a tenant above all) outlives the transaction."""
+
+
+def begin_statement(tenant: str) -> sql.Composed:
+    """``BEGIN; SET LOCAL primitives.tenant = <literal>``: one round trip opens the scope."""
+    set_tenant_statement(tenant)  # validates
+    return _BEGIN.format(sql.Literal(tenant))
+
+
+def _end_quietly(conn: psycopg.Connection[Any]) -> None:
+    try:
+        conn.execute(_END[False])
+    except psycopg.Error:
+        pass  # the connection is gone; the server rolled the transaction back already
+
+
+async def _aend_quietly(conn: psycopg.AsyncConnection[Any]) -> None:
+    try:
+        await conn.execute(_END[False])
+    except psycopg.Error:
+        pass
+
+
 @contextmanager
 def tenant_transaction(
     conn: psycopg.Connection[Row], tenant: str
@@ -72,15 +98,35 @@ def tenant_transaction(
     """Open a transaction on ``conn`` scoped to ``tenant``; yield ``conn``; commit or roll back.
 
     ``conn`` must not be inside a transaction already (the tenant would outlive
-    this block in the enclosing one): use ``autocommit=True`` or commit first.
+    this block in the enclosing one): use ``autocommit=True`` or commit first. On an
+    autocommit connection the transaction opens and ends in one round trip each and ends with
+    ``RESET ALL``; nested ``conn.transaction()`` blocks inside it are savepoints.
     """
     statement = set_tenant_statement(tenant)
     _require_idle(conn.info, tenant)
+    if not conn.autocommit:
+        try:
+            with conn.transaction():
+                conn.execute(statement)
+                yield conn
+        except psycopg.Error as err:
+            raise translate_error(err, tenant=tenant) from err
+        return
     try:
-        with conn.transaction():
-            conn.execute(statement)
-            yield conn
+        conn.execute(begin_statement(tenant))
     except psycopg.Error as err:
+        raise translate_error(err, tenant=tenant) from err
+    try:
+        yield conn
+    except BaseException as exc:
+        _end_quietly(conn)
+        if isinstance(exc, psycopg.Error):
+            raise translate_error(exc, tenant=tenant) from exc
+        raise
+    try:
+        conn.execute(_END[True])
+    except psycopg.Error as err:
+        _end_quietly(conn)
         raise translate_error(err, tenant=tenant) from err
 
 
@@ -88,14 +134,32 @@ def tenant_transaction(
 async def atenant_transaction(
     conn: psycopg.AsyncConnection[Row], tenant: str
 ) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
-    """The async twin of ``tenant_transaction``: same statement, same checks, same errors."""
+    """The async twin of ``tenant_transaction``: same statements, same checks, same errors."""
     statement = set_tenant_statement(tenant)
     _require_idle(conn.info, tenant)
+    if not conn.autocommit:
+        try:
+            async with conn.transaction():
+                await conn.execute(statement)
+                yield conn
+        except psycopg.Error as err:
+            raise translate_error(err, tenant=tenant) from err
+        return
     try:
-        async with conn.transaction():
-            await conn.execute(statement)
-            yield conn
+        await conn.execute(begin_statement(tenant))
     except psycopg.Error as err:
+        raise translate_error(err, tenant=tenant) from err
+    try:
+        yield conn
+    except BaseException as exc:
+        await _aend_quietly(conn)
+        if isinstance(exc, psycopg.Error):
+            raise translate_error(exc, tenant=tenant) from exc
+        raise
+    try:
+        await conn.execute(_END[True])
+    except psycopg.Error as err:
+        await _aend_quietly(conn)
         raise translate_error(err, tenant=tenant) from err
 
 

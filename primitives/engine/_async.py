@@ -23,7 +23,7 @@ from primitives.embeddings import Embedder
 from primitives.engine import _core as core
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import RESET_SESSION, EngineBase, ahas_embedding_column
+from primitives.engine._base import EngineBase, ahas_embedding_column, render
 from primitives.engine._records import Explanation, Hit, Memory
 from primitives.engine._retry import backoff_seconds, is_transient, write_failed
 from primitives.errors import StorageError
@@ -45,7 +45,7 @@ async def arun_op(conn: psycopg.AsyncConnection[Any], op: core.Op[R]) -> R:
                 # Model inference is CPU-bound: keep it off the event loop.
                 step = op.send(await asyncio.to_thread(step.compute))
                 continue
-            cursor = await conn.execute(step.statement, step.params)
+            cursor = await conn.execute(render(step.statement, conn), step.params)
             if step.fetch == "one":
                 result = await cursor.fetchone()
             elif step.fetch == "all":
@@ -54,11 +54,6 @@ async def arun_op(conn: psycopg.AsyncConnection[Any], op: core.Op[R]) -> R:
     except StopIteration as done:
         value: R = done.value
         return value
-
-
-async def areset_session(conn: psycopg.AsyncConnection[Any]) -> None:
-    """The async twin of ``reset_session``."""
-    await conn.execute(RESET_SESSION)
 
 
 class AsyncEngine(EngineBase):
@@ -78,7 +73,6 @@ class AsyncEngine(EngineBase):
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-async-{spec.agent}",
-            reset=areset_session,
         )
         try:
             await pool.open(wait=True, timeout=15)

@@ -18,8 +18,28 @@ __all__ = ["HAS_EMBEDDING", "EngineBase", "effective_signals", "has_embedding_co
 QUERY_SIGNALS = ("semantic", "lexical", "envelope", "recency")
 """Signals the engine evaluates in SQL; ``semantic`` needs an embedder and pgvector (DESIGN §7)."""
 
-RESET_SESSION = "RESET ALL"
-"""Run when a connection returns to the pool: session settings back to their defaults."""
+def render(statement: object, conn: Any) -> Any:
+    """``statement`` as query text, rendered once per statement object.
+
+    Builders on the hot path are cached (the same object comes back for the same tables),
+    so their text is composed once instead of on every execute. The cache holds the object
+    itself, so an entry's id cannot be reused by another object while it is cached.
+    """
+    if isinstance(statement, str):
+        return statement
+    entry = _RENDERED.get(id(statement))
+    if entry is not None and entry[0] is statement:
+        return entry[1]
+    text = statement.as_string(conn)  # type: ignore[attr-defined]
+    if len(_RENDERED) >= _RENDERED_MAX:
+        _RENDERED.clear()  # uncached builders pass through here too; keep the cache bounded
+    _RENDERED[id(statement)] = (statement, text)
+    return text
+
+
+# dict get/set are atomic, so executor threads can share it without a lock.
+_RENDERED: dict[int, tuple[object, str]] = {}
+_RENDERED_MAX = 512
 
 HAS_EMBEDDING = (
     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "

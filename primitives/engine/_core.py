@@ -164,13 +164,17 @@ def embedding_text(spec: AgentSpec, content: str, envelope: Mapping[str, Any],
                    event_time: datetime | None) -> str:
     """The text a row's vector is made from (``retrieval.embedding.text``).
 
-    ``content_with_context`` puts the event date in front of the content, so a question
-    about when something happened lands near the rows of that date (measured on LoCoMo:
-    docs/retrieval.md).
+    ``content_with_context`` puts the event time in front of the content, as
+    ``[1:56 pm on 8 May, 2023] <content>``: rows of one session share it and questions about
+    when something happened land near them (LoCoMo recall@10 of MiniLM cosine: 0.466 content
+    alone, 0.484 with the date, 0.510 with date and time; docs/retrieval.md).
     """
     if spec.retrieval.embedding.text == "content" or event_time is None:
         return content
-    return f"[{event_time.day} {event_time:%B %Y}] {content}"
+    hour = event_time.hour % 12 or 12
+    meridiem = "am" if event_time.hour < 12 else "pm"
+    return (f"[{hour}:{event_time:%M} {meridiem} on {event_time.day} {event_time:%B}, "
+            f"{event_time:%Y}] {content}")
 
 
 def check_model(ctx: Context, stored: str | None = None, *, fetch: bool = True) -> Op[None]:
@@ -238,27 +242,25 @@ def observe(
         # Free the current-key slot first; the new row takes it. The old row stays.
         yield Step(q.supersede(ctx.tables), {"tenant": ctx.tenant, "id": previous.id,
                                              "by": new_id})
-    insert = q.insert_memory(ctx.tables, ctx.tables.anchor_columns, embedding=bool(vector))
+        yield _event(ctx, "superseded", previous.id, {"by": str(new_id)})
+    row_key = key if key is not None else str(new_id)
+    # The row, its journal event and the scope mark: one statement, one round trip.
+    insert = q.insert_memory_observed(ctx.tables, ctx.tables.anchor_columns,
+                                      embedding=bool(vector))
     row = yield Step(insert, {
         **ctx.anchor.as_dict(), **vector,
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
-        "key": key if key is not None else str(new_id), "content": content,
+        "key": row_key, "content": content,
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": list(tags),
         "provenance": Jsonb({}), "event_time": event_time or datetime.now().astimezone(),
-        "source": source, "actor": ctx.actor,
+        "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
+        "payload": Jsonb({
+            "tier": tier, "typology": typ, "key": row_key, "namespace": ns,
+            "scope_id": scope_id, "content_sha256": content_hash(content),
+            "value_sha256": content_hash(canonical_json(value)), "via": via,
+        }),
     }, "one")
-    created = Memory.from_row(row)
-    if scope_id is not None:
-        yield Step(q.touch_scope(ctx.tables), {"tenant": ctx.tenant, "tier": tier,
-                                               "scope_id": scope_id})
-    if previous is not None:
-        yield _event(ctx, "superseded", previous.id, {"by": str(created.id)})
-    yield _event(ctx, "observed", created.id, {
-        "tier": tier, "typology": typ, "key": created.key, "namespace": ns,
-        "scope_id": scope_id, "content_sha256": content_hash(content),
-        "value_sha256": content_hash(canonical_json(value)), "via": via,
-    })
-    return created
+    return Memory.from_row(row)
 
 
 def supersede(ctx: Context, memory_id: UUID, content: str, *,

@@ -5,6 +5,8 @@ Every statement filters by the tenant column explicitly; row-level security is t
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from psycopg import sql
 
 from primitives.compile import Tables
@@ -39,6 +41,7 @@ def _returning_m() -> sql.Composable:
     return sql.SQL(", ").join(sql.Identifier("m", c) for c in MEMORY_COLUMNS)
 
 
+@lru_cache(maxsize=64)
 def insert_memory(tables: Tables, anchor_columns: tuple[str, ...], *,
                   embedding: bool = False) -> sql.Composed:
     """INSERT one memory row; params: anchor values then ``_WRITE_COLUMNS`` by name, and
@@ -56,6 +59,33 @@ def insert_memory(tables: Tables, anchor_columns: tuple[str, ...], *,
     )
 
 
+@lru_cache(maxsize=64)
+def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
+                           embedding: bool = False) -> sql.Composed:
+    """One statement for the write path: the memory row, its ``observed`` journal event and
+    the scope's activity mark. Params: those of :func:`insert_memory` plus ``tenant``,
+    ``payload`` (the event's) and ``scope_id`` (NULL: no scope row is touched)."""
+    columns = (*anchor_columns, *_WRITE_COLUMNS)
+    values: list[sql.Composable] = [sql.Placeholder(c) for c in columns]
+    if embedding:
+        columns += ("embedding", "embedding_model")
+        values += [sql.SQL("%(embedding)s::halfvec"), sql.Placeholder("embedding_model")]
+    return sql.SQL(
+        "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) RETURNING {ret}), "
+        "e AS (INSERT INTO {events} ({t}, kind, memory_id, actor, payload) "
+        "SELECT %(tenant)s, 'observed', m.id, %(actor)s, %(payload)s FROM m), "
+        "s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
+        "SELECT %(tenant)s, %(tier)s, %(scope_id)s::text WHERE %(scope_id)s::text IS NOT NULL "
+        "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET last_activity_at = now()) "
+        "SELECT {ret} FROM m"
+    ).format(
+        mem=tables.memories.ident, events=tables.events.ident, scopes=tables.scopes.ident,
+        t=tables.tenant, cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+        vals=sql.SQL(", ").join(values), ret=_returning(),
+    )
+
+
+@lru_cache(maxsize=64)
 def insert_event(tables: Tables) -> sql.Composed:
     """Append one journal event; the database fills seq, prev_hash and hash."""
     return sql.SQL(
@@ -64,6 +94,7 @@ def insert_event(tables: Tables) -> sql.Composed:
     ).format(tables.events.ident, tables.tenant)
 
 
+@lru_cache(maxsize=64)
 def current_by_key(tables: Tables) -> sql.Composed:
     """The current (unsuperseded, untombstoned) row of (tier, namespace, key), locked."""
     return sql.SQL(
@@ -73,12 +104,14 @@ def current_by_key(tables: Tables) -> sql.Composed:
     ).format(_returning_m(), tables.memories.ident, tables.tenant)
 
 
+@lru_cache(maxsize=64)
 def select_memory(tables: Tables) -> sql.Composed:
     return sql.SQL("SELECT {} FROM {} AS m WHERE m.{} = %(tenant)s AND m.id = %(id)s").format(
         _returning_m(), tables.memories.ident, tables.tenant
     )
 
 
+@lru_cache(maxsize=64)
 def supersede(tables: Tables) -> sql.Composed:
     """Mark a row superseded by another; the row stays (soft-supersession)."""
     return sql.SQL(
@@ -106,6 +139,7 @@ def set_embeddings(tables: Tables) -> sql.Composed:
     ).format(tables.memories.ident, tables.tenant)
 
 
+@lru_cache(maxsize=64)
 def set_state(tables: Tables, column: str) -> sql.Composed:
     """Set one state column (invalidated_at, archived_at, tombstoned_at) if not yet set."""
     if column not in ("invalidated_at", "archived_at", "tombstoned_at"):
@@ -117,6 +151,7 @@ def set_state(tables: Tables, column: str) -> sql.Composed:
              tables.tenant, _returning_m())
 
 
+@lru_cache(maxsize=64)
 def insert_link(tables: Tables) -> sql.Composed:
     """Link an action to a memory; an existing link is kept (returns no row)."""
     return sql.SQL(
@@ -126,6 +161,7 @@ def insert_link(tables: Tables) -> sql.Composed:
     ).format(tables.action_links.ident, tables.tenant)
 
 
+@lru_cache(maxsize=64)
 def touch_scope(tables: Tables) -> sql.Composed:
     """Open a tier scope on first use, or record activity in it."""
     return sql.SQL(
@@ -217,6 +253,7 @@ def _anchor_match(anchor_columns: tuple[str, ...]) -> sql.Composable:
     return sql.SQL(" AND ").join(parts)
 
 
+@lru_cache(maxsize=64)
 def item_by_key(tables: Tables) -> sql.Composed:
     """The row holding the current-key slot of (tier, namespace, key), whatever its state,
     locked. Params: tenant, tier, namespace, key."""

@@ -25,7 +25,7 @@ from primitives.embeddings import Embedder
 from primitives.engine import _core as core
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import RESET_SESSION, EngineBase, has_embedding_column
+from primitives.engine._base import EngineBase, has_embedding_column, render
 from primitives.engine._records import Explanation, Hit, Memory
 from primitives.engine._retry import backoff_seconds, is_transient, write_failed
 from primitives.errors import StorageError
@@ -46,7 +46,7 @@ def run_op(conn: psycopg.Connection[Any], op: core.Op[R]) -> R:
             if isinstance(step, core.Embed):
                 step = op.send(step.compute())
                 continue
-            cursor = conn.execute(step.statement, step.params)
+            cursor = conn.execute(render(step.statement, conn), step.params)
             if step.fetch == "one":
                 result = cursor.fetchone()
             elif step.fetch == "all":
@@ -55,12 +55,6 @@ def run_op(conn: psycopg.Connection[Any], op: core.Op[R]) -> R:
     except StopIteration as done:
         value: R = done.value
         return value
-
-
-def reset_session(conn: psycopg.Connection[Any]) -> None:
-    """Back into the pool: drop any session-level setting (a tenant above all) a caller made
-    through ``TenantMemory.connection``, so no tenant outlives its transaction."""
-    conn.execute(RESET_SESSION)
 
 
 class Engine(EngineBase):
@@ -85,7 +79,6 @@ class Engine(EngineBase):
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-{spec.agent}",
-            reset=reset_session,
         )
         try:
             pool.open(wait=True, timeout=15)

@@ -287,3 +287,18 @@ def test_bm25_finds_rows_matching_some_words_that_websearch_misses(
     assert hits.signal_rows == {"lexical": 4}
     # "caroline" is in three rows, "group" in two: the rarer word weighs more.
     assert hits.hits[1].memory.content.startswith("Melanie")
+
+
+def test_explain_query_renders_signals_rows_and_ranks(
+    pg: PostgresHandle, spectral: AgentSpec, engine: Engine,
+) -> None:
+    from primitives.retrieval import explain_query
+
+    anchor = _tenant()
+    with engine.tenant(anchor) as mem:
+        mem.observe("cycle", "OCR swaps fields on scanned contracts")
+    text = explain_query(spectral, anchor["workspace_id"], "OCR contracts", dsn=pg.app_dsn,
+                         use_embedder=False)
+    assert "note: agent 'spectral': the semantic signal needs an embedder" in text
+    assert "signals: lexical 1, envelope 0, recency 1" in text
+    assert "1. " in text and "OCR swaps fields" in text and "lexical #1" in text

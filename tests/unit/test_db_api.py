@@ -52,6 +52,7 @@ def test_public_surface_is_pinned() -> None:
         "apply_plan",
         "atenant_transaction",
         "auditor_dsn",
+        "begin_statement",
         "load_migrations",
         "migrations_dir",
         "primitives_home",

@@ -141,3 +141,20 @@ def test_packaged_minilm_batches_match_flagembedding_encode() -> None:
     assert max(abs(a - b) for v, w in zip(ours, theirs, strict=True)
                for a, b in zip(v, w, strict=True)) < 1e-5
     assert embedder.embed_query("short") == pytest.approx(ours[1], abs=1e-6)
+
+
+def test_embedded_text_is_content_or_content_after_its_event_time(spec: AgentSpec) -> None:
+    from datetime import datetime
+
+    from primitives.engine._core import embedding_text
+
+    when = datetime(2023, 5, 8, 13, 56)
+    assert embedding_text(spec, "Caroline: hi", {}, when) == "Caroline: hi"
+    with_context = spec.model_copy(update={"retrieval": spec.retrieval.model_copy(update={
+        "embedding": spec.retrieval.embedding.model_copy(
+            update={"text": "content_with_context"})})})
+    assert embedding_text(with_context, "Caroline: hi", {}, when) == \
+        "[1:56 pm on 8 May, 2023] Caroline: hi"
+    assert embedding_text(with_context, "x", {}, datetime(2023, 5, 8, 0, 5)).startswith(
+        "[12:05 am on 8 May, 2023]")
+    assert embedding_text(with_context, "x", {}, None) == "x"
