@@ -147,6 +147,17 @@ def cmd_server(args: argparse.Namespace) -> int:
     return 0
 
 
+# explain ----------------------------------------------------------------------------------------
+def cmd_explain(args: argparse.Namespace) -> int:
+    from primitives.retrieval import explain_query
+    from primitives.spec import load_spec
+
+    spec = load_spec(args.spec)
+    sys.stdout.write(explain_query(spec, args.tenant, args.query, limit=args.limit,
+                                   use_embedder=not args.no_embedder) + "\n")
+    return 0
+
+
 # demo -------------------------------------------------------------------------------------------
 def cmd_demo(args: argparse.Namespace) -> int:
     from primitives._demo import run_demo
@@ -311,6 +322,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("server", help="manage the embedded PostgreSQL server")
     p.add_argument("action", choices=["start", "stop", "status", "dsn"])
     p.set_defaults(func=cmd_server)
+
+    p = sub.add_parser("explain", help="run one search as the app role and show each signal's "
+                       "rank and score for every hit")
+    p.add_argument("spec")
+    p.add_argument("tenant", help="the tenant key's value")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--no-embedder", action="store_true",
+                   help="do not load an embedding model (the semantic signal is dropped)")
+    p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("demo", help="migrate the reference specs and show tenant isolation")
     p.add_argument("specs", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")

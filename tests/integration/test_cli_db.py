@@ -65,3 +65,27 @@ def test_compile_target_citus_distributes_every_table_by_the_tenant(
     assert "create_distributed_table" in out
     assert '\'"platform"."spectral_memories"\'::regclass, \'workspace_id\'' in out
     assert "FORCE ROW LEVEL SECURITY" in out
+
+
+def test_explain_shows_each_signals_rank_for_the_tenants_hits_only(
+    pg: PostgresHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import warnings
+
+    from primitives import Engine, load_spec
+
+    spec = load_spec(SPECTRAL)
+    assert main(["migrate", SPECTRAL]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        engine = Engine.connect(spec, pg.app_dsn)
+    with engine:
+        with engine.tenant({"workspace_id": "explain-a"}) as mem:
+            mem.observe("cycle", "the invoice parser drops totals on scanned pages")
+        with engine.tenant({"workspace_id": "explain-b"}) as mem:
+            mem.observe("cycle", "the invoice parser is fine for tenant b")
+    capsys.readouterr()
+    assert main(["explain", SPECTRAL, "explain-a", "invoice totals", "--no-embedder"]) == 0
+    out = capsys.readouterr().out
+    assert "drops totals" in out and "tenant b" not in out
+    assert "lexical #1" in out
