@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from primitives._project import migrate
-from primitives.db import app_dsn, primitives_home, resolve_dsn
+from primitives.db import app_dsn, primitives_home, resolve_dsn, tenant_transaction
 from primitives.engine import Engine
 from primitives.spec import AgentSpec, load_specs
 
@@ -139,23 +139,18 @@ def _find(specs: Sequence[AgentSpec], agent: str) -> AgentSpec:
 
 
 def _raw_counts(dsn: str, table: sql.Identifier) -> dict[str, int]:
-    """Row counts seen by plain SELECTs as the app role: RLS alone decides what is visible."""
-    counts: dict[str, int] = {}
+    """Row counts seen by a plain SELECT as the app role: RLS alone decides what is visible."""
     query = sql.SQL("SELECT count(*) FROM {}").format(table)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for label, tenant in (("no tenant set", None), (f"tenant {TENANT_B}", TENANT_B)):
-            with conn.transaction():
-                if tenant is not None:
-                    conn.execute(sql.SQL("SET LOCAL primitives.tenant = {}").format(
-                        sql.Literal(tenant)))
-                row = conn.execute(query).fetchone()
-                counts[label] = int(row[0]) if row else 0
-    return counts
+        unscoped = conn.execute(query).fetchone()
+        with tenant_transaction(conn, TENANT_B):
+            scoped = conn.execute(query).fetchone()
+    return {"no tenant set": int(unscoped[0]) if unscoped else 0,
+            f"tenant {TENANT_B}": int(scoped[0]) if scoped else 0}
 
 
 def _verify(dsn: str, engine: Engine, tenant: str) -> int | None:
-    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL primitives.tenant = {}").format(sql.Literal(tenant)))
+    with psycopg.connect(dsn, autocommit=True) as conn, tenant_transaction(conn, tenant):
         row = conn.execute(
             "SELECT primitives.verify_chain(%s::regclass, %s, %s)",
             (engine.tables.events.qualified, engine.tables.tenant_column, tenant),
