@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 __all__ = ["render_markdown"]
@@ -11,6 +13,9 @@ _NAMES = {
     "langgraph": "LangGraph `PostgresStore.put`",
     "langgraph-shared-store": "LangGraph `PostgresStore.put`, one store shared by the threads",
 }
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _ms(value: float) -> str:
@@ -156,5 +161,54 @@ def render_markdown(result: dict[str, Any], *, table_only: bool = False) -> str:
         "What the figures mean for scaling, and where the write time goes, is discussed in "
         "[scaling.md](scaling.md).",
         "",
+        *_other_results(),
     ]
     return "\n".join(lines)
+
+
+def _other_results(folder: Path = RESULTS) -> list[str]:
+    """Headline figures of the other benchmarks, read from their committed JSON results."""
+    lines = ["## Other benchmarks (their own commands; figures from their committed results)", ""]
+    locomo = _read(folder / "locomo.json")
+    if locomo:
+        lines += ["Retrieval quality, LoCoMo dev (`python -m bench.locomo`, "
+                  "`bench/results/locomo.json`; details in [retrieval.md](retrieval.md)):", "",
+                  "| recall | @5 | @10 | @25 | @50 |", "|---|---:|---:|---:|---:|"]
+        for name, row in locomo["recall"].items():
+            lines.append(f"| {name} | " + " | ".join(f"{row[k]:.3f}" for k in
+                                                      ("5", "10", "25", "50")) + " |")
+        lines.append("")
+    speed = _read(folder / "retrieval_speed.json")
+    if speed:
+        lines += ["Search latency, limit 10, query embedding excluded (`python -m "
+                  "bench.retrieval_speed`, `bench/results/retrieval_speed.json`):", "",
+                  "| rows | system | p50 ms | p95 ms | p99 ms | full limit |",
+                  "|---:|---|---:|---:|---:|---:|"]
+        for rows, scale in speed["scales"].items():
+            for key, label in (("ours_hybrid", "ours, hybrid"),
+                               ("langgraph_vector", "PostgresStore, vector only")):
+                r = scale[key]
+                lines.append(f"| {int(rows):,} | {label} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} "
+                             f"| {r['p99_ms']:.1f} | {r['full_limit_share']:.1%} |")
+        lines.append("")
+    store = _read(folder / "store_speed.json")
+    if store:
+        ours, theirs = store["results"]["MemoryStore"], store["results"]["PostgresStore"]
+        lines += ["LangGraph store operations (`python -m bench.store_speed`, "
+                  "`bench/results/store_speed.json`):", "",
+                  "| op | MemoryStore p50 / p95 ms | PostgresStore p50 / p95 ms | p50 ratio |",
+                  "|---|---:|---:|---:|"]
+        for op in ours:
+            a, b = ours[op], theirs[op]
+            lines.append(f"| {op} | {a['p50_ms']:.2f} / {a['p95_ms']:.2f} | {b['p50_ms']:.2f} / "
+                         f"{b['p95_ms']:.2f} | {a['p50_ms'] / b['p50_ms']:.2f}x |")
+        lines.append("")
+    return lines if len(lines) > 2 else []
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data
