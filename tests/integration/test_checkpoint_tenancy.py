@@ -19,22 +19,14 @@ from langgraph.checkpoint.conformance.test_utils import (
 from langgraph.graph import END, START, StateGraph
 from psycopg import sql
 
-from primitives._project import migrate
 from primitives.db import APP_ROLE, apply_migrations, tenant_transaction
 from primitives.errors import StorageError, TenancyError
 from primitives.langgraph import AsyncCheckpointer, Checkpointer
-from primitives.spec import AgentSpec, load_spec
+from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*(semantic|graph) signal")
-
-
-@pytest.fixture(scope="module")
-def spectral(pg: PostgresHandle) -> AgentSpec:
-    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
-    migrate([spec], dsn=pg.admin_dsn)
-    return spec
 
 
 @pytest.fixture(params=["sync", "async"])

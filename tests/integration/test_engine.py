@@ -14,20 +14,12 @@ from psycopg import sql
 from rich.console import Console
 
 from primitives._demo import run_demo
-from primitives._project import migrate
 from primitives.engine import Engine
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
-from primitives.spec import AgentSpec, load_spec
+from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def spectral(pg: PostgresHandle) -> AgentSpec:
-    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
-    migrate([spec], dsn=pg.admin_dsn)
-    return spec
 
 
 @pytest.fixture

@@ -16,18 +16,11 @@ from primitives._project import migrate
 from primitives.db import OWNER_ROLE, app_dsn
 from primitives.engine import Engine, TenantMemory
 from primitives.errors import StorageFull
-from primitives.spec import AgentSpec, load_spec
+from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
-
-
-@pytest.fixture(scope="module")
-def spectral(pg: PostgresHandle) -> AgentSpec:
-    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
-    migrate([spec], dsn=pg.admin_dsn)
-    return spec
 
 
 @pytest.fixture

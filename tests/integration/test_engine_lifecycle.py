@@ -12,21 +12,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from primitives._project import migrate
 from primitives.engine import AsyncEngine, Engine, backoff_seconds
 from primitives.errors import GovernanceError, MemoryWriteFail, PolicyViolation
-from primitives.spec import AgentSpec, load_spec
+from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
-
-
-@pytest.fixture(scope="module")
-def spectral(pg: PostgresHandle) -> AgentSpec:
-    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
-    migrate([spec], dsn=pg.admin_dsn)
-    return spec
 
 
 class _Awaitable:

@@ -17,21 +17,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from primitives._project import migrate
 from primitives.embeddings import HashingEmbedder, minilm_path
 from primitives.engine import AsyncEngine, Engine
 from primitives.errors import ModelMismatch
-from primitives.spec import AgentSpec, load_spec
+from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def spectral(pg: PostgresHandle) -> AgentSpec:
-    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
-    migrate([spec], dsn=pg.admin_dsn)
-    return spec
 
 
 def _with_retrieval(spec: AgentSpec, **changes: Any) -> AgentSpec:

@@ -21,24 +21,16 @@ from langgraph.store.base import (
 )
 from psycopg import sql
 
-from primitives._project import migrate
 from primitives.db import APP_ROLE
 from primitives.embeddings import HashingEmbedder
 from primitives.engine import Engine
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
 from primitives.langgraph import AsyncMemoryStore, MemoryStore
-from primitives.spec import AgentSpec, load_spec
+from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*(semantic|graph) signal")
-
-
-@pytest.fixture(scope="module")
-def spectral(pg: PostgresHandle) -> AgentSpec:
-    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
-    migrate([spec], dsn=pg.admin_dsn)
-    return spec
 
 
 @pytest.fixture(scope="module")
