@@ -372,18 +372,22 @@ def _unique_index_checks(agents: Sequence[Tables], catalog: Catalog) -> Iterator
 
 
 # (function, operation bit, row level) each kind of table must carry
-_REFUSE = tuple((f"{FRAMEWORK_SCHEMA}.refuse_journal_mutation", op, row)
+_REFUSE = tuple(((f"{FRAMEWORK_SCHEMA}.refuse_journal_mutation",), op, row)
                 for op, row in ((_UPDATE, True), (_DELETE, True), (_TRUNCATE, False)))
-_CHAIN = (f"{FRAMEWORK_SCHEMA}.chain_event", _INSERT, True)
-_GUARD = (f"{FRAMEWORK_SCHEMA}.guard_memory_delete", _DELETE, True)
+_GUARD = ((f"{FRAMEWORK_SCHEMA}.guard_memory_delete",), _DELETE, True)
+
+
+def _chain(tables: Tables) -> tuple[tuple[str, ...], int, bool]:
+    """The journal's chain trigger: the agent's compiled function, or the generic one (Citus)."""
+    return ((tables.chain_function_name, f"{FRAMEWORK_SCHEMA}.chain_event"), _INSERT, True)
 _OPS = {_INSERT: "INSERT", _UPDATE: "UPDATE", _DELETE: "DELETE", _TRUNCATE: "TRUNCATE"}
 
 
 def _trigger_checks(agents: Sequence[Tables], catalog: Catalog) -> Iterator[Finding]:
     oids = {(r.schema, r.name): r.oid for r in catalog.relations if r.oid is not None}
     for tables in agents:
-        required: list[tuple[Table | None, tuple[tuple[str, int, bool], ...]]] = [
-            (tables.events, (_CHAIN, *_REFUSE)), (tables.action_links, _REFUSE),
+        required: list[tuple[Table | None, tuple[tuple[tuple[str, ...], int, bool], ...]]] = [
+            (tables.events, (_chain(tables), *_REFUSE)), (tables.action_links, _REFUSE),
             (tables.approvals, _REFUSE), (tables.memories, (_GUARD,)),
         ]
         for table, needs in required:
@@ -391,13 +395,14 @@ def _trigger_checks(agents: Sequence[Tables], catalog: Catalog) -> Iterator[Find
             if table is None or oid is None:
                 continue
             mine = [t for t in catalog.triggers if t.table_oid == oid]
-            for function, op, row in needs:
-                firing = [t for t in mine if t.function == function and t.type_bits & op
+            for functions, op, row in needs:
+                firing = [t for t in mine if t.function in functions and t.type_bits & op
                           and t.type_bits & _BEFORE and bool(t.type_bits & _ROW) == row]
                 if not any(t.enabled in ("O", "A") for t in firing):
                     state = "is disabled" if firing else "is missing"
+                    calling = " or ".join(f"{f}()" for f in functions)
                     yield Finding("triggers", _label(table), f"the BEFORE {_OPS[op]} trigger "
-                                  f"calling {function}() {state}")
+                                  f"calling {calling} {state}")
 
 
 def diagnose(agents: Sequence[Tables], catalog: Catalog) -> list[Finding]:

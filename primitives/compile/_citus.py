@@ -21,6 +21,9 @@ What differs from the single-node plan, and why:
   its indexes, triggers, policies and grants (so the shards get them), and the
   foreign keys are added once every table is distributed. Each one includes the
   tenant column on both sides, as Citus requires between colocated tables.
+- The journal keeps the generic ``primitives.chain_event`` trigger (the single-node
+  plan compiles a per-agent one, whose query would name the distributed journal from
+  inside a shard).
 - The delete guard on ``<prefix>_memories`` fires on a shard, where a query on the
   distributed ``<prefix>_action_links`` would be a nested distributed query, which
   Citus refuses. ``primitives.guard_memory_delete_citus`` reads the tenant's
@@ -200,6 +203,24 @@ def _with_citus_guard(definition: TableDef) -> TableDef:
     return replace(definition, triggers=triggers)
 
 
+def _with_generic_chain(definition: TableDef, tables: Tables) -> TableDef:
+    """The journal with ``primitives.chain_event(tenant column)`` in place of the compiled one.
+
+    On a worker the trigger fires on a shard, and the compiled function's query names the
+    distributed journal, which would be a nested distributed query; the generic function
+    reads ``TG_TABLE_NAME``, the shard itself.
+    """
+    generic = sql.Identifier(FRAMEWORK_SCHEMA, "chain_event")
+    triggers = tuple(
+        replace(t, function=generic, args=(tables.tenant_column,))
+        if t.function == tables.chain_function else t
+        for t in definition.triggers
+    )
+    comment = definition.comment.replace(tables.chain_function_name,
+                                         f"{FRAMEWORK_SCHEMA}.chain_event")
+    return replace(definition, triggers=triggers, functions=(), comment=comment)
+
+
 def _foreign_keys(definition: TableDef) -> tuple[Constraint, ...]:
     return tuple(c for c in definition.constraints if c.kind == "foreign_key")
 
@@ -234,7 +255,10 @@ def compile_citus(
     base = compile_plan(spec, capabilities=capabilities)
     tables: Tables = base.tables
     definitions = tuple(
-        _with_citus_guard(d) if d.table == tables.memories else d for d in base.definitions
+        _with_citus_guard(d) if d.table == tables.memories
+        else _with_generic_chain(d, tables) if d.table == tables.events
+        else d
+        for d in base.definitions
     )
     steps: list[Step] = list(_cluster_steps())
     steps.append(base.steps[0])  # SET LOCAL ROLE primitives_owner

@@ -175,6 +175,8 @@ class TableDef:
     triggers: tuple[Trigger, ...] = ()
     app_privileges: tuple[Privilege, ...] = ("SELECT", "INSERT", "UPDATE")
     comment: str = ""
+    functions: tuple[tuple[str, sql.Composed], ...] = ()
+    """``(label, CREATE OR REPLACE FUNCTION ...)`` created before the triggers that call them."""
 
     @property
     def column_names(self) -> tuple[str, ...]:

@@ -152,6 +152,19 @@ class Tables:
         """``<prefix>_<suffix>``: the name of an index, constraint or policy of this agent."""
         return f"{self.prefix}_{suffix}"
 
+    @property
+    def chain_function(self) -> sql.Identifier:
+        """The journal's compiled chain trigger function, ``<schema>.<prefix>_chain_event``."""
+        return sql.Identifier(self.schema, self.object_name(CHAIN_FUNCTION_SUFFIX))
+
+    @property
+    def chain_function_name(self) -> str:
+        """:attr:`chain_function` as ``schema.name`` text, as the catalog reports it."""
+        return f"{self.schema}.{self.object_name(CHAIN_FUNCTION_SUFFIX)}"
+
+
+CHAIN_FUNCTION_SUFFIX: Final = "chain_event"
+"""``<prefix>_chain_event``: the journal's compiled chain trigger function (single node)."""
 
 _TABLE_SUFFIXES = (
     "memories", "memory_events", "action_links", "scopes", "promotions",
@@ -198,7 +211,7 @@ def agent_tables(spec: AgentSpec) -> Tables:
     """
     store = spec.persistence.store
     schema, prefix = store.schema_, store.prefix
-    for suffix in (*_TABLE_SUFFIXES, *_VIEW_SUFFIXES):
+    for suffix in (*_TABLE_SUFFIXES, *_VIEW_SUFFIXES, CHAIN_FUNCTION_SUFFIX):
         check_name_length(spec, f"{prefix}_{suffix}")
 
     def table(suffix: str) -> Table:

@@ -193,6 +193,8 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
         yield Step(f"{name}: checks (replaced, so they follow the spec)", checks)
     for index in definition.indexes:
         yield Step(f"{name}: index {index.name}", create_index_sql(table, index))
+    for label, function in definition.functions:
+        yield Step(f"{name}: {label}", function)
     for trigger in definition.triggers:
         yield Step(f"{name}: trigger {trigger.name}", create_trigger_sql(table, trigger))
     if definition.comment:

@@ -42,6 +42,7 @@ __all__ = [
     "GENERATED_MEMORY_COLUMNS",
     "action_links_table",
     "append_only_triggers",
+    "chain_function_sql",
     "events_table",
     "gin_index",
     "memories_table",
@@ -242,6 +243,76 @@ def _memories_comment(spec: AgentSpec, tables: Tables) -> str:
     return text
 
 
+# The journal's chain trigger, compiled per agent: the table and tenant column are written
+# into the body, so PL/pgSQL plans its statements once per session instead of running
+# dynamic SQL on every event (primitives.chain_event, the generic version in migration
+# 0002, looks both up per call). Same checks, lock key, SQLSTATEs and hash.
+_CHAIN_FUNCTION = sql.SQL("""\
+CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    last_seq  bigint;
+    last_hash text;
+BEGIN
+    -- Under REPEATABLE READ a writer that waited for the lock below would still
+    -- read the chain as of its snapshot and fork it; refuse instead.
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'PM004',
+            MESSAGE = format('%I.%I: journal events are appended under READ COMMITTED only (this '
+                             'transaction is %s), otherwise the hash chain could fork',
+                             TG_TABLE_SCHEMA, TG_TABLE_NAME,
+                             pg_catalog.current_setting('transaction_isolation'));
+    END IF;
+    IF NEW.{tenant} IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'not_null_violation',
+            MESSAGE = format('%I.%I: the tenant column %I must be set on every journal event',
+                             TG_TABLE_SCHEMA, TG_TABLE_NAME, {tenant_name});
+    END IF;
+
+    -- One writer per (journal, tenant) at a time, until commit or rollback.
+    PERFORM pg_catalog.pg_advisory_xact_lock(
+        pg_catalog.hashtextextended(TG_RELID::text || '|' || NEW.{tenant}, 0));
+
+    SELECT e.seq, e.hash INTO last_seq, last_hash
+    FROM {journal} AS e
+    WHERE e.{tenant} = NEW.{tenant}
+    ORDER BY e.seq DESC
+    LIMIT 1;
+
+    NEW.seq         := coalesce(last_seq, 0) + 1;
+    NEW.prev_hash   := coalesce(last_hash, repeat('0', 64));
+    NEW.occurred_at := coalesce(NEW.occurred_at, now());
+    NEW.payload     := coalesce(NEW.payload, '{{}}'::jsonb);
+    NEW.hash        := primitives.event_hash(NEW.prev_hash, NEW.seq, NEW.kind, NEW.memory_id,
+                                             NEW.actor, NEW.payload, NEW.occurred_at);
+    RETURN NEW;
+END
+$fn$""")
+
+
+def chain_function_sql(tables: Tables) -> sql.Composed:
+    """``CREATE OR REPLACE FUNCTION <schema>.<prefix>_chain_event()``: the journal's chain trigger.
+
+    A BEFORE INSERT row trigger on ``<prefix>_memory_events`` that sets ``seq``,
+    ``prev_hash`` and ``hash`` per tenant, exactly as ``primitives.chain_event`` does
+    (``primitives.verify_chain`` checks either), with the names compiled in.
+    """
+    return _CHAIN_FUNCTION.format(
+        function=tables.chain_function,
+        tenant=tables.tenant,
+        tenant_name=sql.Literal(tables.tenant_column),
+        journal=tables.events.ident,
+    )
+
+
+def revoke_function_sql(function: sql.Identifier) -> sql.Composed:
+    """``REVOKE ALL ON FUNCTION f() FROM PUBLIC``: a trigger function is for its trigger only."""
+    return sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(function)
+
+
 def events_table(tables: Tables) -> TableDef:
     """``<prefix>_memory_events``: the append-only, per-tenant hash-chained audit journal."""
     t, name = tables.tenant_column, tables.object_name
@@ -267,8 +338,7 @@ def events_table(tables: Tables) -> TableDef:
         Index(name("memory_events_kind_idx"), "btree",
               (tenant, sql.Identifier("kind"), sql.Identifier("seq")), t),
     )
-    chain = Trigger("primitives_chain_event", "BEFORE", "INSERT", "ROW",
-                    framework_function("chain_event"), (t,))
+    chain = Trigger("primitives_chain_event", "BEFORE", "INSERT", "ROW", tables.chain_function)
     return TableDef(
         table=tables.events,
         columns=columns,
@@ -279,7 +349,12 @@ def events_table(tables: Tables) -> TableDef:
         comment=(
             f"Audit journal of agent '{tables.agent}': one event per memory change, written in "
             f"the same transaction. Hash-chained per {t} (seq, prev_hash, hash set by "
-            "primitives.chain_event); UPDATE, DELETE and TRUNCATE are refused."
+            f"{tables.chain_function_name}); UPDATE, DELETE and TRUNCATE are refused."
+        ),
+        functions=(
+            (f"chain function {tables.chain_function_name}", chain_function_sql(tables)),
+            (f"chain function {tables.chain_function_name}: not callable by PUBLIC",
+             revoke_function_sql(tables.chain_function)),
         ),
     )
 

@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 156 statements
+-- primitives plan for agent 'operations': 158 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin
 
 -- objects are owned by the owner role
@@ -162,8 +162,56 @@ CREATE INDEX IF NOT EXISTS "operations_memory_events_memory_idx" ON "platform"."
 -- platform.operations_memory_events: index operations_memory_events_kind_idx
 CREATE INDEX IF NOT EXISTS "operations_memory_events_kind_idx" ON "platform"."operations_memory_events" USING btree ("operator_id", "kind", "seq");
 
+-- platform.operations_memory_events: chain function platform.operations_chain_event
+CREATE OR REPLACE FUNCTION "platform"."operations_chain_event"() RETURNS trigger
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    last_seq  bigint;
+    last_hash text;
+BEGIN
+    -- Under REPEATABLE READ a writer that waited for the lock below would still
+    -- read the chain as of its snapshot and fork it; refuse instead.
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'PM004',
+            MESSAGE = format('%I.%I: journal events are appended under READ COMMITTED only (this '
+                             'transaction is %s), otherwise the hash chain could fork',
+                             TG_TABLE_SCHEMA, TG_TABLE_NAME,
+                             pg_catalog.current_setting('transaction_isolation'));
+    END IF;
+    IF NEW."operator_id" IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'not_null_violation',
+            MESSAGE = format('%I.%I: the tenant column %I must be set on every journal event',
+                             TG_TABLE_SCHEMA, TG_TABLE_NAME, 'operator_id');
+    END IF;
+
+    -- One writer per (journal, tenant) at a time, until commit or rollback.
+    PERFORM pg_catalog.pg_advisory_xact_lock(
+        pg_catalog.hashtextextended(TG_RELID::text || '|' || NEW."operator_id", 0));
+
+    SELECT e.seq, e.hash INTO last_seq, last_hash
+    FROM "platform"."operations_memory_events" AS e
+    WHERE e."operator_id" = NEW."operator_id"
+    ORDER BY e.seq DESC
+    LIMIT 1;
+
+    NEW.seq         := coalesce(last_seq, 0) + 1;
+    NEW.prev_hash   := coalesce(last_hash, repeat('0', 64));
+    NEW.occurred_at := coalesce(NEW.occurred_at, now());
+    NEW.payload     := coalesce(NEW.payload, '{}'::jsonb);
+    NEW.hash        := primitives.event_hash(NEW.prev_hash, NEW.seq, NEW.kind, NEW.memory_id,
+                                             NEW.actor, NEW.payload, NEW.occurred_at);
+    RETURN NEW;
+END
+$fn$;
+
+-- platform.operations_memory_events: chain function platform.operations_chain_event: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."operations_chain_event"() FROM PUBLIC;
+
 -- platform.operations_memory_events: trigger primitives_chain_event
-CREATE OR REPLACE TRIGGER "primitives_chain_event" BEFORE INSERT ON "platform"."operations_memory_events" FOR EACH ROW EXECUTE FUNCTION "primitives"."chain_event"('operator_id');
+CREATE OR REPLACE TRIGGER "primitives_chain_event" BEFORE INSERT ON "platform"."operations_memory_events" FOR EACH ROW EXECUTE FUNCTION "platform"."operations_chain_event"();
 
 -- platform.operations_memory_events: trigger primitives_refuse_mutation
 CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE ON "platform"."operations_memory_events" FOR EACH ROW EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
@@ -172,7 +220,7 @@ CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE O
 CREATE OR REPLACE TRIGGER "primitives_refuse_truncate" BEFORE TRUNCATE ON "platform"."operations_memory_events" FOR EACH STATEMENT EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
 
 -- platform.operations_memory_events: comment
-COMMENT ON TABLE "platform"."operations_memory_events" IS 'Audit journal of agent ''operations'': one event per memory change, written in the same transaction. Hash-chained per operator_id (seq, prev_hash, hash set by primitives.chain_event); UPDATE, DELETE and TRUNCATE are refused.';
+COMMENT ON TABLE "platform"."operations_memory_events" IS 'Audit journal of agent ''operations'': one event per memory change, written in the same transaction. Hash-chained per operator_id (seq, prev_hash, hash set by platform.operations_chain_event); UPDATE, DELETE and TRUNCATE are refused.';
 
 -- platform.operations_memory_events: enable row level security
 ALTER TABLE "platform"."operations_memory_events" ENABLE ROW LEVEL SECURITY;

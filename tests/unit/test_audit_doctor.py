@@ -159,6 +159,25 @@ def test_disabled_journal_trigger_is_named(tables: Tables) -> None:
     assert all("is disabled" in f.problem for f in found)
 
 
+@pytest.mark.parametrize("function", ["compiled", "other"])
+def test_chain_trigger_must_call_the_compiled_or_the_generic_function(
+    tables: Tables, function: str
+) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.events.name)
+    name = tables.chain_function_name if function == "compiled" else "public.chain_event"
+    rows = [t._replace(function=name) if t.table_oid == oid and t.name == "chain" else t
+            for t in catalog.triggers]
+    found = diagnose([tables], replace(catalog, triggers=rows))
+    if function == "compiled":
+        assert found == []
+    else:
+        assert [(f.check, f.object) for f in found] == [
+            ("triggers", f"table {tables.events.qualified}")]
+        assert tables.chain_function_name in found[0].problem
+        assert "primitives.chain_event()" in found[0].problem
+
+
 def test_view_without_security_invoker_is_named(tables: Tables) -> None:
     catalog = healthy(tables)
     rows = [r._replace(options=["security_invoker=false"]) if r.name ==

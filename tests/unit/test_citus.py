@@ -146,6 +146,13 @@ def test_triggers_on_shards_are_enabled_and_the_delete_guard_is_shard_local(plan
     assert guard < trigger
     assert f'"primitives"."{CITUS_GUARD_FUNCTION}"(' in statements[trigger]
     assert not any('"primitives"."guard_memory_delete"(' in s for s in statements)
+    # the journal's chain trigger is the generic one, which reads the shard it fires on;
+    # the single-node plan's compiled function would query the distributed journal
+    events = plan.tables.events.ident.as_string(None)
+    chain = statements[_find(statements, f"BEFORE INSERT ON {events}")]
+    tenant = plan.tables.tenant_column.replace("'", "''")
+    assert f'"primitives"."chain_event"(\'{tenant}\')' in chain
+    assert not any(plan.tables.chain_function.as_string(None) in s for s in statements)
 
 
 def test_the_single_node_plan_is_contained_in_the_citus_plan(plan: Plan) -> None:
@@ -155,10 +162,13 @@ def test_the_single_node_plan_is_contained_in_the_citus_plan(plan: Plan) -> None
     missing = [s.statement.as_string(None) for s in single.steps
                if s.statement.as_string(None) not in citus]
     # only what the Citus plan changes on purpose: CREATE TABLE without its foreign keys,
-    # and the delete guard trigger on the memories table
+    # the delete guard trigger on the memories table, the journal's chain trigger (generic
+    # on Citus, compiled on one node) and its comment
+    chain = plan.tables.chain_function.as_string(None)
     for statement in missing:
         assert (statement.startswith("CREATE TABLE") and "FOREIGN KEY" in statement) or (
-            "primitives_guard_delete" in statement), statement
+            "primitives_guard_delete" in statement or chain in statement
+            or plan.tables.chain_function_name in statement), statement
 
 
 def test_compile_citus_follows_capabilities_and_shard_count() -> None:
