@@ -289,6 +289,13 @@ def item_rows(tables: Tables, *, tier: bool, prefix_len: int, where: sql.Composa
     return statement
 
 
+@lru_cache(maxsize=64)
+def item_get(tables: Tables) -> sql.Composed:
+    """:func:`item_rows` for one key (the store's ``get``), built once per agent.
+    Params: tenant, each further anchor column, tier, namespace, key."""
+    return item_rows(tables, tier=True, prefix_len=0, where=sql.SQL("TRUE"), key=True)
+
+
 def item_namespaces(tables: Tables, *, tier: bool) -> sql.Composed:
     """Distinct (tier, namespace) of the anchor's active, unexpired items."""
     where: list[sql.Composable] = [_anchor_match(tables.anchor_columns), ACTIVE]

@@ -176,8 +176,7 @@ def _anchor_params(ctx: Context) -> dict[str, Any]:
 
 # operations -------------------------------------------------------------------------------------
 def get_item(ctx: Context, op: ItemGet) -> Op[StoredItem | None]:
-    row = yield Step(q.item_rows(ctx.tables, tier=True, prefix_len=0, where=sql.SQL("TRUE"),
-                                 key=True),
+    row = yield Step(q.item_get(ctx.tables),
                      {**_anchor_params(ctx), "tier": op.tier, "namespace": list(op.namespace),
                       "key": op.key}, "one")
     if row is None:
