@@ -12,7 +12,12 @@ What each call does, so the numbers compare like with like:
 - ``PostgresStore``: the admin role, no tenancy, an upsert with no history.
 
 Ops per system: ``get`` (an existing key), ``put_new`` (a new key), ``put_update`` (a
-changed value for an existing key). Results: ``bench/results/store_speed.json``.
+changed value for an existing key), all without embeddings; then ``put_embed`` (a new key
+whose ``text`` is embedded) on a second pair of stores that share one embedding model
+(the offline all-MiniLM-L6-v2 through FlagEmbedding): ours with it as the engine's
+embedder, ``PostgresStore`` with an index config (384 dims, ``fields=["text"]``) whose
+embed function is the same model's ``embed_documents``. Results:
+``bench/results/store_speed.json``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from langgraph.store.postgres import PostgresStore
 
 from bench._env import bench_databases, machine_info
 from bench._targets import BENCH_SPEC, ROOT
+from primitives.embeddings import default_embedder
 from primitives.langgraph import MemoryStore
 from primitives.spec import load_spec
 
@@ -43,6 +49,7 @@ __all__ = ["Settings", "main", "run"]
 
 RESULTS = ROOT / "bench" / "results"
 OPS = ("get", "put_new", "put_update")
+EMBED_OPS = ("put_embed",)
 
 
 @dataclass(frozen=True)
@@ -52,10 +59,13 @@ class Settings:
     tenants: int = 20
     preload: int = 100
     """Items per tenant written before timing (what ``get`` and ``put_update`` address)."""
+    embed_ops: int = 400
+    """Timed ``put_embed`` calls per system (each embeds one text on the CPU)."""
+    embed_block: int = 50
 
     @classmethod
     def quick(cls) -> Settings:
-        return cls(ops=200, block=50, tenants=5, preload=20)
+        return cls(ops=200, block=50, tenants=5, preload=20, embed_ops=20)
 
 
 def _namespace(system: str, tenant: str) -> tuple[str, ...]:
@@ -102,6 +112,29 @@ def _timed(stores: dict[str, BaseStore], settings: Settings) -> dict[str, dict[s
     return samples
 
 
+def _timed_embed(stores: dict[str, BaseStore],
+                 settings: Settings) -> dict[str, dict[str, list[float]]]:
+    """``put_embed``: new keys whose text is embedded, alternating blocks between the systems."""
+    tenants = [f"ws-embed-{k:03d}" for k in range(settings.tenants)]
+    rng = random.Random(11)
+    samples: dict[str, dict[str, list[float]]] = {s: {"put_embed": []} for s in stores}
+    warm = 5  # the first calls load the model's kernels; not timed
+    done, n = 0, 0
+    while done < settings.embed_ops + warm:
+        size = min(settings.embed_block, settings.embed_ops + warm - done)
+        plan = [(rng.choice(tenants), n + k) for k in range(size)]
+        n += size
+        for system, store in stores.items():
+            for j, (tenant, i) in enumerate(plan):
+                ns = _namespace(system, tenant)
+                start = time.perf_counter()
+                store.put(ns, f"e{i}", _value(i))
+                if done + j >= warm:
+                    samples[system]["put_embed"].append((time.perf_counter() - start) * 1000)
+        done += size
+    return samples
+
+
 def _summary(latencies: list[float]) -> dict[str, float]:
     ordered = sorted(latencies)
     return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 3),
@@ -122,12 +155,26 @@ def run(settings: Settings, progress: Callable[[str], object] = print) -> dict[s
                         store.put(_namespace(system, tenant), f"k{i}", _value(i))
                 progress(f"{system}: {settings.tenants * settings.preload} items preloaded")
             samples = _timed(stores, settings)
+        progress("put with embedding: loading the offline model")
+        embedder = default_embedder(load_spec(BENCH_SPEC))
+        index = {"dims": embedder.dims, "embed": embedder.embed_documents, "fields": ["text"]}
+        ours_embed = MemoryStore.from_spec(load_spec(BENCH_SPEC), dbs.engine_app_dsn,
+                                           embedder=embedder)
+        with ours_embed, PostgresStore.from_conn_string(dbs.langgraph_dsn,
+                                                        index=index) as theirs_embed:  # type: ignore[arg-type]
+            theirs_embed.setup()  # the vector table and index
+            embedded = _timed_embed({"MemoryStore": ours_embed, "PostgresStore": theirs_embed},
+                                    settings)
+        for system, ops in embedded.items():
+            samples[system].update(ops)
+        model = embedder.model_id
         machine = machine_info(dbs.admin_dsn, embedded=dbs.embedded)
     return {
         "benchmark": "store_speed",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": settings.__dict__,
         "machine": machine,
+        "embedding_model": model,
         "results": {system: {op: _summary(values) for op, values in ops.items()}
                     for system, ops in samples.items()},
     }
@@ -137,9 +184,14 @@ def markdown(result: dict[str, Any]) -> str:
     lines = ["| op | MemoryStore p50 / p95 (ms) | PostgresStore p50 / p95 (ms) |",
              "|---|---|---|"]
     ours, theirs = result["results"]["MemoryStore"], result["results"]["PostgresStore"]
-    for op in OPS:
+    lines[0] += " ours / theirs at p50 |"
+    lines[1] += "---:|"
+    for op in (*OPS, *EMBED_OPS):
+        if op not in ours:
+            continue
+        ratio = ours[op]["p50_ms"] / theirs[op]["p50_ms"]
         lines.append(f"| {op} | {ours[op]['p50_ms']} / {ours[op]['p95_ms']} | "
-                     f"{theirs[op]['p50_ms']} / {theirs[op]['p95_ms']} |")
+                     f"{theirs[op]['p50_ms']} / {theirs[op]['p95_ms']} | {ratio:.2f}x |")
     return "\n".join(lines)
 
 
