@@ -1,14 +1,15 @@
-"""Where one engine write spends its time: each round trip and the Python between them.
+"""Where one engine write spends its time: the Python before it is sent, and its one message.
 
 It drives the engine's own core operation (``primitives.engine._core.observe``) on one
-application-role connection, exactly as ``Engine.tenant`` + ``TenantMemory.observe``
-do (``BEGIN; SET LOCAL`` tenant in one round trip, the operation's one statement, then
-``COMMIT; RESET ALL``), with a clock around each part. Diagnostic only: the headline numbers come from the real engine.
+application-role connection, exactly as ``Engine.observe`` does: the operation builds its
+statement, then ``BEGIN; SET LOCAL`` tenant, ``EXECUTE`` of the prepared insert (row,
+journal event with its chain trigger, scope mark) and ``COMMIT; RESET ALL`` travel as one
+message, with a clock around each part. Diagnostic only: the headline numbers come from the
+real engine.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 import warnings
 from collections.abc import Sequence
@@ -18,19 +19,19 @@ import psycopg
 
 from bench._targets import BENCH_SPEC, BENCH_TIER, payload
 from bench.writes import latency_summary
-from primitives.db import begin_statement
+from primitives.db._oneshot import OnceTransaction
 from primitives.engine import Engine
 from primitives.engine import _core as core
 from primitives.engine._anchor import resolve_anchor
+from primitives.engine._base import render
 from primitives.spec import load_spec
 
 __all__ = ["PARTS", "write_breakdown"]
 
 PARTS = (
-    ("begin", "BEGIN; SET LOCAL primitives.tenant (one round trip)"),
     ("python_checks", "Python: policy and limit checks, statement and event built"),
-    ("insert", "INSERT memory row + journal event (chain trigger) + scope mark (one round trip)"),
-    ("commit", "COMMIT; RESET ALL: WAL flush (round trip)"),
+    ("message", "one message: BEGIN; SET LOCAL; EXECUTE insert (row + journal event with chain "
+                "trigger + scope mark); COMMIT (WAL flush); RESET ALL"),
     ("total", "total"),
 )
 
@@ -58,30 +59,21 @@ def _one(conn: psycopg.Connection[Any], engine: Engine, spec: Any, tenant: str, 
     content, envelope, tags = payload(i)
     ctx = engine.context(resolve_anchor(spec, {"workspace_id": tenant}), "agent")
     marks = [time.perf_counter()]
-    conn.execute(begin_statement(tenant))
+    tx = OnceTransaction(conn, ctx.tenant)
+    op = core.observe(ctx, BENCH_TIER, content, envelope=envelope, tags=tags, final=True)
+    step = next(op)
+    if isinstance(step, core.Embed) or not step.last:
+        raise AssertionError("observe is expected to be one statement marked last (no embedder, "
+                             "no key): update bench/_breakdown.py")
+    statement = render(step.statement, conn)
     marks.append(time.perf_counter())
-    op = core.observe(ctx, BENCH_TIER, content, envelope=envelope, tags=tags)
-    statements = 0
+    row = tx.execute(statement, step.params, last=True).fetchone()
+    marks.append(time.perf_counter())
     try:
-        step = next(op)
-        while True:
-            if isinstance(step, core.Embed):  # not with this engine (no embedder)
-                step = op.send(step.compute())
-                continue
-            marks.append(time.perf_counter())
-            row = conn.execute(step.statement, step.params).fetchone()
-            marks.append(time.perf_counter())
-            statements += 1
-            step = op.send(row)
+        op.send(row)
     except StopIteration:
         pass
-    if statements != 1:
-        raise AssertionError(f"observe ran {statements} statements; the breakdown expects 1 "
-                             "(row, event and scope in one statement): update bench/_breakdown.py")
-    conn.execute("COMMIT; RESET ALL")
-    marks.append(time.perf_counter())
     if parts is not None:
-        keys = [key for key, _ in PARTS if key != "total"]
-        for key, (a, b) in zip(keys, itertools.pairwise(marks), strict=True):
-            parts[key].append(b - a)
+        parts["python_checks"].append(marks[1] - marks[0])
+        parts["message"].append(marks[2] - marks[1])
         parts["total"].append(marks[-1] - marks[0])

@@ -9,7 +9,7 @@ from typing import Any
 __all__ = ["render_markdown"]
 
 _NAMES = {
-    "engine": "primitives engine (`mem.observe`, audited)",
+    "engine": "primitives engine (`engine.observe`, audited)",
     "langgraph": "LangGraph `PostgresStore.put`",
     "langgraph-shared-store": "LangGraph `PostgresStore.put`, one store shared by the threads",
 }
@@ -125,10 +125,11 @@ def render_markdown(result: dict[str, Any], *, table_only: bool = False) -> str:
         "",
         "What is measured, on one server in one run:",
         "",
-        f"- **ours**: `with engine.tenant({{\"workspace_id\": t}}) as mem: mem.observe("
-        f"\"{params['tier']}\", content, envelope=..., tags=...)` with the spec "
-        f"`{params['spec']}`, connected as `primitives_app` (row-level security forced). "
-        "One transaction per write: the memory row and its hash-chained journal event.",
+        f"- **ours**: `engine.observe({{\"workspace_id\": t}}, \"{params['tier']}\", content, "
+        f"envelope=..., tags=...)` with the spec `{params['spec']}`, connected as "
+        "`primitives_app` (row-level security forced). One transaction per write, sent as one "
+        "message (`BEGIN; SET LOCAL` tenant; `EXECUTE` of the prepared insert; `COMMIT; RESET "
+        "ALL`): the memory row, its hash-chained journal event and the scope mark.",
         "- **theirs**: LangGraph's `PostgresStore.put((t, tier), key, value, index=False)` in "
         "its own database, connected as the admin: it has no tenancy, no row-level security "
         "and no journal. Same payloads.",

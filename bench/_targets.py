@@ -65,7 +65,8 @@ class Target(Protocol):
 
 
 class EngineTarget:
-    """Our engine: ``with engine.tenant(anchor) as mem: mem.observe(...)`` as the app role."""
+    """Our engine: ``engine.observe(anchor, ...)``, one write in its own transaction, as the app
+    role (one message: BEGIN, SET LOCAL, the insert, COMMIT)."""
 
     def __init__(self, dsn: str, connections: int) -> None:
         with warnings.catch_warnings():
@@ -78,8 +79,8 @@ class EngineTarget:
 
         def write(tenant: str, i: int) -> None:
             content, envelope, tags = payload(i)
-            with engine.tenant({"workspace_id": tenant}) as mem:
-                mem.observe(BENCH_TIER, content, envelope=envelope, tags=tags)
+            engine.observe({"workspace_id": tenant}, BENCH_TIER, content, envelope=envelope,
+                           tags=tags)
 
         return write
 

@@ -165,9 +165,9 @@ def run(settings: Settings, *, out_dir: Path, docs: Path | None, command: str) -
             **{k: list(v) if isinstance(v, tuple) else v for k, v in vars(settings).items()},
             "spec": str(BENCH_SPEC.relative_to(ROOT)),
             "tier": BENCH_TIER,
-            "write": "engine: `with engine.tenant({workspace_id}) as mem: mem.observe(tier, "
-                     "content, envelope=..., tags=...)` as primitives_app (RLS forced): memory "
-                     "row + hash-chained journal event, one transaction. LangGraph: "
+            "write": "engine: `engine.observe({workspace_id}, tier, content, envelope=..., "
+                     "tags=...)` as primitives_app (RLS forced): memory row + hash-chained "
+                     "journal event, one transaction sent as one message. LangGraph: "
                      "`PostgresStore.put((tenant, tier), key, {content, envelope, tags}, "
                      "index=False)` on its own database, connected as the admin (it has no "
                      "tenancy)",

@@ -36,6 +36,7 @@ from primitives.db._names import (
     SQLSTATE_PERSISTENT_DELETE,
     TENANT_SETTING,
 )
+from primitives.db._oneshot import aread_once, read_once
 from primitives.db._server import (
     ServerStatus,
     primitives_home,
@@ -66,12 +67,14 @@ __all__ = [
     "app_dsn",
     "apply_migrations",
     "apply_plan",
+    "aread_once",
     "atenant_transaction",
     "auditor_dsn",
     "begin_statement",
     "load_migrations",
     "migrations_dir",
     "primitives_home",
+    "read_once",
     "resolve_dsn",
     "server_status",
     "set_tenant_statement",

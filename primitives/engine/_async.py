@@ -18,7 +18,8 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from primitives.db import app_dsn, atenant_transaction, resolve_dsn, translate_error
+from primitives.db import app_dsn, aread_once, atenant_transaction, resolve_dsn, translate_error
+from primitives.db._oneshot import AsyncOnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _core as core
 from primitives.engine import _store_ops as store_ops
@@ -39,18 +40,64 @@ async def arun_op(conn: psycopg.AsyncConnection[Any], op: core.Op[R]) -> R:
     """Drive one core operation to completion on ``conn``."""
     try:
         step = next(op)
+    except StopIteration as done:
+        value: R = done.value
+        return value
+    return await _adrive(conn, op, step)
+
+
+async def _afetch(cursor: Any, fetch: core.Fetch) -> Any:
+    if fetch == "one":
+        return await cursor.fetchone()
+    if fetch == "all":
+        return await cursor.fetchall()
+    return None
+
+
+async def _adrive(conn: psycopg.AsyncConnection[Any], op: core.Op[R], step: Any) -> R:
+    """Drive ``op`` on ``conn`` from ``step``, the step it yielded last."""
+    try:
         while True:
-            result: Any = None
             if isinstance(step, core.Embed):
                 # Model inference is CPU-bound: keep it off the event loop.
                 step = op.send(await asyncio.to_thread(step.compute))
                 continue
             cursor = await conn.execute(render(step.statement, conn), step.params)
-            if step.fetch == "one":
-                result = await cursor.fetchone()
-            elif step.fetch == "all":
-                result = await cursor.fetchall()
-            step = op.send(result)
+            step = op.send(await _afetch(cursor, step.fetch))
+    except StopIteration as done:
+        value: R = done.value
+        return value
+
+
+async def _aread(conn: psycopg.AsyncConnection[Any], tenant: str, op: core.Op[R]) -> R:
+    """The async twin of the sync engine's one-round-trip read (see ``Engine.read``)."""
+    try:
+        step = next(op)
+        while isinstance(step, core.Embed):
+            step = op.send(await asyncio.to_thread(step.compute))
+        cursor = await aread_once(conn, tenant, render(step.statement, conn), step.params)
+        if cursor is not None:
+            step = op.send(await _afetch(cursor, step.fetch))
+    except StopIteration as done:
+        value: R = done.value
+        return value
+    async with atenant_transaction(conn, tenant):
+        return await _adrive(conn, op, step)
+
+
+async def _adrive_once(tx: AsyncOnceTransaction, op: core.Op[R]) -> R:
+    """The async twin of the sync engine's ``_drive_once``."""
+    try:
+        step = next(op)
+        while True:
+            if isinstance(step, core.Embed):
+                step = op.send(await asyncio.to_thread(step.compute))
+                continue
+            if tx.committed:
+                raise AssertionError("an operation ran a statement after its last one")
+            cursor = await tx.execute(render(step.statement, tx.conn), step.params,
+                                      last=step.last)
+            step = op.send(await _afetch(cursor, step.fetch))
     except StopIteration as done:
         value: R = done.value
         return value
@@ -102,6 +149,69 @@ class AsyncEngine(EngineBase):
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
             yield AsyncTenantMemory(ctx, conn)
+
+    async def read(self, anchor: Mapping[str, object],
+                   make: Callable[[core.Context], core.Op[R]], *, actor: str = "agent",
+                   seed: str | None = None) -> R:
+        """Like :meth:`Engine.read`: the first statement in one round trip, one retry."""
+        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
+        seed = seed or f"{self.spec.agent}:{ctx.tenant}"
+        for attempt in (1, 2):
+            try:
+                async with self._pool.connection() as conn:
+                    return await _aread(conn, ctx.tenant, make(ctx))
+            except (psycopg.Error, PoolTimeout, StorageError) as err:
+                if attempt == 2 or not is_transient(err):
+                    if isinstance(err, psycopg.Error):
+                        raise translate_error(err, tenant=ctx.tenant) from err
+                    raise
+                await asyncio.sleep(backoff_seconds(seed))
+        raise AssertionError("unreachable")
+
+    @overload
+    async def search(self, anchor: Mapping[str, object], query: str = "", *,
+                     explain: Literal[False] = False, actor: str = "agent",
+                     **options: Any) -> list[Hit]: ...
+
+    @overload
+    async def search(self, anchor: Mapping[str, object], query: str = "", *,
+                     explain: Literal[True], actor: str = "agent",
+                     **options: Any) -> Explanation: ...
+
+    async def search(self, anchor: Mapping[str, object], query: str = "", *,
+                     explain: bool = False, actor: str = "agent",
+                     **options: Any) -> list[Hit] | Explanation:
+        """Like :meth:`Engine.search`."""
+        explanation = await self.read(
+            anchor, lambda ctx: core.explain_search(ctx, query, **options), actor=actor)
+        return explanation if explain else explanation.hits
+
+    async def observe(self, anchor: Mapping[str, object], tier: str, content: str, *,
+                      actor: str = "agent", seed: str | None = None, **fields: Any) -> Memory:
+        """Like :meth:`Engine.observe`: one memory in a transaction of its own."""
+        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
+        seed = seed or f"{self.spec.agent}:{ctx.tenant}"
+        for attempt in (1, 2):
+            try:
+                async with self._pool.connection() as conn:
+                    tx = AsyncOnceTransaction(conn, ctx.tenant)
+                    try:
+                        memory = await _adrive_once(
+                            tx, core.observe(ctx, tier, content, final=True, **fields))
+                        await tx.commit()
+                    except BaseException:
+                        await tx.rollback()
+                        raise
+                    return memory
+            except (psycopg.Error, PoolTimeout, StorageError) as err:
+                if not is_transient(err):
+                    if isinstance(err, psycopg.Error):
+                        raise translate_error(err, tenant=ctx.tenant) from err
+                    raise
+                if attempt == 2:
+                    raise write_failed(err, attempts=attempt, seed=seed) from err
+                await asyncio.sleep(backoff_seconds(seed))
+        raise AssertionError("unreachable")
 
     async def write(self, anchor: Mapping[str, object],
                     fn: Callable[[AsyncTenantMemory], Awaitable[T]], *, actor: str = "agent",

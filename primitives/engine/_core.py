@@ -38,6 +38,9 @@ class Step:
     statement: sql.Composed | sql.SQL
     params: Mapping[str, Any]
     fetch: Fetch = "none"
+    last: bool = False
+    """The operation's final statement, when the operation is its transaction's only one: an
+    executor may send the COMMIT with it (``Engine.observe``)."""
 
 
 @dataclass(frozen=True)
@@ -208,11 +211,12 @@ def observe(
     value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
     source: str | None = None, memory_id: UUID | None = None, via: str = "direct",
-    embedding: Sequence[float] | None = None,
+    embedding: Sequence[float] | None = None, final: bool = False,
 ) -> Op[Memory]:
     """Write a memory. With ``key``, an unchanged write returns the current row (no event)
     and a changed one supersedes it (the old row stays, marked). With an embedder, the row
-    stores its vector and the model's id (``embedding`` when the caller already has it)."""
+    stores its vector and the model's id (``embedding`` when the caller already has it).
+    ``final``: this operation is the whole transaction, so its insert is marked ``last``."""
     spec = ctx.spec
     typ = _typology(spec, tier, typology)
     check_write_policy(spec, tier, typ, via=via)
@@ -259,7 +263,7 @@ def observe(
             "scope_id": scope_id, "content_sha256": content_hash(content),
             "value_sha256": content_hash(canonical_json(value)), "via": via,
         }),
-    }, "one")
+    }, "one", last=final)
     return Memory.from_row(row)
 
 

@@ -20,7 +20,8 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from primitives.db import app_dsn, resolve_dsn, tenant_transaction, translate_error
+from primitives.db import app_dsn, read_once, resolve_dsn, tenant_transaction, translate_error
+from primitives.db._oneshot import OnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _core as core
 from primitives.engine import _store_ops as store_ops
@@ -41,17 +42,64 @@ def run_op(conn: psycopg.Connection[Any], op: core.Op[R]) -> R:
     """Drive one core operation to completion on ``conn``."""
     try:
         step = next(op)
+    except StopIteration as done:
+        value: R = done.value
+        return value
+    return _drive(conn, op, step)
+
+
+def _fetch(cursor: Any, fetch: core.Fetch) -> Any:
+    if fetch == "one":
+        return cursor.fetchone()
+    if fetch == "all":
+        return cursor.fetchall()
+    return None
+
+
+def _drive(conn: psycopg.Connection[Any], op: core.Op[R], step: Any) -> R:
+    """Drive ``op`` on ``conn`` from ``step``, the step it yielded last."""
+    try:
         while True:
-            result: Any = None
             if isinstance(step, core.Embed):
                 step = op.send(step.compute())
                 continue
             cursor = conn.execute(render(step.statement, conn), step.params)
-            if step.fetch == "one":
-                result = cursor.fetchone()
-            elif step.fetch == "all":
-                result = cursor.fetchall()
-            step = op.send(result)
+            step = op.send(_fetch(cursor, step.fetch))
+    except StopIteration as done:
+        value: R = done.value
+        return value
+
+
+def _read(conn: psycopg.Connection[Any], tenant: str, op: core.Op[R]) -> R:
+    """Run the read-only ``op``: its first statement with its whole tenant transaction in one
+    round trip (:func:`~primitives.db.read_once`); any further statement (or a statement that
+    cannot go that way) in an ordinary tenant transaction."""
+    try:
+        step = next(op)
+        while isinstance(step, core.Embed):
+            step = op.send(step.compute())
+        cursor = read_once(conn, tenant, render(step.statement, conn), step.params)
+        if cursor is not None:
+            step = op.send(_fetch(cursor, step.fetch))
+    except StopIteration as done:
+        value: R = done.value
+        return value
+    with tenant_transaction(conn, tenant):
+        return _drive(conn, op, step)
+
+
+def _drive_once(tx: OnceTransaction, op: core.Op[R]) -> R:
+    """Drive ``op`` through ``tx``: BEGIN with its first statement, COMMIT with its ``last``."""
+    try:
+        step = next(op)
+        while True:
+            if isinstance(step, core.Embed):
+                step = op.send(step.compute())
+                continue
+            if tx.committed:
+                raise AssertionError("an operation ran a statement after its last one")
+            cursor = tx.execute(render(step.statement, tx.conn), step.params, last=step.last)
+            step = op.send(_fetch(cursor, step.fetch))
     except StopIteration as done:
         value: R = done.value
         return value
@@ -109,6 +157,77 @@ class Engine(EngineBase):
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
             yield TenantMemory(ctx, conn)
+
+    def read(self, anchor: Mapping[str, object], make: Callable[[core.Context], core.Op[R]], *,
+             actor: str = "agent", seed: str | None = None,
+             sleep: Callable[[float], None] = time.sleep) -> R:
+        """Run the read-only core operation ``make(context)`` for ``anchor`` in its own tenant
+        transaction, its first statement in one round trip. A transient failure is retried once
+        after the same deterministic backoff as :meth:`write`; then the error is raised.
+
+        Only for operations that read: a later statement of the operation runs in a second
+        transaction (each statement sees its own snapshot under READ COMMITTED anyway).
+        """
+        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
+        seed = seed or f"{self.spec.agent}:{ctx.tenant}"
+        for attempt in (1, 2):
+            try:
+                with self._pool.connection() as conn:
+                    return _read(conn, ctx.tenant, make(ctx))
+            except (psycopg.Error, PoolTimeout, StorageError) as err:
+                if attempt == 2 or not is_transient(err):
+                    if isinstance(err, psycopg.Error):
+                        raise translate_error(err, tenant=ctx.tenant) from err
+                    raise
+                sleep(backoff_seconds(seed))
+        raise AssertionError("unreachable")
+
+    @overload
+    def search(self, anchor: Mapping[str, object], query: str = "", *,
+               explain: Literal[False] = False, actor: str = "agent",
+               **options: Any) -> list[Hit]: ...
+
+    @overload
+    def search(self, anchor: Mapping[str, object], query: str = "", *,
+               explain: Literal[True], actor: str = "agent", **options: Any) -> Explanation: ...
+
+    def search(self, anchor: Mapping[str, object], query: str = "", *, explain: bool = False,
+               actor: str = "agent", **options: Any) -> list[Hit] | Explanation:
+        """:meth:`TenantMemory.search` in a transaction of its own, in one round trip."""
+        explanation = self.read(anchor, lambda ctx: core.explain_search(ctx, query, **options),
+                                actor=actor)
+        return explanation if explain else explanation.hits
+
+    def observe(self, anchor: Mapping[str, object], tier: str, content: str, *,
+                actor: str = "agent", seed: str | None = None,
+                sleep: Callable[[float], None] = time.sleep, **fields: Any) -> Memory:
+        """One memory (see :meth:`TenantMemory.observe`) in a tenant transaction of its own,
+        retried like :meth:`write`. Without ``key`` and without an embedder it is one round
+        trip: ``BEGIN; SET LOCAL``, the insert (row, journal event, scope mark) and ``COMMIT``
+        in one message."""
+        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
+        seed = seed or f"{self.spec.agent}:{ctx.tenant}"
+        for attempt in (1, 2):
+            try:
+                with self._pool.connection() as conn:
+                    tx = OnceTransaction(conn, ctx.tenant)
+                    try:
+                        memory = _drive_once(tx, core.observe(ctx, tier, content, final=True,
+                                                              **fields))
+                        tx.commit()
+                    except BaseException:
+                        tx.rollback()
+                        raise
+                    return memory
+            except (psycopg.Error, PoolTimeout, StorageError) as err:
+                if not is_transient(err):
+                    if isinstance(err, psycopg.Error):
+                        raise translate_error(err, tenant=ctx.tenant) from err
+                    raise
+                if attempt == 2:
+                    raise write_failed(err, attempts=attempt, seed=seed) from err
+                sleep(backoff_seconds(seed))
+        raise AssertionError("unreachable")
 
     def write(self, anchor: Mapping[str, object], fn: Callable[[TenantMemory], T], *,
               actor: str = "agent", seed: str | None = None,

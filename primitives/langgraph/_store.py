@@ -52,6 +52,9 @@ from primitives.engine import (
     TenantMemory,
     resolve_anchor,
 )
+from primitives.engine import _store_ops as store_ops
+from primitives.engine._core import Context
+from primitives.engine._core import Op as CoreOp
 from primitives.engine._store_ops import (
     ItemGet,
     ItemNamespaces,
@@ -242,6 +245,12 @@ class MemoryStore(BaseStore):
         groups, count = self._translator.plan(ops)
         out: list[Result] = [None] * count
         for group in groups:
+            if _reads_only(group.ops):
+                # gets, searches and listings: one round trip for the first statement
+                results = self.engine.read(dict(group.anchor), _reader(group.ops),
+                                           actor=self.actor)
+                self._translator.scatter(group, results, out)
+                continue
             for attempt in (1, 2):
                 try:
                     results = self.engine.write(dict(group.anchor), _runner(group.ops),
@@ -268,6 +277,14 @@ class MemoryStore(BaseStore):
 
 def _runner(ops: list[ItemOp]) -> Callable[[TenantMemory], list[Any]]:
     return lambda mem: mem.item_batch(ops)
+
+
+def _reads_only(ops: Sequence[ItemOp]) -> bool:
+    return all(isinstance(op, ItemGet | ItemSearch | ItemNamespaces) for op in ops)
+
+
+def _reader(ops: list[ItemOp]) -> Callable[[Context], CoreOp[list[Any]]]:
+    return lambda ctx: store_ops.run_item_ops(ctx, ops)
 
 
 class AsyncMemoryStore(BaseStore):
@@ -306,6 +323,11 @@ class AsyncMemoryStore(BaseStore):
         groups, count = self._translator.plan(ops)
         out: list[Result] = [None] * count
         for group in groups:
+            if _reads_only(group.ops):
+                results = await self.engine.read(dict(group.anchor), _reader(group.ops),
+                                                 actor=self.actor)
+                self._translator.scatter(group, results, out)
+                continue
             for attempt in (1, 2):
                 try:
                     results = await self.engine.write(dict(group.anchor), _arunner(group.ops),

@@ -73,6 +73,6 @@ def test_bench_markdown_names_the_command_machine_and_both_systems(
     page = (folder / "benchmarks.md").read_text()
     assert page == render_markdown(result)
     assert "python -m bench.run (smoke)" in page
-    assert "PostgresStore.put" in page and "mem.observe" in page
+    assert "PostgresStore.put" in page and "engine.observe" in page
     assert "| *ours / theirs* | threads |" in page
     assert "connected as the admin" in page

@@ -147,6 +147,25 @@ def test_search_fuses_lexical_and_envelope_and_honours_tier_scope(engine: Engine
     assert [h.memory.tier for h in run_only] == ["run"]
 
 
+def test_engine_search_in_one_round_trip_matches_search_in_a_transaction(
+    engine: Engine, pg: PostgresHandle, spectral: AgentSpec
+) -> None:
+    anchor, other = _tenant(), _tenant()
+    with engine.tenant(anchor) as mem:
+        mem.observe("cycle", "OCR swaps fields on scanned contracts", envelope={"kind": "scan"})
+        mem.observe("run", "contracts run finished without OCR issues")
+        inside = mem.search("OCR contracts", explain=True)
+    alone = engine.search(anchor, "OCR contracts", explain=True)
+    assert [h.memory.id for h in alone.hits] == [h.memory.id for h in inside.hits]
+    assert [h.ranks for h in alone.hits] == [h.ranks for h in inside.hits]
+    assert alone.signal_rows == inside.signal_rows
+    assert engine.search(other, "OCR contracts") == []  # another tenant: nothing
+    # the one-round-trip statement ran (prepared on the session), not the fallback
+    with engine._pool.connection() as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM pg_prepared_statements")]
+    assert any(n.startswith("primitives_once_") for n in names)
+
+
 def test_raw_sql_as_app_role_sees_no_rows_without_a_tenant(
     engine: Engine, app_conn: psycopg.Connection[Any]
 ) -> None:

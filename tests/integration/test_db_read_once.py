@@ -1,0 +1,128 @@
+"""One-round-trip reads as the application role (``primitives.db.read_once``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from primitives.db import APP_ROLE, aread_once, read_once, tenant_transaction
+from primitives.errors import StorageError
+
+if TYPE_CHECKING:
+    from conftest import PostgresHandle
+
+pytestmark = pytest.mark.db
+
+CURRENT_TENANT = "SELECT primitives.current_tenant()"
+
+
+@pytest.fixture
+def notes(scratch_schema: str, as_owner: Callable[..., None],
+          app_conn: psycopg.Connection[Any]) -> str:
+    table = sql.Identifier(scratch_schema, "notes")
+    tenant = sql.SQL("tenant_id = (SELECT primitives.current_tenant())")
+    as_owner(
+        sql.SQL("CREATE TABLE {} (tenant_id text NOT NULL, n int NOT NULL, body text NOT NULL)")
+        .format(table),
+        sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(table),
+        sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(table),
+        sql.SQL("CREATE POLICY tenant_isolation ON {} USING ({}) WITH CHECK ({})").format(
+            table, tenant, tenant),
+        sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(table, sql.Identifier(APP_ROLE)),
+    )
+    for owner in ("acme", "globex"):
+        with tenant_transaction(app_conn, owner) as tx:
+            for n in range(3):
+                tx.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(table),
+                           (owner, n, f"{owner} note {n}"))
+    return sql.SQL("SELECT body FROM {} WHERE n >= %(low)s ORDER BY n").format(table) \
+        .as_string(None)
+
+
+def test_a_read_sees_only_its_tenants_rows_and_leaves_no_tenant_behind(
+    app_conn: psycopg.Connection[Any], notes: str
+) -> None:
+    for tenant in ("acme", "globex", "acme"):  # the second acme read reuses the prepared plan
+        cursor = read_once(app_conn, tenant, notes, {"low": 1})
+        assert cursor is not None
+        assert cursor.fetchall() == [(f"{tenant} note 1",), (f"{tenant} note 2",)]
+        assert app_conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert app_conn.execute(CURRENT_TENANT).fetchone() == (None,)
+    assert read_once(app_conn, "initech", notes, {"low": 0}).fetchall() == []  # type: ignore[union-attr]
+
+
+def test_parameters_and_tenant_are_literals_not_sql(
+    app_conn: psycopg.Connection[Any], notes: str
+) -> None:
+    tricky = "acme'; RESET primitives.tenant; SELECT '"
+    cursor = read_once(app_conn, tricky, notes, {"low": 0})
+    assert cursor is not None and cursor.fetchall() == []  # a tenant of that exact name
+    probe = "SELECT %(v)s::text"
+    value = "x'); SELECT pg_sleep(5); --"
+    cursor = read_once(app_conn, "acme", probe, {"v": value})
+    assert cursor is not None and cursor.fetchone() == (value,)
+
+
+def test_a_failing_read_is_rolled_back_and_raised_as_a_storage_error(
+    app_conn: psycopg.Connection[Any],
+) -> None:
+    with pytest.raises(StorageError) as caught:
+        read_once(app_conn, "acme", "SELECT 1 / %(zero)s::int", {"zero": 0})
+    assert caught.value.context["sqlstate"] == "22012"
+    assert caught.value.context["tenant"] == "acme"
+    assert app_conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert app_conn.execute(CURRENT_TENANT).fetchone() == (None,)
+
+
+def test_parameters_keep_the_types_psycopg_would_bind(
+    app_conn: psycopg.Connection[Any],
+) -> None:
+    # an untyped $1 is text when inferred; declared as psycopg binds an int, it stays an int
+    for value in (7, 7_000_000_000, 1.5, True, None, "seven"):
+        cursor = read_once(app_conn, "acme", "SELECT %(v)s", {"v": value})
+        assert cursor is not None and cursor.fetchone() == (value,)
+    cursor = read_once(app_conn, "acme", "SELECT %(v)s", {"v": [1, 2]})
+    assert cursor is not None and cursor.fetchone() == ([1, 2],)
+
+
+def test_a_statement_the_server_cannot_prepare_is_left_to_the_caller(
+    app_conn: psycopg.Connection[Any],
+) -> None:
+    # the server cannot plan it (no such column): the caller falls back to a transaction
+    assert read_once(app_conn, "acme", "SELECT no_such_column + %(v)s", {"v": 1}) is None
+    assert read_once(app_conn, "acme", "SELECT %s", {"x": 1}) is None  # positional
+    assert read_once(app_conn, "acme", "SELECT %(v)s::int", {}) is None  # missing parameter
+    assert read_once(app_conn, "acme", "SELECT %(v)s::int", [1]) is None  # type: ignore[arg-type]
+    assert app_conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_a_session_that_lost_its_prepared_statement_prepares_it_again(
+    app_conn: psycopg.Connection[Any], notes: str
+) -> None:
+    assert read_once(app_conn, "acme", notes, {"low": 2}).fetchall() == [("acme note 2",)]  # type: ignore[union-attr]
+    app_conn.execute("DEALLOCATE ALL")
+    assert read_once(app_conn, "acme", notes, {"low": 2}).fetchall() == [("acme note 2",)]  # type: ignore[union-attr]
+
+
+def test_a_connection_inside_a_transaction_is_not_used(
+    pg: PostgresHandle, notes: str
+) -> None:
+    with psycopg.connect(pg.app_dsn) as conn:  # not autocommit
+        assert read_once(conn, "acme", notes, {"low": 0}) is None
+    with psycopg.connect(pg.app_dsn, autocommit=True) as conn, tenant_transaction(conn, "acme"):
+        assert read_once(conn, "acme", notes, {"low": 0}) is None  # already in one
+
+
+async def test_async_read_matches_the_sync_one(pg: PostgresHandle, notes: str) -> None:
+    async with await psycopg.AsyncConnection.connect(pg.app_dsn, autocommit=True) as conn:
+        cursor = await aread_once(conn, "globex", notes, {"low": 2})
+        assert cursor is not None
+        assert await cursor.fetchall() == [("globex note 2",)]
+        with pytest.raises(StorageError):
+            await aread_once(conn, "globex", "SELECT 1 / %(zero)s::int", {"zero": 0})
+        cur = await conn.execute(CURRENT_TENANT)
+        assert await cur.fetchone() == (None,)

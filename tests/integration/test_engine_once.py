@@ -1,0 +1,165 @@
+"""A write in a transaction of its own, sent as one message (``Engine.observe``)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from primitives.audit._chain import verify_chains
+from primitives.db._oneshot import OnceTransaction
+from primitives.engine import AsyncEngine, Engine
+from primitives.errors import GovernanceError, StorageError, TenancyError
+from primitives.spec import AgentSpec
+from tests.conftest import PostgresHandle
+
+pytestmark = pytest.mark.db
+
+
+@pytest.fixture
+def engine(pg: PostgresHandle, spectral: AgentSpec) -> Iterator[Engine]:
+    with pytest.warns(RuntimeWarning, match="semantic signal needs an embedder"):
+        eng = Engine.connect(spectral, pg.app_dsn, max_connections=8)
+    with eng:
+        yield eng
+
+
+def _tenant() -> dict[str, str]:
+    return {"workspace_id": f"ws-{uuid.uuid4().hex[:8]}"}
+
+
+def _rows(engine: Engine, anchor: dict[str, str]) -> tuple[list[Any], list[Any]]:
+    with engine.tenant(anchor) as mem:
+        conn = mem.connection
+        rows = conn.execute(sql.SQL("SELECT id, content FROM {} ORDER BY created_at").format(
+            engine.tables.memories.ident)).fetchall()
+        events = conn.execute(sql.SQL("SELECT seq, kind, memory_id FROM {} ORDER BY seq").format(
+            engine.tables.events.ident)).fetchall()
+    return rows, events
+
+
+def test_observe_alone_writes_row_event_and_chain_in_one_message(
+    engine: Engine, admin_conn: psycopg.Connection[Any], spectral: AgentSpec
+) -> None:
+    anchor = _tenant()
+    first = engine.observe(anchor, "cycle", "lowering temperature removed fabrication",
+                           scope_id="c-1", envelope={"kind": "scan"})
+    second = engine.observe(anchor, "cycle", "retrieval returned stale context")
+    rows, events = _rows(engine, anchor)
+    assert [r[0] for r in rows] == [first.id, second.id]
+    assert [(e[0], e[1], e[2]) for e in events] == [(1, "observed", first.id),
+                                                   (2, "observed", second.id)]
+    [report] = verify_chains(admin_conn, spectral, tenants=[anchor["workspace_id"]])
+    assert report.intact and report.events == 2
+    # it went as EXECUTE of a statement prepared on the session, not as bound statements
+    with engine._pool.connection() as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM pg_prepared_statements")]
+        assert conn.execute("SELECT primitives.current_tenant()").fetchone() == (None,)
+    assert any(n.startswith("primitives_once_") for n in names)
+
+
+def test_observe_alone_with_a_key_supersedes_in_one_transaction(engine: Engine) -> None:
+    anchor = _tenant()
+    one = engine.observe(anchor, "workspace", "policy v1", typology="semantic", key="policy",
+                         via="promotion")
+    two = engine.observe(anchor, "workspace", "policy v2", typology="semantic", key="policy",
+                         via="promotion")
+    assert engine.observe(anchor, "workspace", "policy v2", typology="semantic", key="policy",
+                          via="promotion").id == two.id  # unchanged: no new row
+    rows, events = _rows(engine, anchor)
+    assert [r[1] for r in rows] == ["policy v1", "policy v2"]
+    assert [e[1] for e in events] == ["observed", "superseded", "observed"]
+    assert events[1][2] == one.id
+
+
+def test_refused_write_leaves_nothing_and_no_tenant_on_the_connection(engine: Engine) -> None:
+    anchor = _tenant()
+    with pytest.raises(TenancyError):
+        engine.observe(anchor, "no_such_tier", "x")
+    first = engine.observe(anchor, "cycle", "the only row")
+    with pytest.raises(StorageError) as caught:  # the database refuses: the id is taken
+        engine.observe(anchor, "cycle", "a second row with the first one's id",
+                       memory_id=first.id)
+    assert caught.value.context["sqlstate"] == "23505"
+    rows, events = _rows(engine, anchor)
+    assert [r[0] for r in rows] == [first.id]
+    assert [e[1] for e in events] == ["observed"]  # no event of the refused write
+    with engine._pool.connection() as conn:
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert conn.execute("SELECT primitives.current_tenant()").fetchone() == (None,)
+
+
+def test_a_failing_statement_rolls_back_the_statements_before_it(
+    engine: Engine, app_conn: psycopg.Connection[Any]
+) -> None:
+    anchor = _tenant()
+    memories = engine.tables.memories.ident.as_string(app_conn)
+    tx = OnceTransaction(app_conn, anchor["workspace_id"])
+    tx.execute(
+        f"INSERT INTO {memories} (workspace_id, tier, typology, key, content) "
+        "VALUES (%(t)s, 'cycle', 'episodic', %(k)s, 'kept only if the transaction commits')",
+        {"t": anchor["workspace_id"], "k": "k1"})
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        tx.execute("SELECT 1 / %(zero)s::int", {"zero": 0}, last=True)
+    tx.rollback()
+    assert app_conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    rows, _ = _rows(engine, anchor)
+    assert rows == []
+    # a cross-tenant row is refused by row-level security, in one message as elsewhere
+    tx = OnceTransaction(app_conn, anchor["workspace_id"])
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        tx.execute(
+            f"INSERT INTO {memories} (workspace_id, tier, typology, key, content) "
+            "VALUES (%(t)s, 'cycle', 'episodic', 'k2', 'planted')",
+            {"t": "ws-someone-else"}, last=True)
+    tx.rollback()
+
+
+def test_write_policy_refusal_surfaces_as_such_and_writes_nothing(engine: Engine) -> None:
+    anchor = _tenant()
+    with pytest.raises(GovernanceError, match="promotion"):
+        engine.observe(anchor, "workspace", "direct write of semantic memory",
+                       typology="semantic")
+    assert _rows(engine, anchor) == ([], [])
+
+
+def test_concurrent_single_writes_of_one_tenant_keep_the_chain(
+    engine: Engine, admin_conn: psycopg.Connection[Any], spectral: AgentSpec
+) -> None:
+    anchor = _tenant()
+    errors: list[BaseException] = []
+
+    def writer(k: int) -> None:
+        try:
+            for n in range(10):
+                engine.observe(anchor, "cycle", f"writer {k} note {n}")
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    [report] = verify_chains(admin_conn, spectral, tenants=[anchor["workspace_id"]])
+    assert report.intact and report.events == 60
+
+
+async def test_async_observe_matches(pg: PostgresHandle, spectral: AgentSpec) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no embedder: lexical only
+        engine = await AsyncEngine.connect(spectral, pg.app_dsn)
+    async with engine:
+        anchor = _tenant()
+        made = await engine.observe(anchor, "cycle", "async single write")
+        async with engine.tenant(anchor) as mem:
+            assert (await mem.get(made.id)) == made
+        with pytest.raises(TenancyError):
+            await engine.observe(anchor, "no_such_tier", "x")
