@@ -27,17 +27,21 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 import weakref
 from collections.abc import Mapping
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
+from uuid import UUID
 
 import psycopg
 from psycopg import sql
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.types.json import Jsonb
 
 from primitives.db._tenant import begin_statement, translate_error
 
@@ -85,10 +89,34 @@ def server_form(text: str) -> tuple[str, str, tuple[str, ...]] | None:
     return f"primitives_once_{digest}", converted, tuple(order)
 
 
+# The types psycopg binds for the common Python types, without asking its adapters each time
+# (ints depend on their size, as psycopg's choice does). Anything else goes through psycopg.
+_FIXED_TYPES: dict[type, str] = {
+    str: "unknown", type(None): "unknown", bool: "boolean", float: "double precision",
+    UUID: "uuid", Jsonb: "jsonb",
+}
+
+
+def _int_type(value: int) -> str:
+    if -(2**15) <= value < 2**15:
+        return "smallint"
+    if -(2**31) <= value < 2**31:
+        return "integer"
+    if -(2**63) <= value < 2**63:
+        return "bigint"
+    return "numeric"
+
+
 def _type_name(conn: Any, transformer: Any, value: Any) -> str | None:
     """The SQL type psycopg would declare for ``value``: ``unknown`` for text and NULL."""
-    if value is None:
-        return "unknown"
+    kind = type(value)
+    fixed = _FIXED_TYPES.get(kind)
+    if fixed is not None:
+        return fixed
+    if kind is int:
+        return _int_type(value)
+    if kind is datetime and value.tzinfo is not None:
+        return "timestamp with time zone"
     oid = transformer.get_dumper(value, PyFormat.AUTO).oid
     if oid == 0:
         return "unknown"
@@ -97,6 +125,9 @@ def _type_name(conn: Any, transformer: Any, value: Any) -> str | None:
         return None
     base = info.regtype or info.name
     return f"{base}[]" if oid == info.array_oid and oid != info.oid else base
+
+
+_NAMES: dict[tuple[str, str], str] = {}
 
 
 def _prepared_form(conn: Any, text: str, order: tuple[str, ...], base: str,
@@ -112,16 +143,50 @@ def _prepared_form(conn: Any, text: str, order: tuple[str, ...], base: str,
             return None
         types.append(name)
     signature = ",".join(types)
-    name = f"{base}_{hashlib.sha256(signature.encode()).hexdigest()[:8]}"
+    name = _NAMES.get((base, signature))
+    if name is None:
+        name = f"{base}_{hashlib.sha256(signature.encode()).hexdigest()[:8]}"
+        _NAMES[(base, signature)] = name
     declared = f"({signature})" if types else ""
     return name, f"PREPARE {name}{declared} AS {text}"
+
+
+def _quote_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _literal(conn: Any, value: Any, plain_strings: bool) -> str:
+    """``value`` as an SQL literal: the common types directly, the rest through psycopg.
+
+    Text is quoted by doubling quotes only when the server reads backslashes literally
+    (``standard_conforming_strings``, on by default) and the text has no NUL (which
+    PostgreSQL text cannot hold; psycopg refuses it).
+    """
+    kind = type(value)
+    if kind is str and plain_strings and "\x00" not in value:
+        return _quote_text(value)
+    if value is None:
+        return "NULL"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if kind is UUID:
+        return f"'{value}'::uuid"
+    if kind is datetime and value.tzinfo is not None:
+        return f"'{value.isoformat()}'::timestamptz"
+    if kind is Jsonb and plain_strings:
+        text = (value.dumps or json.dumps)(value.obj)
+        if "\x00" not in text:
+            return _quote_text(text) + "::jsonb"
+    return sql.Literal(value).as_string(conn)
 
 
 def _arguments(conn: Any, order: tuple[str, ...], params: Mapping[str, Any]) -> str:
     if not order:
         return ""
-    literals = sql.SQL(", ").join(sql.Literal(params[name]) for name in order)
-    return "(" + literals.as_string(conn) + ")"
+    plain = conn.pgconn.parameter_status(b"standard_conforming_strings") == b"on"
+    return "(" + ", ".join(_literal(conn, params[name], plain) for name in order) + ")"
 
 
 def _is_prepared(conn: Any, name: str) -> bool:

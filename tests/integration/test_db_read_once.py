@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from primitives.db import APP_ROLE, aread_once, read_once, tenant_transaction
 from primitives.errors import StorageError
@@ -87,6 +91,40 @@ def test_parameters_keep_the_types_psycopg_would_bind(
         assert cursor is not None and cursor.fetchone() == (value,)
     cursor = read_once(app_conn, "acme", "SELECT %(v)s", {"v": [1, 2]})
     assert cursor is not None and cursor.fetchone() == ([1, 2],)
+
+
+@pytest.mark.parametrize("value", [
+    "plain", "it's \\ a 'quoted' back\\slash", "ünïcødé ✓", "", "a\nb", "%(x)s %s %%",
+    0, -1, 2**15, -(2**31) - 1, 2**63 - 1, 2**70, 0.1, float("inf"), True, False, None,
+    UUID("12345678-1234-5678-1234-567812345678"),
+    datetime(2026, 11, 26, 1, 2, 3, 456789, tzinfo=UTC),
+    datetime(2026, 11, 26, 1, 2, 3, tzinfo=timezone(timedelta(hours=-5))),
+    datetime(2026, 11, 26, 1, 2, 3),  # naive: through psycopg's own quoting
+    ["a", "b'c", ""], [1, 2], [], Decimal("1.5"),
+])
+def test_every_parameter_comes_back_as_it_was_bound(
+    app_conn: psycopg.Connection[Any], value: Any
+) -> None:
+    bound = app_conn.execute("SELECT %(v)s", {"v": value}).fetchone()
+    cursor = read_once(app_conn, "acme", "SELECT %(v)s", {"v": value})
+    assert cursor is not None
+    assert cursor.fetchone() == bound
+
+
+@pytest.mark.parametrize("obj", [{"a": "it's"}, {"k": ["x", 1, None, {"n": "ü\\"}]}, [], "s"])
+def test_jsonb_parameters_come_back_as_they_were_bound(
+    app_conn: psycopg.Connection[Any], obj: Any
+) -> None:
+    cursor = read_once(app_conn, "acme", "SELECT %(v)s", {"v": Jsonb(obj)})
+    assert cursor is not None and cursor.fetchone() == (obj,)
+
+
+def test_text_with_a_nul_is_refused_as_psycopg_refuses_it(
+    app_conn: psycopg.Connection[Any],
+) -> None:
+    with pytest.raises(psycopg.DataError):
+        read_once(app_conn, "acme", "SELECT %(v)s::text", {"v": "a\x00b"})
+    assert app_conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 def test_a_statement_the_server_cannot_prepare_is_left_to_the_caller(
