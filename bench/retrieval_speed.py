@@ -6,10 +6,11 @@ or a comma-separated list, on request): 1,000 tenants with Zipf sizes, one synth
 SQL expressions (each in its own fresh database; HNSW indexes rebuilt after the load, the
 same m and ef_construction on both). Then, per scale:
 
-- our engine: ``mem.search(text, limit=10)`` inside ``engine.tenant(...)`` with the
-  semantic and lexical (BM25) signals fused by RRF in one statement, as the application
-  role; the query vector comes from a lookup, so query embedding is excluded (the real
-  model's ``embed_query`` is timed separately);
+- our engine: ``engine.search(anchor, text, limit=10)``, a tenant transaction of its own
+  (``BEGIN; SET LOCAL`` with the search settings, then the search with ``COMMIT``: two
+  messages), with the semantic and lexical (BM25) signals fused by RRF in one statement, as
+  the application role; the query vector comes from a lookup, so query embedding is
+  excluded (the real model's ``embed_query`` is timed separately);
 - ``langgraph.store.postgres.PostgresStore.search(namespace, query=text, limit=10)`` with an
   HNSW index config (halfvec, cosine), its embed function the same lookup;
 - p50/p95/p99 latency and the share of queries that return the full limit
@@ -243,8 +244,7 @@ def run_scale(admin: str, total: int, progress: Callable[[str], object]) -> dict
 
         with Engine.connect(spec, app_dsn(ours), embedder=LookupEmbedder(lookup)) as engine:
             def hybrid(tenant: str, text: str) -> int:
-                with engine.tenant({"conversation_id": tenant}) as mem:
-                    return len(mem.search(text, limit=LIMIT))
+                return len(engine.search({"conversation_id": tenant}, text, limit=LIMIT))
             result["ours_hybrid"] = measure(hybrid, queries, by_tenant)
         progress(f"  ours (semantic + BM25, RRF, one statement): {result['ours_hybrid']}")
 
@@ -276,8 +276,7 @@ def _switch_point(app: str, spec: AgentSpec, queries: Sequence[tuple[str, str, A
                 times = []
                 for n, text in enumerate(texts):
                     start = time.perf_counter()
-                    with engine.tenant({"conversation_id": tenant}) as mem:
-                        mem.search(text, limit=LIMIT)
+                    engine.search({"conversation_id": tenant}, text, limit=LIMIT)
                     if n >= 2:
                         times.append(time.perf_counter() - start)
                 out.setdefault(str(sizes[tenant]), {})[f"{mode}_p50_ms"] = round(

@@ -130,10 +130,23 @@ def _type_name(conn: Any, transformer: Any, value: Any) -> str | None:
 _NAMES: dict[tuple[str, str], str] = {}
 
 
+class _LazyTransformer:
+    """psycopg's adapter lookup, made only when a parameter is not of a common type."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self._transformer: Any = None
+
+    def get_dumper(self, value: Any, format: PyFormat) -> Any:
+        if self._transformer is None:
+            self._transformer = Transformer(self.conn)
+        return self._transformer.get_dumper(value, format)
+
+
 def _prepared_form(conn: Any, text: str, order: tuple[str, ...], base: str,
                    params: Mapping[str, Any]) -> tuple[str, str] | None:
     """``(name, PREPARE statement)`` for these parameter types, or ``None``."""
-    transformer = Transformer(conn)
+    transformer = _LazyTransformer(conn)
     types: list[str] = []
     for key in order:
         if key not in params:
@@ -212,9 +225,21 @@ def _fits(conn: Any, tenant: str, params: Mapping[str, Any] | None) -> bool:
     )
 
 
+@lru_cache(maxsize=4096)
+def _begin_text(tenant: str) -> str:
+    """``BEGIN; SET LOCAL primitives.tenant = '<tenant>'`` as text, for standard strings."""
+    text = begin_statement(tenant).as_string(None)  # validates; the literal needs no connection
+    return text
+
+
+def _begin(conn: Any, tenant: str) -> str:
+    if conn.pgconn.parameter_status(b"standard_conforming_strings") == b"on":
+        return _begin_text(tenant)
+    return begin_statement(tenant).as_string(conn)
+
+
 def _query(tenant: str, name: str, arguments: str, conn: Any) -> str:
-    begin = begin_statement(tenant).as_string(conn)
-    return f"{begin}; EXECUTE {name}{arguments}{_END}"
+    return f"{_begin(conn, tenant)}; EXECUTE {name}{arguments}{_END}"
 
 
 def _rows_result(cursor: C) -> C:
@@ -327,7 +352,7 @@ class OnceTransaction:
             raise psycopg.ProgrammingError(
                 "OnceTransaction needs an idle autocommit connection (it opens the transaction)")
         self.conn, self.tenant = conn, tenant
-        self.begin = begin_statement(tenant).as_string(conn)  # validates the tenant
+        self.begin = _begin(conn, tenant)  # validates the tenant
         self.open = False
         self.committed = False
 
@@ -406,7 +431,7 @@ class AsyncOnceTransaction:
             raise psycopg.ProgrammingError(
                 "OnceTransaction needs an idle autocommit connection (it opens the transaction)")
         self.conn, self.tenant = conn, tenant
-        self.begin = begin_statement(tenant).as_string(conn)
+        self.begin = _begin(conn, tenant)
         self.open = False
         self.committed = False
 

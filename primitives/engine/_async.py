@@ -18,7 +18,7 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from primitives.db import app_dsn, aread_once, atenant_transaction, resolve_dsn, translate_error
+from primitives.db import app_dsn, atenant_transaction, resolve_dsn, translate_error
 from primitives.db._oneshot import AsyncOnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _core as core
@@ -69,24 +69,10 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], op: core.Op[R], step: Any)
         return value
 
 
-async def _aread(conn: psycopg.AsyncConnection[Any], tenant: str, op: core.Op[R]) -> R:
-    """The async twin of the sync engine's one-round-trip read (see ``Engine.read``)."""
-    try:
-        step = next(op)
-        while isinstance(step, core.Embed):
-            step = op.send(await asyncio.to_thread(step.compute))
-        cursor = await aread_once(conn, tenant, render(step.statement, conn), step.params)
-        if cursor is not None:
-            step = op.send(await _afetch(cursor, step.fetch))
-    except StopIteration as done:
-        value: R = done.value
-        return value
-    async with atenant_transaction(conn, tenant):
-        return await _adrive(conn, op, step)
-
-
-async def _adrive_once(tx: AsyncOnceTransaction, op: core.Op[R]) -> R:
-    """The async twin of the sync engine's ``_drive_once``."""
+async def _arun_once(conn: psycopg.AsyncConnection[Any], tenant: str, op: core.Op[R], *,
+                     after_last: Literal["refuse", "new"]) -> R:
+    """The async twin of the sync engine's ``_run_once``."""
+    tx = AsyncOnceTransaction(conn, tenant)
     try:
         step = next(op)
         while True:
@@ -94,13 +80,19 @@ async def _adrive_once(tx: AsyncOnceTransaction, op: core.Op[R]) -> R:
                 step = op.send(await asyncio.to_thread(step.compute))
                 continue
             if tx.committed:
-                raise AssertionError("an operation ran a statement after its last one")
-            cursor = await tx.execute(render(step.statement, tx.conn), step.params,
+                if after_last == "refuse":
+                    raise AssertionError("an operation ran a statement after its last one")
+                tx = AsyncOnceTransaction(conn, tenant)
+            cursor = await tx.execute(render(step.statement, conn), step.params,
                                       last=step.last)
             step = op.send(await _afetch(cursor, step.fetch))
     except StopIteration as done:
+        await tx.commit()
         value: R = done.value
         return value
+    except BaseException:
+        await tx.rollback()
+        raise
 
 
 class AsyncEngine(EngineBase):
@@ -159,7 +151,7 @@ class AsyncEngine(EngineBase):
         for attempt in (1, 2):
             try:
                 async with self._pool.connection() as conn:
-                    return await _aread(conn, ctx.tenant, make(ctx))
+                    return await _arun_once(conn, ctx.tenant, make(ctx), after_last="new")
             except (psycopg.Error, PoolTimeout, StorageError) as err:
                 if attempt == 2 or not is_transient(err):
                     if isinstance(err, psycopg.Error):
@@ -183,7 +175,8 @@ class AsyncEngine(EngineBase):
                      **options: Any) -> list[Hit] | Explanation:
         """Like :meth:`Engine.search`."""
         explanation = await self.read(
-            anchor, lambda ctx: core.explain_search(ctx, query, **options), actor=actor)
+            anchor, lambda ctx: core.explain_search(ctx, query, final=True, **options),
+            actor=actor)
         return explanation if explain else explanation.hits
 
     async def observe(self, anchor: Mapping[str, object], tier: str, content: str, *,
@@ -194,15 +187,9 @@ class AsyncEngine(EngineBase):
         for attempt in (1, 2):
             try:
                 async with self._pool.connection() as conn:
-                    tx = AsyncOnceTransaction(conn, ctx.tenant)
-                    try:
-                        memory = await _adrive_once(
-                            tx, core.observe(ctx, tier, content, final=True, **fields))
-                        await tx.commit()
-                    except BaseException:
-                        await tx.rollback()
-                        raise
-                    return memory
+                    return await _arun_once(
+                        conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
+                        after_last="refuse")
             except (psycopg.Error, PoolTimeout, StorageError) as err:
                 if not is_transient(err):
                     if isinstance(err, psycopg.Error):

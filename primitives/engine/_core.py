@@ -165,19 +165,34 @@ def check_limits(spec: AgentSpec, content: str, value: Mapping[str, Any],
 
 def embedding_text(spec: AgentSpec, content: str, envelope: Mapping[str, Any],
                    event_time: datetime | None) -> str:
-    """The text a row's vector is made from (``retrieval.embedding.text``).
+    """The text a row's vector is made from (``retrieval.embedding``: ``text`` and
+    ``envelope_keys``).
 
     ``content_with_context`` puts the event time in front of the content, as
     ``[1:56 pm on 8 May, 2023] <content>``: rows of one session share it and questions about
-    when something happened land near them (LoCoMo recall@10 of MiniLM cosine: 0.466 content
-    alone, 0.484 with the date, 0.510 with date and time; docs/retrieval.md).
+    when something happened land near them. Each of ``envelope_keys`` present in the
+    envelope follows the content as `` (key: value)``; a conversation turn that carries the
+    turn it answers is found by questions worded like either (LoCoMo recall@10 of MiniLM
+    cosine: 0.466 content alone, 0.510 with date and time, 0.575 also with the previous turn;
+    docs/retrieval.md).
+
+    >>> embedding_text(spec, "Caroline: Adoption agencies.",  # doctest: +SKIP
+    ...                {"previous": "Melanie: What did you research?"}, None)
+    'Caroline: Adoption agencies. (previous: Melanie: What did you research?)'
     """
-    if spec.retrieval.embedding.text == "content" or event_time is None:
-        return content
-    hour = event_time.hour % 12 or 12
-    meridiem = "am" if event_time.hour < 12 else "pm"
-    return (f"[{hour}:{event_time:%M} {meridiem} on {event_time.day} {event_time:%B}, "
-            f"{event_time:%Y}] {content}")
+    config = spec.retrieval.embedding
+    text = content
+    if config.text == "content_with_context" and event_time is not None:
+        hour = event_time.hour % 12 or 12
+        meridiem = "am" if event_time.hour < 12 else "pm"
+        text = (f"[{hour}:{event_time:%M} {meridiem} on {event_time.day} {event_time:%B}, "
+                f"{event_time:%Y}] {content}")
+    for key in config.envelope_keys:
+        value = envelope.get(key)
+        if value is None or value == "":
+            continue
+        text += f" ({key}: {value if isinstance(value, str) else canonical_json(value)})"
+    return text
 
 
 def check_model(ctx: Context, stored: str | None = None, *, fetch: bool = True) -> Op[None]:
@@ -419,8 +434,9 @@ def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None 
 
 def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
                    tiers: Sequence[str] | None = None, limit: int | None = None,
-                   as_of: datetime | None = None) -> Op[Explanation]:
-    """:func:`search`, returning per signal how many rows it gave and how semantic ran."""
+                   as_of: datetime | None = None, final: bool = False) -> Op[Explanation]:
+    """:func:`search`, returning per signal how many rows it gave and how semantic ran.
+    ``final``: this operation is the whole transaction (its search statement is ``last``)."""
     config = ctx.spec.retrieval
     scope = dict(config.scope) or {name: 1.0 for name in ctx.spec.tier_names}
     chosen = list(tiers) if tiers is not None else list(scope)
@@ -452,7 +468,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         vector = (yield Embed(ctx.embedder, (query,), query=True))[0]
         # ef_search bounds the candidate list; pgvector allows at most 1000.
         row = yield Step(retrieval.hnsw_settings(ctx.tables), {
-            "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000))}, "one")
+            "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000)), "tiers": chosen,
+            "exact_below": config.semantic_exact_below}, "one")
         yield from check_model(ctx, row[2] if row else None, fetch=False)
         params.update(qvec=retrieval.vector_literal(vector), model=ctx.embedder.model_id,
                       exact_below=config.semantic_exact_below)
@@ -461,7 +478,7 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         params.update(bm25_k1=config.lexical.k1, bm25_b=config.lexical.b)
     statement = retrieval.search_statement(ctx.tables, signals, MEMORY_COLUMNS,
                                            point_in_time=as_of is not None, bm25=bm25)
-    rows = yield Step(statement, params, "all")
+    rows = yield Step(statement, params, "all", last=final)
     n = len(MEMORY_COLUMNS)
     hits = [Hit(Memory.from_row(row[:n]), float(row[n]), dict(row[n + 1]),
                 {s: float(v) for s, v in row[n + 2].items()}) for row in rows]

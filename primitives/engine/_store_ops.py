@@ -175,10 +175,12 @@ def _anchor_params(ctx: Context) -> dict[str, Any]:
 
 
 # operations -------------------------------------------------------------------------------------
-def get_item(ctx: Context, op: ItemGet) -> Op[StoredItem | None]:
+def get_item(ctx: Context, op: ItemGet, *, final: bool = False) -> Op[StoredItem | None]:
+    """One item by key. ``final``: the get is the whole transaction, so its read is ``last``
+    (a TTL refresh after it is an independent write of its own)."""
     row = yield Step(q.item_get(ctx.tables),
                      {**_anchor_params(ctx), "tier": op.tier, "namespace": list(op.namespace),
-                      "key": op.key}, "one")
+                      "key": op.key}, "one", last=final)
     if row is None:
         return None
     item = StoredItem.from_row(row)
@@ -292,9 +294,10 @@ def run_item_ops(ctx: Context, ops: Sequence[ItemOp]) -> Op[list[Any]]:
     (``StoredItem | None`` for a get, ``None`` for a put, a list for a search or a
     namespace listing)."""
     results: list[Any] = []
+    alone = len(ops) == 1
     for op in ops:
         if isinstance(op, ItemGet):
-            results.append((yield from get_item(ctx, op)))
+            results.append((yield from get_item(ctx, op, final=alone)))
         elif isinstance(op, ItemPut):
             yield from put_item(ctx, op)
             results.append(None)

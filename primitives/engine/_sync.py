@@ -20,7 +20,7 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from primitives.db import app_dsn, read_once, resolve_dsn, tenant_transaction, translate_error
+from primitives.db import app_dsn, resolve_dsn, tenant_transaction, translate_error
 from primitives.db._oneshot import OnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _core as core
@@ -70,26 +70,14 @@ def _drive(conn: psycopg.Connection[Any], op: core.Op[R], step: Any) -> R:
         return value
 
 
-def _read(conn: psycopg.Connection[Any], tenant: str, op: core.Op[R]) -> R:
-    """Run the read-only ``op``: its first statement with its whole tenant transaction in one
-    round trip (:func:`~primitives.db.read_once`); any further statement (or a statement that
-    cannot go that way) in an ordinary tenant transaction."""
-    try:
-        step = next(op)
-        while isinstance(step, core.Embed):
-            step = op.send(step.compute())
-        cursor = read_once(conn, tenant, render(step.statement, conn), step.params)
-        if cursor is not None:
-            step = op.send(_fetch(cursor, step.fetch))
-    except StopIteration as done:
-        value: R = done.value
-        return value
-    with tenant_transaction(conn, tenant):
-        return _drive(conn, op, step)
-
-
-def _drive_once(tx: OnceTransaction, op: core.Op[R]) -> R:
-    """Drive ``op`` through ``tx``: BEGIN with its first statement, COMMIT with its ``last``."""
+def _run_once(conn: psycopg.Connection[Any], tenant: str, op: core.Op[R], *,
+              after_last: Literal["refuse", "new"]) -> R:
+    """Drive ``op`` in one tenant transaction sent with as few messages as it has statements:
+    ``BEGIN; SET LOCAL`` goes with its first statement, ``COMMIT`` with the one marked
+    ``last`` (or alone, at the end). A statement after the ``last`` one runs in a new
+    transaction (``after_last="new"``: a read op's independent follow-up, such as a TTL
+    refresh) or is refused (``"refuse"``: a write must be one transaction)."""
+    tx = OnceTransaction(conn, tenant)
     try:
         step = next(op)
         while True:
@@ -97,12 +85,18 @@ def _drive_once(tx: OnceTransaction, op: core.Op[R]) -> R:
                 step = op.send(step.compute())
                 continue
             if tx.committed:
-                raise AssertionError("an operation ran a statement after its last one")
-            cursor = tx.execute(render(step.statement, tx.conn), step.params, last=step.last)
+                if after_last == "refuse":
+                    raise AssertionError("an operation ran a statement after its last one")
+                tx = OnceTransaction(conn, tenant)
+            cursor = tx.execute(render(step.statement, conn), step.params, last=step.last)
             step = op.send(_fetch(cursor, step.fetch))
     except StopIteration as done:
+        tx.commit()
         value: R = done.value
         return value
+    except BaseException:
+        tx.rollback()
+        raise
 
 
 class Engine(EngineBase):
@@ -162,18 +156,17 @@ class Engine(EngineBase):
              actor: str = "agent", seed: str | None = None,
              sleep: Callable[[float], None] = time.sleep) -> R:
         """Run the read-only core operation ``make(context)`` for ``anchor`` in its own tenant
-        transaction, its first statement in one round trip. A transient failure is retried once
-        after the same deterministic backoff as :meth:`write`; then the error is raised.
-
-        Only for operations that read: a later statement of the operation runs in a second
-        transaction (each statement sees its own snapshot under READ COMMITTED anyway).
+        transaction: ``BEGIN; SET LOCAL`` travels with its first statement and ``COMMIT`` with
+        the statement it marks ``last``, so a one-statement read is one round trip. A
+        transient failure is retried once after the same deterministic backoff as
+        :meth:`write`; then the error is raised.
         """
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         seed = seed or f"{self.spec.agent}:{ctx.tenant}"
         for attempt in (1, 2):
             try:
                 with self._pool.connection() as conn:
-                    return _read(conn, ctx.tenant, make(ctx))
+                    return _run_once(conn, ctx.tenant, make(ctx), after_last="new")
             except (psycopg.Error, PoolTimeout, StorageError) as err:
                 if attempt == 2 or not is_transient(err):
                     if isinstance(err, psycopg.Error):
@@ -194,8 +187,9 @@ class Engine(EngineBase):
     def search(self, anchor: Mapping[str, object], query: str = "", *, explain: bool = False,
                actor: str = "agent", **options: Any) -> list[Hit] | Explanation:
         """:meth:`TenantMemory.search` in a transaction of its own, in one round trip."""
-        explanation = self.read(anchor, lambda ctx: core.explain_search(ctx, query, **options),
-                                actor=actor)
+        explanation = self.read(
+            anchor, lambda ctx: core.explain_search(ctx, query, final=True, **options),
+            actor=actor)
         return explanation if explain else explanation.hits
 
     def observe(self, anchor: Mapping[str, object], tier: str, content: str, *,
@@ -210,15 +204,9 @@ class Engine(EngineBase):
         for attempt in (1, 2):
             try:
                 with self._pool.connection() as conn:
-                    tx = OnceTransaction(conn, ctx.tenant)
-                    try:
-                        memory = _drive_once(tx, core.observe(ctx, tier, content, final=True,
-                                                              **fields))
-                        tx.commit()
-                    except BaseException:
-                        tx.rollback()
-                        raise
-                    return memory
+                    return _run_once(conn, ctx.tenant,
+                                     core.observe(ctx, tier, content, final=True, **fields),
+                                     after_last="refuse")
             except (psycopg.Error, PoolTimeout, StorageError) as err:
                 if not is_transient(err):
                     if isinstance(err, psycopg.Error):

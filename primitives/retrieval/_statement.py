@@ -13,6 +13,7 @@ semantic signal ``qvec`` (a halfvec literal), ``model`` and ``exact_below``; wit
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from psycopg import sql
 
@@ -30,10 +31,11 @@ __all__ = [
 SIGNAL_ORDER = ("semantic", "lexical", "envelope", "recency")
 """Signals the statement evaluates, in the order their CTEs are written."""
 
-ACTIVE_NOW = sql.SQL(
+ACTIVE_ROWS = sql.SQL(
     "m.superseded_at IS NULL AND m.invalidated_at IS NULL AND m.archived_at IS NULL "
-    "AND m.tombstoned_at IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())"
+    "AND m.tombstoned_at IS NULL"
 )
+"""The predicate of the active-row partial indexes (``active_predicate``), verbatim."""
 
 
 def active_at() -> sql.SQL:
@@ -50,22 +52,37 @@ def active_at() -> sql.SQL:
 
 def vector_literal(vector: Sequence[float]) -> str:
     """``[x1,x2,...]``, the text form pgvector parses (bound as a parameter, cast in SQL)."""
-    return "[" + ",".join(format(float(x), ".7g") for x in vector) + "]"
+    return "[" + ",".join(map(_SEVEN_DIGITS, map(float, vector))) + "]"
 
 
+_SEVEN_DIGITS = "{:.7g}".format
+
+
+@lru_cache(maxsize=64)
 def hnsw_settings(tables: Tables) -> sql.Composed:
-    """Transaction-local HNSW settings, and the embedding model of the tenant's stored rows.
+    """Transaction-local settings for the search statement, and the embedding model of the
+    tenant's stored rows (third column).
 
     ``relaxed_order`` iterative scans keep walking the graph until ``cap`` rows of the
     tenant are found, so a tenant filter does not silently return fewer rows than asked.
-    Params: ``ef_search`` (text), ``tenant``.
+    The plan: a tenant below the switch point (``exact_below`` rows in ``tiers``, counted
+    on the active-row index) runs a plan made once for any tenant (no planning per query:
+    every signal reads the tenant's rows through its btree); a larger one gets a plan made
+    for it, which walks the HNSW index (a plan made for an average tenant would scan and
+    sort instead). JIT compilation is off: it costs more than these plans run.
+    Params: ``ef_search`` (text), ``tenant``, ``tiers``, ``exact_below``.
     """
     return sql.SQL(
         "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
         "set_config('hnsw.ef_search', %(ef_search)s, true), "
         "(SELECT m.embedding_model FROM {mem} AS m WHERE m.{t} = %(tenant)s "
-        "AND m.embedding_model IS NOT NULL LIMIT 1)"
-    ).format(mem=tables.memories.ident, t=tables.tenant)
+        "AND m.embedding_model IS NOT NULL LIMIT 1), "
+        "set_config('jit', 'off', true), "
+        "set_config('plan_cache_mode', CASE WHEN (SELECT count(*) FROM (SELECT 1 FROM {mem} "
+        "AS m WHERE m.{t} = %(tenant)s AND m.tier = ANY(%(tiers)s) AND {active} "
+        "LIMIT %(exact_below)s) AS s) < %(exact_below)s THEN 'force_generic_plan' "
+        "ELSE 'force_custom_plan' END, true)"
+    ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE_ROWS)
 
 
 def stored_model(tables: Tables) -> sql.Composed:
@@ -80,26 +97,25 @@ def _returning(columns: Sequence[str]) -> sql.Composable:
     return sql.SQL(", ").join(sql.Identifier("m", c) for c in columns)
 
 
-def _semantic(tables: Tables, base: sql.Composable) -> list[sql.Composable]:
-    mem = tables.memories.ident
+def _semantic() -> list[sql.Composable]:
     distance = sql.SQL("m.embedding <=> %(qvec)s::halfvec")
-    eligible = sql.SQL("{} AND m.embedding IS NOT NULL AND m.embedding_model = %(model)s").format(
-        base)
+    eligible = sql.SQL("m.embedding IS NOT NULL AND m.embedding_model = %(model)s")
     return [
-        # How many eligible rows the tenant has, counted no further than the switch point.
-        sql.SQL("semantic_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM {} AS m WHERE {} "
-                "LIMIT %(exact_below)s) AS s)").format(mem, eligible),
+        # Which path to take: the tenant's rows in the searched tiers, counted no further
+        # than the switch point on the active-row index alone (``scope``: an index-only
+        # scan). A routing hint: completeness never depends on it.
+        sql.SQL("semantic_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM scope "
+                "LIMIT %(exact_below)s) AS s)"),
         # Large tenants: the HNSW index, walked iteratively (hnsw_settings) under the filter.
-        sql.SQL("semantic_ann AS MATERIALIZED (SELECT m.id, {d} AS distance FROM {mem} AS m "
+        sql.SQL("semantic_ann AS MATERIALIZED (SELECT m.id, {d} AS distance FROM live AS m "
                 "WHERE {e} AND (SELECT n FROM semantic_size) >= %(exact_below)s "
-                "ORDER BY {d} LIMIT %(cap)s)").format(d=distance, mem=mem, e=eligible),
+                "ORDER BY {d} LIMIT %(cap)s)").format(d=distance, e=eligible),
         # Small tenants, or an index walk that came back short: an exact scan. "+ 0" keeps
         # the planner off the HNSW index, which would re-introduce the shortfall.
-        sql.SQL("semantic_exact AS MATERIALIZED (SELECT m.id, {d} AS distance FROM {mem} AS m "
+        sql.SQL("semantic_exact AS MATERIALIZED (SELECT m.id, {d} AS distance FROM live AS m "
                 "WHERE {e} AND ((SELECT n FROM semantic_size) < %(exact_below)s "
                 "OR (SELECT count(*) FROM semantic_ann) < %(cap)s) "
-                "ORDER BY ({d}) + 0, m.id LIMIT %(cap)s)").format(d=distance, mem=mem,
-                                                                  e=eligible),
+                "ORDER BY ({d}) + 0, m.id LIMIT %(cap)s)").format(d=distance, e=eligible),
         sql.SQL("semantic AS (SELECT s.id, 1 - s.distance AS score, "
                 "row_number() OVER (ORDER BY s.distance, s.id) AS rank FROM ("
                 "SELECT id, distance FROM semantic_exact UNION ALL "
@@ -109,30 +125,33 @@ def _semantic(tables: Tables, base: sql.Composable) -> list[sql.Composable]:
     ]
 
 
-def _bm25(tables: Tables, base: sql.Composable) -> list[sql.Composable]:
+def _bm25(counted: sql.Composable) -> list[sql.Composable]:
     """Any query word may match; BM25 ranks the matches. Document frequencies come from the
-    matches themselves (every row holding a query word is one), N from the tenant's rows;
-    the document length is the row's count of distinct lexemes."""
-    mem = tables.memories.ident
-    score = sql.SQL(
-        "sum(ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) * t.tf * (%(bm25_k1)s + 1) "
-        "/ (t.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * t.dl / st.avgdl)))")
+    matches themselves (every row holding a query word is one), N from the tenant's rows
+    (``counted``: a scalar expression); the document length is the row's count of distinct
+    lexemes. Arithmetic is float8 throughout: numeric logarithms would cost more than the
+    rest of the signal."""
     return [
         sql.SQL("lexical_query AS (SELECT replace(plainto_tsquery(%(config)s::regconfig, "
                 "%(query)s)::text, ' & ', ' | ')::tsquery AS q, tsvector_to_array("
                 "to_tsvector(%(config)s::regconfig, %(query)s)) AS terms)"),
-        sql.SQL("lexical_match AS MATERIALIZED (SELECT m.id, m.tsv, length(m.tsv) AS dl "
-                "FROM {} AS m, lexical_query AS lq WHERE {} AND m.tsv @@ lq.q)").format(mem, base),
+        # The tsquery is read once (an init plan), not rebuilt for each row a generic plan
+        # filters. Row-level security keeps ``@@`` (not leakproof) off the GIN index.
+        sql.SQL("lexical_match AS MATERIALIZED (SELECT m.id, m.tsv, length(m.tsv)::float8 AS dl "
+                "FROM live AS m WHERE m.tsv @@ (SELECT q FROM lexical_query))"),
         sql.SQL("lexical_tf AS (SELECT c.id, c.dl, u.lexeme, "
-                "coalesce(array_length(u.positions, 1), 1) AS tf FROM lexical_match AS c, "
+                "coalesce(array_length(u.positions, 1), 1)::float8 AS tf FROM lexical_match AS c, "
                 "lexical_query AS lq, unnest(c.tsv) AS u WHERE u.lexeme = ANY(lq.terms))"),
-        sql.SQL("lexical_stats AS (SELECT (SELECT count(*) FROM {} AS m WHERE {}) AS n, "
-                "(SELECT greatest(avg(dl), 1) FROM lexical_match) AS avgdl)").format(mem, base),
+        sql.SQL("lexical_stats AS (SELECT {}::float8 AS n, "
+                "(SELECT greatest(avg(dl), 1) FROM lexical_match) AS avgdl)").format(counted),
         sql.SQL("lexical_terms AS (SELECT t.id, t.tf, t.dl, count(*) OVER (PARTITION BY "
-                "t.lexeme) AS df FROM lexical_tf AS t)"),
-        sql.SQL("lexical AS (SELECT t.id, {s}::float8 AS score, row_number() OVER (ORDER BY "
-                "{s} DESC, t.id) AS rank FROM lexical_terms AS t, lexical_stats AS st "
-                "GROUP BY t.id ORDER BY rank LIMIT %(cap)s)").format(s=score),
+                "t.lexeme)::float8 AS df FROM lexical_tf AS t)"),
+        sql.SQL("lexical_scored AS (SELECT t.id, sum(ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) "
+                "* t.tf * (%(bm25_k1)s + 1) / (t.tf + %(bm25_k1)s * (1 - %(bm25_b)s + "
+                "%(bm25_b)s * t.dl / st.avgdl))) AS score FROM lexical_terms AS t, "
+                "lexical_stats AS st GROUP BY t.id)"),
+        sql.SQL("lexical AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS "
+                "rank FROM lexical_scored ORDER BY rank LIMIT %(cap)s)"),
     ]
 
 
@@ -144,38 +163,57 @@ def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[s
     weight), ``ranks`` and ``scores`` (jsonb, per signal) and ``rows`` (jsonb: how many rows
     each signal returned, plus ``semantic_mode``). Recency ranks the rows another signal
     matched; alone, or with an empty query and envelope, it ranks every row.
+
+    Built once per distinct set of arguments (the same object comes back, so the engine
+    renders its text once).
     """
     unknown = [s for s in signals if s not in SIGNAL_ORDER]
     if unknown or not signals:
         raise ValueError(f"signals must be some of {SIGNAL_ORDER}, got {list(signals)}")
-    used = [s for s in SIGNAL_ORDER if s in signals]
+    return _search_statement(tables, tuple(s for s in SIGNAL_ORDER if s in signals),
+                             tuple(columns), point_in_time, bm25)
+
+
+@lru_cache(maxsize=256)
+def _search_statement(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
+                      point_in_time: bool, bm25: bool) -> sql.Composed:
     mem = tables.memories.ident
-    state = active_at() if point_in_time else ACTIVE_NOW
-    base = sql.SQL("m.{} = %(tenant)s AND m.tier = ANY(%(tiers)s) AND {}").format(
-        tables.tenant, state)
-    ctes: list[sql.Composable] = []
+    # The tenant's rows in the searched tiers: ``scope`` as the active-row index sees them
+    # (its predicate written out, so counting them reads the index alone), ``live`` those
+    # of them every signal ranks (also unexpired). At a point in time, both are the rows
+    # valid then. Neither is materialised: each use is planned as a scan of its own.
+    state = active_at() if point_in_time else ACTIVE_ROWS
+    ctes: list[sql.Composable] = [
+        sql.SQL("scope AS NOT MATERIALIZED (SELECT * FROM {} AS m WHERE m.{} = %(tenant)s "
+                "AND m.tier = ANY(%(tiers)s) AND {})").format(mem, tables.tenant, state),
+        sql.SQL("live AS NOT MATERIALIZED (SELECT * FROM scope AS m{})").format(
+            sql.SQL("") if point_in_time else
+            sql.SQL(" WHERE m.expires_at IS NULL OR m.expires_at > now()")),
+    ]
     matched: list[str] = []
     if "semantic" in used:
-        ctes += _semantic(tables, base)
+        ctes += _semantic()
         matched.append("semantic")
     if "lexical" in used and bm25:
-        ctes += _bm25(tables, base)
+        counted: sql.Composable = sql.SQL("(SELECT count(*) FROM scope)")
+        if not point_in_time:  # less those of the index that have expired
+            counted = sql.SQL("({} - (SELECT count(*) FROM scope AS m WHERE "
+                              "m.expires_at <= now()))").format(counted)
+        ctes += _bm25(counted)
         matched.append("lexical")
     elif "lexical" in used:
         ctes.append(sql.SQL(
             "lexical AS (SELECT m.id, ts_rank_cd(m.tsv, q) AS score, "
             "row_number() OVER (ORDER BY ts_rank_cd(m.tsv, q) DESC, m.id) AS rank "
-            "FROM {} AS m, websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS q "
-            "WHERE {} AND m.tsv @@ q ORDER BY rank LIMIT %(cap)s)"
-        ).format(mem, base))
+            "FROM live AS m, websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS q "
+            "WHERE m.tsv @@ q ORDER BY rank LIMIT %(cap)s)"))
         matched.append("lexical")
     if "envelope" in used:
         ctes.append(sql.SQL(
             "envelope AS (SELECT m.id, 1.0::float8 AS score, "
-            "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM {} AS m "
-            "WHERE {} AND %(envelope)s::jsonb <> '{{}}'::jsonb "
-            "AND m.envelope @> %(envelope)s::jsonb ORDER BY rank LIMIT %(cap)s)"
-        ).format(mem, base))
+            "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM live AS m "
+            "WHERE %(envelope)s::jsonb <> '{}'::jsonb "
+            "AND m.envelope @> %(envelope)s::jsonb ORDER BY rank LIMIT %(cap)s)"))
         matched.append("envelope")
     if "recency" in used:
         scope: sql.Composable = sql.SQL("TRUE")
@@ -186,9 +224,8 @@ def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[s
                     sql.SQL("SELECT id FROM {}").format(sql.Identifier(s)) for s in matched))
         ctes.append(sql.SQL(
             "recency AS (SELECT m.id, extract(epoch FROM m.event_time)::float8 AS score, "
-            "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM {} AS m "
-            "WHERE {} AND {} ORDER BY rank LIMIT %(cap)s)"
-        ).format(mem, base, scope))
+            "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM live AS m "
+            "WHERE {} ORDER BY rank LIMIT %(cap)s)").format(scope))
     ranked = sql.SQL(" UNION ALL ").join(
         sql.SQL("SELECT id, {} AS signal, rank, score FROM {}").format(
             sql.Literal(s), sql.Identifier(s))
@@ -196,8 +233,9 @@ def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[s
     weight = sql.SQL("CASE r.signal {} END").format(sql.SQL(" ").join(
         sql.SQL("WHEN {} THEN {}").format(sql.Literal(s), sql.Placeholder(f"w_{s}"))
         for s in used))
-    counts: list[sql.Composable] = [sql.SQL("{}, (SELECT count(*) FROM {})").format(sql.Literal(s), sql.Identifier(s))
-              for s in used]
+    counts: list[sql.Composable] = [
+        sql.SQL("{}, (SELECT count(*) FROM {})").format(sql.Literal(s), sql.Identifier(s))
+        for s in used]
     if "semantic" in used:
         counts.append(sql.SQL(
             "'semantic_mode', CASE WHEN (SELECT n FROM semantic_size) < %(exact_below)s "

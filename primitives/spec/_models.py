@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from primitives.spec._behavior import Behavior
 from primitives.spec._common import Duration, Name, SpecModel, TierTypologyRef, Typology
@@ -174,8 +174,24 @@ class EmbeddingConfig(SpecModel):
     dims: int = Field(default=384, ge=8, le=4000)
     query_instruction: str | None = "Represent this sentence for searching relevant passages: "
     text: Literal["content", "content_with_context"] = Field(
-        default="content", description="what is embedded: the content alone or with its context"
+        default="content",
+        description="what is embedded: the content alone, or after its event time "
+        "(`[1:56 pm on 8 May, 2023] <content>`)",
     )
+    envelope_keys: list[Name] = Field(
+        default_factory=list,
+        description="envelope keys whose values are embedded after the content, each as "
+        "` (key: value)` (e.g. the message a turn answers); stored with the row, so "
+        "re-embedding gives the same vector; neither shown as content nor searched lexically",
+    )
+
+    @field_validator("envelope_keys")
+    @classmethod
+    def _each_key_once(cls, keys: list[str]) -> list[str]:
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise ValueError(f"envelope key(s) listed more than once: {', '.join(repeated)}")
+        return keys
 
 
 Intent = Literal["why", "when", "who", "what", "general"]

@@ -15,6 +15,8 @@ from psycopg import sql
 from primitives.audit._chain import verify_chains
 from primitives.db._oneshot import OnceTransaction
 from primitives.engine import AsyncEngine, Engine
+from primitives.engine._core import Step
+from primitives.engine._sync import _run_once
 from primitives.errors import GovernanceError, StorageError, TenancyError
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
@@ -150,6 +152,53 @@ def test_concurrent_single_writes_of_one_tenant_keep_the_chain(
     assert errors == []
     [report] = verify_chains(admin_conn, spectral, tenants=[anchor["workspace_id"]])
     assert report.intact and report.events == 60
+
+
+def _settings_then_read(ctx: Any, *, mark_last: bool) -> Any:
+    """A read op shaped like search: a SET LOCAL-style step, then the statement that needs it."""
+    yield Step(sql.SQL("SELECT set_config('primitives_test.mode', %(v)s, true)"), {"v": "on"},
+               "one")
+    row = yield Step(sql.SQL("SELECT current_setting('primitives_test.mode', true), "
+                             "primitives.current_tenant()"), {}, "one", last=mark_last)
+    return row
+
+
+@pytest.mark.parametrize("mark_last", [True, False])
+def test_a_read_op_runs_its_statements_in_one_transaction(
+    engine: Engine, mark_last: bool
+) -> None:
+    anchor = _tenant()
+    row = engine.read(anchor, lambda ctx: _settings_then_read(ctx, mark_last=mark_last))
+    assert row == ("on", anchor["workspace_id"])  # the setting and the tenant reached it
+    with engine._pool.connection() as conn:
+        assert conn.execute("SELECT current_setting('primitives_test.mode', true), "
+                            "primitives.current_tenant()").fetchone() in ((None, None), ("", None))
+
+
+def test_a_read_op_after_its_last_statement_opens_a_new_tenant_transaction(
+    engine: Engine,
+) -> None:
+    anchor = _tenant()
+
+    def two(ctx: Any) -> Any:
+        first = yield Step(sql.SQL("SELECT txid_current(), primitives.current_tenant()"), {},
+                           "one", last=True)
+        second = yield Step(sql.SQL("SELECT txid_current(), primitives.current_tenant()"), {},
+                            "one")
+        return first, second
+
+    first, second = engine.read(anchor, two)
+    assert first[1] == second[1] == anchor["workspace_id"]
+    assert first[0] != second[0]  # two transactions
+
+
+def test_a_write_op_may_not_run_a_statement_after_its_last_one(engine: Engine) -> None:
+    def broken(ctx: Any) -> Any:
+        yield Step(sql.SQL("SELECT 1"), {}, "one", last=True)
+        yield Step(sql.SQL("SELECT 2"), {}, "one")
+
+    with engine._pool.connection() as conn, pytest.raises(AssertionError, match="after its last"):
+        _run_once(conn, "ws-x", broken(None), after_last="refuse")
 
 
 async def test_async_observe_matches(pg: PostgresHandle, spectral: AgentSpec) -> None:

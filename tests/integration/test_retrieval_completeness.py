@@ -100,13 +100,18 @@ def test_tenant_filter_never_returns_fewer_rows_than_asked(
     engine: Engine, tenant: str, limit: int, mode: str | None,
 ) -> None:
     with engine.tenant({"workspace_id": tenant}) as mem:
-        explained = mem.search("synthetic row 17", limit=limit, explain=True)
-    assert len(explained.hits) == min(limit, TENANTS[tenant])
-    assert {h.memory.content.split()[0] for h in explained.hits} == {"synthetic"}
-    if mode is not None:
-        assert explained.semantic_mode == mode
-    else:  # 5,000 candidates: the index walk may stop short; the exact scan completes it
-        assert explained.semantic_mode in ("hnsw", "hnsw+exact")
+        inside = mem.search("synthetic row 17", limit=limit, explain=True)
+    # the same search as a transaction of its own, sent in as few messages as it has statements
+    alone = engine.search({"workspace_id": tenant}, "synthetic row 17", limit=limit,
+                          explain=True)
+    for explained in (inside, alone):
+        assert len(explained.hits) == min(limit, TENANTS[tenant])
+        assert {h.memory.content.split()[0] for h in explained.hits} == {"synthetic"}
+        if mode is not None:
+            assert explained.semantic_mode == mode
+        else:  # 5,000 candidates: the index walk may stop short; the exact scan completes it
+            assert explained.semantic_mode in ("hnsw", "hnsw+exact")
+    assert [h.memory.id for h in alone.hits] == [h.memory.id for h in inside.hits]
 
 
 def _plan(engine: Engine, tenant: str, limit: int) -> str:

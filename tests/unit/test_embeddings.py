@@ -158,3 +158,29 @@ def test_embedded_text_is_content_or_content_after_its_event_time(spec: AgentSpe
     assert embedding_text(with_context, "x", {}, datetime(2023, 5, 8, 0, 5)).startswith(
         "[12:05 am on 8 May, 2023]")
     assert embedding_text(with_context, "x", {}, None) == "x"
+
+
+def test_listed_envelope_keys_follow_the_content_in_the_embedded_text(spec: AgentSpec) -> None:
+    from datetime import datetime
+
+    from primitives.engine._core import embedding_text
+
+    def embedding(**update: object) -> AgentSpec:
+        return spec.model_copy(update={"retrieval": spec.retrieval.model_copy(update={
+            "embedding": spec.retrieval.embedding.model_copy(update=update)})})
+
+    envelope = {"previous": "Melanie: what did you research?", "speaker": "Caroline",
+                "session": 3, "empty": ""}
+    assert embedding_text(spec, "Caroline: adoption", envelope, None) == "Caroline: adoption"
+    previous = embedding(envelope_keys=["previous"])
+    assert embedding_text(previous, "Caroline: adoption", envelope, None) == \
+        "Caroline: adoption (previous: Melanie: what did you research?)"
+    # Listed order; values that are not text as canonical JSON; absent or empty keys skipped.
+    several = embedding(envelope_keys=["session", "missing", "empty", "previous"])
+    assert embedding_text(several, "x", envelope, None) == \
+        "x (session: 3) (previous: Melanie: what did you research?)"
+    assert embedding_text(several, "x", {}, None) == "x"
+    both = embedding(text="content_with_context", envelope_keys=["previous"])
+    assert embedding_text(both, "Caroline: adoption", envelope, datetime(2023, 5, 8, 13, 56)) \
+        == "[1:56 pm on 8 May, 2023] Caroline: adoption (previous: Melanie: what did you " \
+           "research?)"

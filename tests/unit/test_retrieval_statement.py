@@ -8,7 +8,7 @@ import pytest
 
 from primitives.compile import agent_tables
 from primitives.engine._records import MEMORY_COLUMNS
-from primitives.retrieval import rrf, search_statement, vector_literal
+from primitives.retrieval import hnsw_settings, rrf, search_statement, vector_literal
 from primitives.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,31 @@ def test_semantic_cte_scans_small_tenants_exactly_and_large_ones_by_index() -> N
     assert "ORDER BY m.embedding <=> %(qvec)s::halfvec LIMIT %(cap)s" in text  # the index
     assert "ORDER BY (m.embedding <=> %(qvec)s::halfvec) + 0" in text  # exact, off the index
     assert "m.embedding_model = %(model)s" in text
-    assert text.count("m.\"workspace_id\" = %(tenant)s") >= 4  # each CTE filters the tenant
+    # One tenant filter feeds every signal (``scope``, then ``live``), plus the join back.
+    assert text.startswith("WITH scope AS NOT MATERIALIZED (SELECT * FROM "
+                           "\"platform\".\"spectral_memories\" AS m WHERE "
+                           "m.\"workspace_id\" = %(tenant)s AND m.tier = ANY(%(tiers)s)")
+    assert text.count("FROM live AS m") == 4  # ann, exact, lexical, recency
+    assert "semantic_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM scope " in text
+
+
+def test_scope_is_the_active_row_index_predicate_and_live_adds_expiry() -> None:
+    text = _render(("semantic", "lexical"), bm25=True)
+    assert ("m.superseded_at IS NULL AND m.invalidated_at IS NULL AND m.archived_at IS NULL "
+            "AND m.tombstoned_at IS NULL)") in text  # verbatim: counts read the index alone
+    assert ("live AS NOT MATERIALIZED (SELECT * FROM scope AS m WHERE m.expires_at IS NULL "
+            "OR m.expires_at > now())") in text
+    # BM25's N: the tenant's rows less those expired, not a scan of the table's rows
+    assert ("((SELECT count(*) FROM scope) - (SELECT count(*) FROM scope AS m WHERE "
+            "m.expires_at <= now()))::float8 AS n") in text
+
+
+def test_statement_is_built_once_and_fits_the_driver_cache() -> None:
+    first = search_statement(TABLES, ("semantic", "lexical"), MEMORY_COLUMNS, bm25=True)
+    again = search_statement(TABLES, ["lexical", "semantic"], list(MEMORY_COLUMNS), bm25=True)
+    assert first is again  # the engine renders its text once
+    # psycopg caches the conversion of queries up to 4,096 characters
+    assert len(first.as_string(None)) <= 4096
 
 
 def test_fusion_is_weighted_rrf_over_every_signal_once() -> None:
@@ -34,6 +58,7 @@ def test_fusion_is_weighted_rrf_over_every_signal_once() -> None:
     assert "sum(CASE r.signal WHEN 'semantic' THEN %(w_semantic)s" in text
     assert "/ (%(k)s + r.rank)" in text
     assert text.count(" AS signal, rank, score FROM ") == 4
+    assert "%(envelope)s::jsonb <> '{}'::jsonb" in text and "{{" not in text
 
 
 def test_point_in_time_replaces_the_active_predicate() -> None:
@@ -41,6 +66,7 @@ def test_point_in_time_replaces_the_active_predicate() -> None:
     assert "superseded_at IS NULL AND" in now and "%(as_of)s" not in now
     assert "(m.superseded_at IS NULL OR m.superseded_at > %(as_of)s)" in then
     assert "m.created_at <= %(as_of)s" in then
+    assert "now()" not in then  # expiry is judged at as_of, not now
 
 
 def test_without_semantic_no_vector_is_referenced() -> None:
@@ -68,5 +94,15 @@ def test_bm25_matches_any_word_and_weighs_rare_words_by_idf() -> None:
     text = _render(("lexical",), bm25=True)
     assert "replace(plainto_tsquery(%(config)s::regconfig, %(query)s)::text, ' & ', ' | ')" in text
     assert "ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5))" in text
+    assert "m.tsv @@ (SELECT q FROM lexical_query)" in text  # the tsquery is built once
     assert "websearch_to_tsquery" not in text
     assert "websearch_to_tsquery" in _render(("lexical",))
+
+
+def test_settings_plan_small_tenants_once_and_large_ones_for_themselves() -> None:
+    text = hnsw_settings(TABLES).as_string(None)
+    assert "set_config('hnsw.iterative_scan', 'relaxed_order', true)" in text
+    assert "set_config('jit', 'off', true)" in text
+    assert ("LIMIT %(exact_below)s) AS s) < %(exact_below)s THEN 'force_generic_plan' "
+            "ELSE 'force_custom_plan' END, true)") in text
+    assert hnsw_settings(TABLES) is hnsw_settings(TABLES)

@@ -190,6 +190,20 @@ def test_anchor_key_missing_from_required_at_write_is_refused() -> None:
     assert "tenant key" in err.message
 
 
+def test_embedding_envelope_keys_load_in_order() -> None:
+    text = edit(BASE, "  signals: [lexical, recency]\n", "  signals: [lexical, recency]\n"
+                "  embedding: {text: content_with_context, envelope_keys: [previous, topic]}\n")
+    assert load(text).retrieval.embedding.envelope_keys == ["previous", "topic"]
+    assert load(BASE).retrieval.embedding.envelope_keys == []
+
+
+def test_embedding_envelope_key_listed_twice_is_refused() -> None:
+    err = fail(edit(BASE, "  signals: [lexical, recency]\n", "  signals: [lexical, recency]\n"
+                    "  embedding: {envelope_keys: [previous, topic, previous]}\n"))
+    assert err.field == "retrieval.embedding.envelope_keys"
+    assert "envelope key(s) listed more than once: previous" in err.message
+
+
 def test_duplicate_yaml_key_points_at_the_second_occurrence() -> None:
     err = fail(edit(BASE, "agent: demo\n", "agent: demo\nagent: other\n"))
     assert (err.line, err.field) == (3, "agent")
