@@ -1,7 +1,8 @@
 """Hybrid search latency against LangGraph's ``PostgresStore`` vector search, same data.
 
 ``python -m bench.retrieval_speed`` measures at 10,000 and 100,000 rows (``SCALE=1000000``,
-or a comma-separated list, on request): 1,000 tenants with Zipf sizes, one synthetic
+or a comma-separated list, on request; scales not measured keep their last figures in the
+JSON, each with the time it was measured): 1,000 tenants with Zipf sizes, one synthetic
 384-dim vector and one synthetic text per row, bulk-loaded into both systems by the same
 SQL expressions (each in its own fresh database; HNSW indexes rebuilt after the load, the
 same m and ef_construction on both). Then, per scale:
@@ -307,12 +308,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     results: dict[str, Any] = {"scales": {}, "notes": __doc__}
+    try:  # scales not measured in this run keep their last figures (each says when)
+        results["scales"].update(json.loads(OUT.read_text(encoding="utf-8"))["scales"])
+    except (OSError, ValueError, KeyError):
+        pass
     with _server(progress) as (admin, embedded):
         for total in scales:
             progress(f"scale {total}")
-            results["scales"][str(total)] = run_scale(admin, total, progress)
+            started = time.time()
+            measured = run_scale(admin, total, progress)
+            measured["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+            measured["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+            results["scales"][str(total)] = measured
         results["query_embedding"] = _embed_query_ms()
         results["machine"] = machine_info(admin, embedded=embedded)
+    results["scales"] = dict(sorted(results["scales"].items(), key=lambda kv: int(kv[0])))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {OUT}")
