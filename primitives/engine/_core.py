@@ -424,17 +424,20 @@ def history(ctx: Context, memory_id: UUID) -> Op[list[dict[str, Any]]]:
 
 def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
            tiers: Sequence[str] | None = None, limit: int | None = None,
-           as_of: datetime | None = None) -> Op[list[Hit]]:
+           as_of: datetime | None = None,
+           restrict: retrieval.Restriction | None = None) -> Op[list[Hit]]:
     """Hybrid search over this tenant's active rows (or, with ``as_of``, the rows valid at
-    that time), fused by weighted reciprocal rank in one statement."""
+    that time), fused by weighted reciprocal rank in one statement; with ``restrict``, over
+    the rows its clause admits."""
     explanation = yield from explain_search(ctx, query, envelope=envelope, tiers=tiers,
-                                            limit=limit, as_of=as_of)
+                                            limit=limit, as_of=as_of, restrict=restrict)
     return explanation.hits
 
 
 def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
                    tiers: Sequence[str] | None = None, limit: int | None = None,
-                   as_of: datetime | None = None, final: bool = False) -> Op[Explanation]:
+                   as_of: datetime | None = None, final: bool = False,
+                   restrict: retrieval.Restriction | None = None) -> Op[Explanation]:
     """:func:`search`, returning per signal how many rows it gave and how semantic ran.
     ``final``: this operation is the whole transaction (its search statement is ``last``)."""
     config = ctx.spec.retrieval
@@ -476,8 +479,14 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
     bm25 = config.lexical.ranking == "bm25"
     if bm25:
         params.update(bm25_k1=config.lexical.k1, bm25_b=config.lexical.b)
+    if restrict is not None:
+        clash = set(restrict.params) & set(params)
+        if clash:
+            raise ValueError(f"restriction parameters clash with the search's: {sorted(clash)}")
+        params.update(restrict.params)
     statement = retrieval.search_statement(ctx.tables, signals, MEMORY_COLUMNS,
-                                           point_in_time=as_of is not None, bm25=bm25)
+                                           point_in_time=as_of is not None, bm25=bm25,
+                                           restrict=restrict)
     rows = yield Step(statement, params, "all", last=final)
     n = len(MEMORY_COLUMNS)
     hits = [Hit(Memory.from_row(row[:n]), float(row[n]), dict(row[n + 1]),

@@ -327,17 +327,17 @@ def refresh_item_ttl(tables: Tables) -> sql.Composed:
 _COMPARISONS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
-def value_filter(conditions: list[tuple[str, str, object]]) -> sql.Composable:
+def value_filter(conditions: list[tuple[str, str, object]], prefix: str = "") -> sql.Composable:
     """``(field, operator, operand)`` conditions on top-level fields of ``m.value``, AND-ed.
 
     ``$eq`` / ``$ne`` compare JSON values (``$ne`` matches a missing field); ``$gt`` and the
     other orderings compare numbers as numbers and strings as strings (code point order),
-    and never match a field of another JSON type. Params: ``f<i>`` (field) and ``v<i>``
-    (operand: Jsonb for ``$eq``/``$ne``, a number or a string otherwise).
+    and never match a field of another JSON type. Params: ``<prefix>f<i>`` (field) and
+    ``<prefix>v<i>`` (operand: Jsonb for ``$eq``/``$ne``, a number or a string otherwise).
     """
     parts: list[sql.Composable] = [sql.SQL("TRUE")]
     for i, (_field, operator, operand) in enumerate(conditions):
-        field, value = sql.Placeholder(f"f{i}"), sql.Placeholder(f"v{i}")
+        field, value = sql.Placeholder(f"{prefix}f{i}"), sql.Placeholder(f"{prefix}v{i}")
         if operator == "$eq":
             parts.append(sql.SQL("m.value -> {} = {}::jsonb").format(field, value))
         elif operator == "$ne":

@@ -35,6 +35,7 @@ from primitives.engine import _queries as q
 from primitives.engine._core import Context, Op, Step
 from primitives.engine._records import MEMORY_COLUMNS, Memory
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
+from primitives.retrieval import Restriction
 
 __all__ = [
     "FILTER_OPERATORS",
@@ -52,7 +53,7 @@ __all__ = [
 
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 MAX_SEARCH_CANDIDATES = 1000
-"""The most hybrid-search hits a query search filters (the engine's own limit)."""
+"""The most items one query search returns, offset included (the engine's own limit)."""
 
 Condition = tuple[str, str, Any]
 
@@ -162,11 +163,11 @@ def _condition(field: str, operator: str, operand: Any) -> Condition:
     return field, operator, operand
 
 
-def _filter_params(conditions: Sequence[Condition]) -> dict[str, Any]:
+def _filter_params(conditions: Sequence[Condition], prefix: str = "") -> dict[str, Any]:
     params: dict[str, Any] = {}
     for i, (field, operator, operand) in enumerate(conditions):
-        params[f"f{i}"] = field
-        params[f"v{i}"] = Jsonb(operand) if operator in ("$eq", "$ne") else operand
+        params[f"{prefix}f{i}"] = field
+        params[f"{prefix}v{i}"] = Jsonb(operand) if operator in ("$eq", "$ne") else operand
     return params
 
 
@@ -252,29 +253,46 @@ def search_items(ctx: Context, op: ItemSearch) -> Op[list[StoredItem]]:
     return items
 
 
+def _restriction(ctx: Context, op: ItemSearch) -> Restriction:
+    """What the store's search admits beyond tenant and tier: the further anchor columns, the
+    namespace prefix, the value filter and ``index=False`` items left out, as one clause on
+    the memory row that every signal applies before ranking."""
+    further = ctx.tables.anchor_columns[1:]
+    parts: list[sql.Composable] = [
+        sql.SQL("m.{} IS NOT DISTINCT FROM {}").format(
+            sql.Identifier(column), sql.Placeholder(f"r_anchor_{i}"))
+        for i, column in enumerate(further)]
+    params: dict[str, Any] = {f"r_anchor_{i}": ctx.anchor.as_dict().get(column)
+                              for i, column in enumerate(further)}
+    if op.prefix:
+        parts.append(sql.SQL("m.namespace[1:{}] = %(r_prefix)s::text[]").format(
+            sql.Literal(len(op.prefix))))
+        params["r_prefix"] = list(op.prefix)
+    parts += [q.value_filter(list(op.conditions), prefix="r_"), q.INDEXED]
+    params.update(_filter_params(op.conditions, prefix="r_"))
+    shape = tuple((operator, isinstance(operand, str)) for _, operator, operand in op.conditions)
+    return Restriction(("store", further, len(op.prefix), shape),
+                       sql.SQL(" AND ").join(parts), params)
+
+
 def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
                   where: sql.Composable) -> Op[list[StoredItem]]:
-    """Hybrid search, then keep the hits that pass the prefix and filter, in search order.
-
-    Asks for more candidates (up to :data:`MAX_SEARCH_CANDIDATES`) while filtering leaves
-    fewer than ``offset + limit`` and the search had more to give.
-    """
+    """Hybrid search over the items the prefix, filter and ``index`` flag admit, in search
+    order: the restriction is inside the search statement, so a selective filter still
+    returns ``limit`` items when the tenant has them."""
     wanted = op.offset + op.limit
-    cap = min(MAX_SEARCH_CANDIDATES, max(50, wanted * 4))
-    while True:
-        tiers = [op.tier] if op.tier is not None else None
-        hits = yield from core.search(ctx, op.query or "", tiers=tiers, limit=cap)
-        kept: list[StoredItem] = []
-        if hits:
-            rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
-                                          prefix_len=len(op.prefix), where=where, by_ids=True),
-                              {**params, "ids": [h.memory.id for h in hits]}, "all")
-            found = {item.memory.id: item for item in map(StoredItem.from_row, rows)}
-            kept = [replace(found[h.memory.id], score=h.score) for h in hits
-                    if h.memory.id in found]
-        if len(kept) >= wanted or len(hits) < cap or cap >= MAX_SEARCH_CANDIDATES:
-            return kept[op.offset:wanted]
-        cap = min(MAX_SEARCH_CANDIDATES, cap * 4)
+    tiers = [op.tier] if op.tier is not None else None
+    hits = yield from core.search(ctx, op.query or "", tiers=tiers,
+                                  limit=min(wanted, MAX_SEARCH_CANDIDATES),
+                                  restrict=_restriction(ctx, op))
+    if not hits:
+        return []
+    rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
+                                  prefix_len=len(op.prefix), where=where, by_ids=True),
+                      {**params, "ids": [h.memory.id for h in hits]}, "all")
+    found = {item.memory.id: item for item in map(StoredItem.from_row, rows)}
+    kept = [replace(found[h.memory.id], score=h.score) for h in hits if h.memory.id in found]
+    return kept[op.offset:wanted]
 
 
 def _refresh(items: Sequence[StoredItem], ctx: Context) -> Op[None]:

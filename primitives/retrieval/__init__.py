@@ -20,6 +20,7 @@ from primitives.retrieval._fusion import rrf
 from primitives.retrieval._rerank import FlagReranker, Reranker, rerank_hits
 from primitives.retrieval._statement import (
     SIGNAL_ORDER,
+    Restriction,
     active_at,
     hnsw_settings,
     search_statement,
@@ -33,6 +34,7 @@ __all__ = [
     "ContextPack",
     "FlagReranker",
     "Reranker",
+    "Restriction",
     "active_at",
     "assemble_context",
     "estimate_tokens",

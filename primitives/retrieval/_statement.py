@@ -12,8 +12,10 @@ semantic signal ``qvec`` (a halfvec literal), ``model`` and ``exact_below``; wit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from psycopg import sql
 
@@ -21,6 +23,7 @@ from primitives.compile import Tables
 
 __all__ = [
     "SIGNAL_ORDER",
+    "Restriction",
     "active_at",
     "hnsw_settings",
     "search_statement",
@@ -155,14 +158,28 @@ def _bm25(counted: sql.Composable) -> list[sql.Composable]:
     ]
 
 
+@dataclass(frozen=True, eq=False)
+class Restriction:
+    """Rows a search may return, beyond tenant, tiers and state: ``clause`` is a predicate on
+    the memory row ``m`` (with its own ``params``), applied to every signal's candidates
+    before ranking, so a selective restriction still fills ``limit``. ``key`` identifies
+    the clause's shape (equal keys, equal clause text) and caches the statement."""
+
+    key: Hashable
+    clause: sql.Composable
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
 def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[str], *,
-                     point_in_time: bool = False, bm25: bool = False) -> sql.Composed:
+                     point_in_time: bool = False, bm25: bool = False,
+                     restrict: Restriction | None = None) -> sql.Composed:
     """One statement: a capped CTE per signal, fused by weighted reciprocal rank.
 
     Each row returned is ``columns`` of the memory, then the fused score (times the tier
     weight), ``ranks`` and ``scores`` (jsonb, per signal) and ``rows`` (jsonb: how many rows
     each signal returned, plus ``semantic_mode``). Recency ranks the rows another signal
-    matched; alone, or with an empty query and envelope, it ranks every row.
+    matched; alone, or with an empty query and envelope, it ranks every row. With
+    ``restrict``, every signal ranks only the rows its clause admits.
 
     Built once per distinct set of arguments (the same object comes back, so the engine
     renders its text once).
@@ -170,13 +187,46 @@ def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[s
     unknown = [s for s in signals if s not in SIGNAL_ORDER]
     if unknown or not signals:
         raise ValueError(f"signals must be some of {SIGNAL_ORDER}, got {list(signals)}")
-    return _search_statement(tables, tuple(s for s in SIGNAL_ORDER if s in signals),
-                             tuple(columns), point_in_time, bm25)
+    used = tuple(s for s in SIGNAL_ORDER if s in signals)
+    if restrict is None:
+        return _search_statement(tables, used, tuple(columns), point_in_time, bm25)
+    key = (tables, used, tuple(columns), point_in_time, bm25, restrict.key)
+    statement = _RESTRICTED.get(key)
+    if statement is None:
+        if len(_RESTRICTED) >= 256:
+            _RESTRICTED.clear()
+        statement = _build(tables, used, tuple(columns), point_in_time, bm25, restrict.clause)
+        _RESTRICTED[key] = statement
+    return statement
+
+
+_RESTRICTED: dict[Hashable, sql.Composed] = {}
 
 
 @lru_cache(maxsize=256)
 def _search_statement(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
                       point_in_time: bool, bm25: bool) -> sql.Composed:
+    return _build(tables, used, columns, point_in_time, bm25, None)
+
+
+def _live_filter(point_in_time: bool, restrict: sql.Composable | None) -> sql.Composable:
+    """``live``'s WHERE: unexpired now (at a point in time ``scope`` has decided that), and
+    the restriction's clause."""
+    parts: list[sql.Composable] = []
+    if not point_in_time:
+        parts.append(sql.SQL("m.expires_at IS NULL OR m.expires_at > now()"))
+    if restrict is not None:
+        parts.append(restrict)
+    if not parts:
+        return sql.SQL("")
+    if len(parts) == 1:
+        return sql.SQL(" WHERE {}").format(parts[0])
+    return sql.SQL(" WHERE {}").format(
+        sql.SQL(" AND ").join(sql.SQL("({})").format(p) for p in parts))
+
+
+def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
+           point_in_time: bool, bm25: bool, restrict: sql.Composable | None) -> sql.Composed:
     mem = tables.memories.ident
     # The tenant's rows in the searched tiers: ``scope`` as the active-row index sees them
     # (its predicate written out, so counting them reads the index alone), ``live`` those
@@ -187,8 +237,7 @@ def _search_statement(tables: Tables, used: tuple[str, ...], columns: tuple[str,
         sql.SQL("scope AS NOT MATERIALIZED (SELECT * FROM {} AS m WHERE m.{} = %(tenant)s "
                 "AND m.tier = ANY(%(tiers)s) AND {})").format(mem, tables.tenant, state),
         sql.SQL("live AS NOT MATERIALIZED (SELECT * FROM scope AS m{})").format(
-            sql.SQL("") if point_in_time else
-            sql.SQL(" WHERE m.expires_at IS NULL OR m.expires_at > now()")),
+            _live_filter(point_in_time, restrict)),
     ]
     matched: list[str] = []
     if "semantic" in used:

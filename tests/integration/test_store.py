@@ -388,8 +388,8 @@ async def test_query_search_runs_the_semantic_signal_when_the_store_has_an_embed
     ws = _ws()
     ns = (ws, "workspace", "procedural")
     try:
-        await store.aput(ns, "temp", {"text": "lowering the temperature removed fabrication"})
         await store.aput(ns, "garden", {"text": "water the tomatoes every morning"})
+        await store.aput(ns, "temp", {"text": "lowering the temperature removed fabrication"})
         await store.aput(ns, "hidden", {"text": "temperature fabrication notes"}, index=False)
         hits = await store.asearch((ws,), query="temperature fabrication")
         assert hits[0].key == "temp" and "hidden" not in {h.key for h in hits}
@@ -425,3 +425,23 @@ async def test_a_store_bound_to_a_tenant_refuses_every_other_anchor(api: Api) ->
                  bound.search((theirs,)), bound.list_namespaces(prefix=(theirs,))):
         with pytest.raises(TenancyError, match="bound to"):
             await call
+
+
+def test_a_selective_filter_still_fills_the_limit(pg: PostgresHandle, spectral: AgentSpec) -> None:
+    """The prefix, filter and index flag are applied inside the search, before ranking: the
+    few matching items come back even when well over a thousand others rank above them."""
+    # with vectors every row gets a semantic rank: the rare items rank below the common ones
+    with MemoryStore.from_spec(spectral, pg.app_dsn, embedder=HashingEmbedder()) as store:
+        ws = _ws()
+        ns = (ws, "workspace", "procedural")
+        common = [PutOp(ns, f"c{i}", {"text": f"temperature fabrication report {i}",
+                                      "kind": "common"}) for i in range(1200)]
+        rare = [PutOp((*ns, "rare"), f"r{i}", {"text": f"an unrelated gardening note {i}",
+                                                "kind": "rare"}) for i in range(12)]
+        store.batch([*rare, *common])
+        by_filter = store.search((ws,), query="temperature fabrication",
+                                 filter={"kind": "rare"}, limit=10)
+        assert len(by_filter) == 10 and {h.value["kind"] for h in by_filter} == {"rare"}
+        by_prefix = store.search((ws, "workspace", "procedural", "rare"),
+                                 query="temperature fabrication", limit=20)
+        assert sorted(h.key for h in by_prefix) == sorted(f"r{i}" for i in range(12))

@@ -5,10 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from psycopg import sql
 
 from primitives.compile import agent_tables
 from primitives.engine._records import MEMORY_COLUMNS
-from primitives.retrieval import hnsw_settings, rrf, search_statement, vector_literal
+from primitives.retrieval import (
+    Restriction,
+    hnsw_settings,
+    rrf,
+    search_statement,
+    vector_literal,
+)
 from primitives.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +50,25 @@ def test_scope_is_the_active_row_index_predicate_and_live_adds_expiry() -> None:
     # BM25's N: the tenant's rows less those expired, not a scan of the table's rows
     assert ("((SELECT count(*) FROM scope) - (SELECT count(*) FROM scope AS m WHERE "
             "m.expires_at <= now()))::float8 AS n") in text
+
+
+def test_a_restriction_filters_live_and_so_every_signal() -> None:
+    restrict = Restriction(("t", 1), sql.SQL("m.namespace[1:1] = %(r_prefix)s::text[]"),
+                           {"r_prefix": ["notes"]})
+    text = search_statement(TABLES, ("semantic", "lexical"), MEMORY_COLUMNS, bm25=True,
+                            restrict=restrict).as_string(None)
+    assert ("live AS NOT MATERIALIZED (SELECT * FROM scope AS m WHERE (m.expires_at IS NULL "
+            "OR m.expires_at > now()) AND (m.namespace[1:1] = %(r_prefix)s::text[]))") in text
+    assert text.count("FROM live AS m") == 3  # ann, exact, lexical: all restricted
+    # the same key gives the same statement object; another key another statement
+    again = Restriction(("t", 1), sql.SQL("m.namespace[1:1] = %(r_prefix)s::text[]"))
+    assert search_statement(TABLES, ("semantic", "lexical"), MEMORY_COLUMNS, bm25=True,
+                            restrict=again) is search_statement(
+        TABLES, ("semantic", "lexical"), MEMORY_COLUMNS, bm25=True, restrict=restrict)
+    point = search_statement(TABLES, ("lexical",), MEMORY_COLUMNS, point_in_time=True,
+                             restrict=Restriction(("t", 2), sql.SQL("m.key <> 'x'")))
+    assert "live AS NOT MATERIALIZED (SELECT * FROM scope AS m WHERE m.key <> 'x')" in \
+        point.as_string(None)
 
 
 def test_statement_is_built_once_and_fits_the_driver_cache() -> None:
