@@ -4,16 +4,17 @@
 ``../shared/data/locomo-dev.json`` relative to the project root (the data is never copied
 into the project). Each conversation is one tenant of the benchmark spec
 (``bench/locomo_agent.yaml``); each turn is an episodic memory (content ``Speaker: text``
-plus the shared photo's caption, event time the session date, key the dialogue id), written
-through the engine with the offline all-MiniLM-L6-v2 model. Every question is a search of
-its conversation's tenant; recall@k is the share of a question's evidence turns in the top k,
-averaged over questions (overall and per LoCoMo category).
+plus the shared photo's caption, event time the session date, key the dialogue id, envelope
+the speaker, session and previous turn of the session), written through the engine with the
+offline all-MiniLM-L6-v2 model. Every question is a search of its conversation's tenant;
+recall@k is the share of a question's evidence turns in the top k, averaged over questions
+(overall and per LoCoMo category).
 
 Reported per signal alone (the spec with only that signal) and fused (the spec as written,
 one SQL statement per query). ``--sweep`` also re-ingests with other embedded texts and
 text-search configurations, runs other lexical rankings, and fuses recorded per-signal
-rankings in Python (the same RRF formula) over a grid of k and weights, listing every
-configuration with its recall@10.
+rankings in Python (the same RRF formula) over a grid of k and weights, ranks other embedded
+texts by exact cosine in Python, and lists every configuration with its recall@10.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from primitives._project import migrate
 from primitives.db import app_dsn
 from primitives.embeddings import MINILM, CachedEmbedder, Embedder, FlagEmbedder, minilm_path
 from primitives.engine import Engine
+from primitives.engine._core import embedding_text
 from primitives.retrieval import rrf
 from primitives.spec import AgentSpec, load_spec
 
@@ -51,6 +53,13 @@ OUT = ROOT / "bench" / "results" / "locomo.json"
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _ID = re.compile(r"D:?(\d+):(\d+)")
+CONFIGURATIONS_NOTE = (
+    "'alone' rows: the engine with that one signal, limit 250; 'rrf ...' rows: pure-Python RRF "
+    "(primitives.retrieval.rrf) over each signal's recorded top 50 (the statement's per-signal "
+    "cap at limit 10); 'embedded text: ...' and 'text_search_config: ...' rows: a re-ingest "
+    "with that one change to the spec, the engine fused and the changed signal alone; "
+    "'... MiniLM cosine in Python' rows: texts composed by the engine's embedding_text, exact "
+    "cosine outside the database, semantic alone.")
 
 
 @dataclass(frozen=True)
@@ -188,10 +197,24 @@ def ingest(engine: Engine, conversations: Mapping[str, Sequence[Turn]],
             for session in sorted({t.session for t in turns}):
                 mem.observe_many([{
                     "tier": "conversation", "content": t.content, "key": t.dia_id,
-                    "event_time": t.when, "envelope": {"speaker": t.speaker, "session": session},
-                } for t in turns if t.session == session])
+                    "event_time": t.when, "envelope": envelope(t, previous),
+                } for t, previous in with_previous([t for t in turns if t.session == session])])
         progress(f"  ingested {cid}: {len(turns)} turns")
     return time.perf_counter() - start
+
+
+def with_previous(session: Sequence[Turn]) -> list[tuple[Turn, Turn | None]]:
+    """Each turn of one session with the turn before it (None for the first)."""
+    return list(zip(session, [None, *session[:-1]], strict=True))
+
+
+def envelope(turn: Turn, previous: Turn | None) -> dict[str, Any]:
+    """A turn's envelope: speaker, session and, after the first turn, the previous turn's
+    content (known when the turn is written; the spec decides whether it is embedded)."""
+    fields: dict[str, Any] = {"speaker": turn.speaker, "session": turn.session}
+    if previous is not None:
+        fields["previous"] = previous.content
+    return fields
 
 
 def retrieve(engine: Engine, questions: Sequence[Question], limit: int) -> dict[int, list[str]]:
@@ -205,9 +228,12 @@ def retrieve(engine: Engine, questions: Sequence[Question], limit: int) -> dict[
 
 def _signal_runs(dsn: str, spec: AgentSpec, embedder: Embedder, questions: Sequence[Question],
                  lexical_variants: Mapping[str, dict[str, Any]], limit: int,
-                 progress: Callable[[str], object]) -> dict[str, dict[int, list[str]]]:
+                 progress: Callable[[str], object], *,
+                 semantic: bool = True) -> dict[str, dict[int, list[str]]]:
     runs: dict[str, dict[int, list[str]]] = {}
-    variants: dict[str, AgentSpec] = {"semantic": _with(spec, signals=["semantic"])}
+    variants: dict[str, AgentSpec] = {}
+    if semantic:
+        variants["semantic"] = _with(spec, signals=["semantic"])
     for name, lexical in lexical_variants.items():
         variants[name] = _with(spec, signals=["lexical"], lexical=lexical)
     for name, variant in variants.items():
@@ -248,7 +274,8 @@ def run(path: Path, *, sweep: bool, progress: Callable[[str], object]) -> dict[s
             singles = _signal_runs(dsn, spec, embedder, questions, {"lexical": lexical},
                                    max(KS), progress)
             if sweep:
-                variants = {"lexical websearch": {"ranking": "websearch"}}
+                variants: dict[str, dict[str, Any]] = {
+                    "lexical websearch": {"ranking": "websearch"}}
                 variants.update({f"lexical bm25 k1={k1} b={b}": {"ranking": "bm25", "k1": k1,
                                                                   "b": b}
                                  for k1, b in ((1.2, 0.75), (1.2, 0.4), (0.9, 0.4))})
@@ -280,25 +307,33 @@ def run(path: Path, *, sweep: bool, progress: Callable[[str], object]) -> dict[s
             "data": str(path),
         }
         if sweep:
-            # 2. Other embedded texts and text-search configurations need their own ingest.
+            # 2. Other embedded texts and text-search configurations need their own ingest;
+            # each changes one signal, which is measured alone again (the other is as above).
             for label, changes in (
-                ("embedded text: content only", {"embedding": {"text": "content"}}),
+                ("embedded text: without the previous turn", {"embedding": {"envelope_keys": []}}),
+                ("embedded text: content only", {"embedding": {"text": "content",
+                                                               "envelope_keys": []}}),
                 ("text_search_config: simple", {"text_search_config": "simple"}),
             ):
                 variant = _with(spec, **changes)
+                embedding_change = "embedding" in changes
                 with _database(admin, variant) as dsn:
                     with Engine.connect(variant, dsn, embedder=embedder) as engine:
                         progress(f"ingesting ({label})")
                         ingest(engine, conversations, lambda _: None)
                         r = recall(retrieve(engine, questions, max(KS)), questions)
                     single = _signal_runs(dsn, variant, embedder, questions,
-                                          {"lexical": lexical}, max(KS), progress)
+                                          {} if embedding_change else {"lexical": lexical},
+                                          max(KS), progress, semantic=embedding_change)
                 for name, ranked in (("fused", None), *single.items()):
                     value = r if ranked is None else recall(ranked, questions)
                     tried.append({"configuration": f"{label}; {name}",
                                   "recall@10": value["all"]["10"]})
                     progress(f"  {label}; {name}: recall@10 {value['all']['10']}")
+            # 3. Embedded texts outside the engine: MiniLM cosine over all turns, in Python.
+            tried += _embedded_text_sweep(spec, conversations, questions, embedder, progress)
             results["configurations_tried"] = tried
+            results["configurations_note"] = CONFIGURATIONS_NOTE
         results["machine"] = machine_info(admin, embedded=embedded)
     return results
 
@@ -326,6 +361,50 @@ def _lexical_and_fusion_sweep(deep: Mapping[str, Mapping[int, list[str]]],
     best = sorted(tried, key=lambda t: -t["recall@10"])[:10]
     for t in best:
         progress(f"  best: {t['configuration']}: recall@10 {t['recall@10']}")
+    return tried
+
+
+def _embedded_text_sweep(spec: AgentSpec, conversations: Mapping[str, Sequence[Turn]],
+                         questions: Sequence[Question], embedder: Embedder,
+                         progress: Callable[[str], object]) -> list[dict[str, Any]]:
+    """Semantic recall@10 of other embedded texts, composed by the engine's own
+    ``embedding_text`` and ranked by exact cosine in Python (no database): the event time,
+    the previous turn, and the next turn too (which a live agent does not know yet)."""
+    import numpy as np
+
+    variants = {
+        "content": {"text": "content", "envelope_keys": []},
+        "content_with_context": {"text": "content_with_context", "envelope_keys": []},
+        "content_with_context + previous": {"text": "content_with_context",
+                                            "envelope_keys": ["previous"]},
+        "content_with_context + previous + next": {"text": "content_with_context",
+                                                   "envelope_keys": ["previous", "next"]},
+    }
+    queries = {i: np.asarray(embedder.embed_query(q.text)) for i, q in enumerate(questions)}
+    tried: list[dict[str, Any]] = []
+    for label, changes in variants.items():
+        variant = _with(spec, embedding=changes)
+        ranked: dict[int, list[str]] = {}
+        for cid, turns in conversations.items():
+            texts, keys = [], []
+            for session in sorted({t.session for t in turns}):
+                rows = [t for t in turns if t.session == session]
+                for (turn, previous), following in zip(with_previous(rows), [*rows[1:], None],
+                                                       strict=True):
+                    fields = envelope(turn, previous)
+                    if following is not None:
+                        fields["next"] = following.content
+                    texts.append(embedding_text(variant, turn.content, fields, turn.when))
+                    keys.append(turn.dia_id)
+            vectors = np.asarray(embedder.embed_documents(texts))
+            for i, q in enumerate(questions):
+                if q.conversation == cid:
+                    order = np.argsort(-(vectors @ queries[i]), kind="stable")[:max(KS)]
+                    ranked[i] = [keys[j] for j in order]
+        value = recall(ranked, questions)["all"]["10"]
+        tried.append({"configuration": f"embedded text {label}; MiniLM cosine in Python, "
+                                       "semantic alone", "recall@10": value})
+        progress(f"  embedded text {label}: semantic recall@10 {value}")
     return tried
 
 

@@ -101,12 +101,12 @@ def test_a_failing_statement_rolls_back_the_statements_before_it(
     engine: Engine, app_conn: psycopg.Connection[Any]
 ) -> None:
     anchor = _tenant()
-    memories = engine.tables.memories.ident.as_string(app_conn)
+    insert = sql.SQL(
+        "INSERT INTO {} (workspace_id, tier, typology, key, content) "
+        "VALUES (%(t)s, 'cycle', 'episodic', %(k)s, 'kept only if the transaction commits')"
+    ).format(engine.tables.memories.ident).as_string(app_conn)
     tx = OnceTransaction(app_conn, anchor["workspace_id"])
-    tx.execute(
-        f"INSERT INTO {memories} (workspace_id, tier, typology, key, content) "
-        "VALUES (%(t)s, 'cycle', 'episodic', %(k)s, 'kept only if the transaction commits')",
-        {"t": anchor["workspace_id"], "k": "k1"})
+    tx.execute(insert, {"t": anchor["workspace_id"], "k": "k1"})
     with pytest.raises(psycopg.errors.DivisionByZero):
         tx.execute("SELECT 1 / %(zero)s::int", {"zero": 0}, last=True)
     tx.rollback()
@@ -116,10 +116,7 @@ def test_a_failing_statement_rolls_back_the_statements_before_it(
     # a cross-tenant row is refused by row-level security, in one message as elsewhere
     tx = OnceTransaction(app_conn, anchor["workspace_id"])
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        tx.execute(
-            f"INSERT INTO {memories} (workspace_id, tier, typology, key, content) "
-            "VALUES (%(t)s, 'cycle', 'episodic', 'k2', 'planted')",
-            {"t": "ws-someone-else"}, last=True)
+        tx.execute(insert, {"t": "ws-someone-else", "k": "k2"}, last=True)
     tx.rollback()
 
 
