@@ -1,8 +1,9 @@
-"""One-round-trip reads: a whole tenant transaction around one prepared statement.
+"""Tenant transactions in as few messages as they have statements.
 
-A read through :func:`tenant_transaction` costs three round trips (``BEGIN; SET LOCAL``,
-the statement, ``COMMIT; RESET ALL``). For a read that is one statement, this module sends
-all of it as one query string::
+A statement through :func:`tenant_transaction` costs three round trips (``BEGIN; SET LOCAL``,
+the statement, ``COMMIT; RESET ALL``). :class:`OnceTransaction` sends ``BEGIN; SET LOCAL``
+with the first statement and ``COMMIT; RESET ALL`` with the one marked last, so a
+one-statement read or write (:func:`read_once`, ``Engine.observe``) is one query string::
 
     BEGIN; SET LOCAL primitives.tenant = '<tenant>'; EXECUTE <name>(<literals>); COMMIT; RESET ALL
 
@@ -14,14 +15,14 @@ literals quoted by psycopg. A statement run with other parameter types gets a pr
 statement of its own. The tenant rule is unchanged: it is set with ``SET LOCAL`` inside an
 explicit transaction, and the session is reset afterwards.
 
-Only statements written with named placeholders (``%(name)s``) qualify. When the server
-cannot prepare one, or a parameter has a type psycopg cannot name, the caller runs it in an
-ordinary tenant transaction instead: nothing is lost, only the saved round trips.
+Only statements written with named placeholders (``%(name)s``) are prepared. One the server
+cannot prepare, or with a parameter of a type psycopg cannot name, runs as an ordinary bound
+statement inside the same transaction: nothing is lost, only the saved round trips.
 
 Example::
 
     cursor = read_once(conn, "acme", "SELECT * FROM notes WHERE id = %(id)s", {"id": 7})
-    rows = cursor.fetchall() if cursor is not None else ...  # None: use tenant_transaction
+    rows = cursor.fetchall()
 """
 
 from __future__ import annotations
@@ -34,20 +35,19 @@ import weakref
 from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
 import psycopg
 from psycopg import sql
 from psycopg.adapt import PyFormat, Transformer
-from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from primitives.db._tenant import begin_statement, translate_error
 
 __all__ = ["AsyncOnceTransaction", "OnceTransaction", "aread_once", "read_once", "server_form"]
 
-C = TypeVar("C", psycopg.Cursor[Any], psycopg.AsyncCursor[Any])
 
 _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s|%s")
 _END = "; COMMIT; RESET ALL"
@@ -160,8 +160,11 @@ def _prepared_form(conn: Any, text: str, order: tuple[str, ...], base: str,
     if name is None:
         name = f"{base}_{hashlib.sha256(signature.encode()).hexdigest()[:8]}"
         _NAMES[(base, signature)] = name
-    declared = f"({signature})" if types else ""
-    return name, f"PREPARE {name}{declared} AS {text}"
+    # The type names come from psycopg's type registry, the text from a statement the engine
+    # composed with psycopg.sql and rendered: both are SQL already, not values.
+    declared = sql.SQL("({})").format(sql.SQL(signature)) if types else sql.SQL("")
+    prepare = sql.SQL("PREPARE {}{} AS {}").format(sql.Identifier(name), declared, sql.SQL(text))
+    return name, prepare.as_string(conn)
 
 
 def _quote_text(value: str) -> str:
@@ -216,123 +219,37 @@ def _mark(conn: Any, name: str, prepared: bool) -> None:
             names.discard(name)
 
 
-def _fits(conn: Any, tenant: str, params: Mapping[str, Any] | None) -> bool:
-    return (
-        isinstance(params, Mapping)
-        and conn.autocommit
-        and conn.info.transaction_status == TransactionStatus.IDLE
-        and bool(tenant)
-    )
-
-
 @lru_cache(maxsize=4096)
-def _begin_text(tenant: str) -> str:
-    """``BEGIN; SET LOCAL primitives.tenant = '<tenant>'`` as text, for standard strings."""
-    text = begin_statement(tenant).as_string(None)  # validates; the literal needs no connection
-    return text
-
-
-def _begin(conn: Any, tenant: str) -> str:
-    if conn.pgconn.parameter_status(b"standard_conforming_strings") == b"on":
-        return _begin_text(tenant)
-    return begin_statement(tenant).as_string(conn)
-
-
-def _query(tenant: str, name: str, arguments: str, conn: Any) -> str:
-    return f"{_begin(conn, tenant)}; EXECUTE {name}{arguments}{_END}"
-
-
-def _rows_result(cursor: C) -> C:
-    """Move ``cursor`` to the EXECUTE's result (the only one that returns rows)."""
-    while cursor.pgresult is None or cursor.pgresult.status != ExecStatus.TUPLES_OK:
-        if not cursor.nextset():
-            raise psycopg.InterfaceError("the one-round-trip read returned no rows result")
-    return cursor
+def _begin(tenant: str) -> str:
+    """``BEGIN; SET LOCAL primitives.tenant = <literal>`` as text, validated and built once per
+    tenant (psycopg renders a literal with a backslash in the ``E''`` form, which reads the
+    same whatever ``standard_conforming_strings`` is)."""
+    return begin_statement(tenant).as_string(None)
 
 
 def read_once(conn: psycopg.Connection[Any], tenant: str, statement: str,
-              params: Mapping[str, Any] | None) -> psycopg.Cursor[Any] | None:
-    """Run the read ``statement`` for ``tenant`` in one round trip; a cursor on its rows.
-
-    ``None`` when it cannot go this way (see the module docstring): the caller runs it in
-    :func:`~primitives.db.tenant_transaction`. Errors come out as
-    :func:`~primitives.db.translate_error` makes them, with the transaction rolled back.
-    """
-    form = server_form(statement)
-    if form is None or not _fits(conn, tenant, params):
-        return None
-    base, text, order = form
-    assert params is not None
-    prepared = _prepared_form(conn, text, order, base, params)
-    if prepared is None:
-        return None
-    name, prepare = prepared
-    if name in _unfit:
-        return None
-    query = _query(tenant, name, _arguments(conn, order, params), conn)
-    for attempt in (1, 2):
-        if not _is_prepared(conn, name):
-            try:
-                conn.execute(prepare)
-            except psycopg.Error:
-                _unfit.add(name)  # the server cannot plan it with these types
-                return None
-            _mark(conn, name, True)
-        cursor = conn.cursor()
-        try:
-            cursor.execute(query)
-            return _rows_result(cursor)
-        except psycopg.Error as err:
-            if conn.info.transaction_status != TransactionStatus.IDLE:
-                try:
-                    conn.execute(_ROLLBACK)
-                except psycopg.Error:
-                    pass  # the connection is gone; the server rolled back already
-            if err.sqlstate == _UNDEFINED_STATEMENT and attempt == 1:
-                _mark(conn, name, False)  # the session lost it (DISCARD ALL): prepare again
-                continue
-            raise translate_error(err, tenant=tenant) from err
-    return None  # pragma: no cover - the loop returns or raises
+              params: Mapping[str, Any] | None) -> psycopg.Cursor[Any]:
+    """Run the one-statement read ``statement`` for ``tenant`` as a whole tenant transaction
+    in one message; a cursor on its rows. ``conn`` must be an idle autocommit connection.
+    Errors come out as :func:`~primitives.db.translate_error` makes them, with the
+    transaction rolled back and the session reset."""
+    tx = OnceTransaction(conn, tenant)
+    try:
+        return tx.execute(statement, params, last=True)
+    except psycopg.Error as err:
+        tx.rollback()
+        raise translate_error(err, tenant=tenant) from err
 
 
 async def aread_once(conn: psycopg.AsyncConnection[Any], tenant: str, statement: str,
-                     params: Mapping[str, Any] | None) -> psycopg.AsyncCursor[Any] | None:
-    """The async twin of :func:`read_once`: same statements, same fallbacks, same errors."""
-    form = server_form(statement)
-    if form is None or not _fits(conn, tenant, params):
-        return None
-    base, text, order = form
-    assert params is not None
-    prepared = _prepared_form(conn, text, order, base, params)
-    if prepared is None:
-        return None
-    name, prepare = prepared
-    if name in _unfit:
-        return None
-    query = _query(tenant, name, _arguments(conn, order, params), conn)
-    for attempt in (1, 2):
-        if not _is_prepared(conn, name):
-            try:
-                await conn.execute(prepare)
-            except psycopg.Error:
-                _unfit.add(name)
-                return None
-            _mark(conn, name, True)
-        cursor = conn.cursor()
-        try:
-            await cursor.execute(query)
-            return _rows_result(cursor)
-        except psycopg.Error as err:
-            if conn.info.transaction_status != TransactionStatus.IDLE:
-                try:
-                    await conn.execute(_ROLLBACK)
-                except psycopg.Error:
-                    pass
-            if err.sqlstate == _UNDEFINED_STATEMENT and attempt == 1:
-                _mark(conn, name, False)
-                continue
-            raise translate_error(err, tenant=tenant) from err
-    return None  # pragma: no cover
+                     params: Mapping[str, Any] | None) -> psycopg.AsyncCursor[Any]:
+    """The async twin of :func:`read_once`."""
+    tx = AsyncOnceTransaction(conn, tenant)
+    try:
+        return await tx.execute(statement, params, last=True)
+    except psycopg.Error as err:
+        await tx.rollback()
+        raise translate_error(err, tenant=tenant) from err
 
 
 # -- a whole write transaction in as few messages as it has statements ---------------------------
@@ -352,7 +269,7 @@ class OnceTransaction:
             raise psycopg.ProgrammingError(
                 "OnceTransaction needs an idle autocommit connection (it opens the transaction)")
         self.conn, self.tenant = conn, tenant
-        self.begin = _begin(conn, tenant)  # validates the tenant
+        self.begin = _begin(tenant)  # validates the tenant
         self.open = False
         self.committed = False
 
@@ -376,7 +293,21 @@ class OnceTransaction:
         head = f"{self.begin}; " if not self.open else ""
         tail = _END if last else ""
         cursor = conn.cursor()
-        cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
+        # Joined as text on the hot path: each piece is SQL already (BEGIN and the tenant
+        # literal rendered by psycopg.sql, a hex name of ours, arguments quoted as literals).
+        try:
+            cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
+        except psycopg.Error as err:
+            if err.sqlstate != _UNDEFINED_STATEMENT or not head:
+                raise
+            # The session lost it (DISCARD ALL, a pooler) before anything else ran in this
+            # transaction: roll back, prepare again and send the same message once more.
+            self.rollback()
+            _mark(conn, name, False)
+            if _ensure_prepared(conn, statement, params) is None:
+                raise
+            cursor = conn.cursor()
+            cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
         self.open, self.committed = True, last
         for _ in range(2 if head else 0):  # past BEGIN and SET LOCAL to the EXECUTE's result
             cursor.nextset()
@@ -431,7 +362,7 @@ class AsyncOnceTransaction:
             raise psycopg.ProgrammingError(
                 "OnceTransaction needs an idle autocommit connection (it opens the transaction)")
         self.conn, self.tenant = conn, tenant
-        self.begin = _begin(conn, tenant)
+        self.begin = _begin(tenant)
         self.open = False
         self.committed = False
 
@@ -454,7 +385,17 @@ class AsyncOnceTransaction:
         head = f"{self.begin}; " if not self.open else ""
         tail = _END if last else ""
         cursor = conn.cursor()
-        await cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
+        try:
+            await cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
+        except psycopg.Error as err:
+            if err.sqlstate != _UNDEFINED_STATEMENT or not head:
+                raise
+            await self.rollback()
+            _mark(conn, name, False)
+            if await _aensure_prepared(conn, statement, params) is None:
+                raise
+            cursor = conn.cursor()
+            await cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
         self.open, self.committed = True, last
         for _ in range(2 if head else 0):
             cursor.nextset()

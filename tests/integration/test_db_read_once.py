@@ -17,7 +17,7 @@ from primitives.db import APP_ROLE, aread_once, read_once, tenant_transaction
 from primitives.errors import StorageError
 
 if TYPE_CHECKING:
-    from conftest import PostgresHandle
+    from tests.conftest import PostgresHandle
 
 pytestmark = pytest.mark.db
 
@@ -52,11 +52,10 @@ def test_a_read_sees_only_its_tenants_rows_and_leaves_no_tenant_behind(
 ) -> None:
     for tenant in ("acme", "globex", "acme"):  # the second acme read reuses the prepared plan
         cursor = read_once(app_conn, tenant, notes, {"low": 1})
-        assert cursor is not None
         assert cursor.fetchall() == [(f"{tenant} note 1",), (f"{tenant} note 2",)]
         assert app_conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         assert app_conn.execute(CURRENT_TENANT).fetchone() == (None,)
-    assert read_once(app_conn, "initech", notes, {"low": 0}).fetchall() == []  # type: ignore[union-attr]
+    assert read_once(app_conn, "initech", notes, {"low": 0}).fetchall() == []
 
 
 def test_parameters_and_tenant_are_literals_not_sql(
@@ -122,37 +121,40 @@ def test_jsonb_parameters_come_back_as_they_were_bound(
 def test_text_with_a_nul_is_refused_as_psycopg_refuses_it(
     app_conn: psycopg.Connection[Any],
 ) -> None:
-    with pytest.raises(psycopg.DataError):
+    with pytest.raises(StorageError, match="NUL"):
         read_once(app_conn, "acme", "SELECT %(v)s::text", {"v": "a\x00b"})
     assert app_conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
-def test_a_statement_the_server_cannot_prepare_is_left_to_the_caller(
-    app_conn: psycopg.Connection[Any],
+def test_a_statement_that_cannot_be_prepared_runs_bound_in_the_same_transaction(
+    app_conn: psycopg.Connection[Any], notes: str
 ) -> None:
-    # the server cannot plan it (no such column): the caller falls back to a transaction
-    assert read_once(app_conn, "acme", "SELECT no_such_column + %(v)s", {"v": 1}) is None
-    assert read_once(app_conn, "acme", "SELECT %s", {"x": 1}) is None  # positional
-    assert read_once(app_conn, "acme", "SELECT %(v)s::int", {}) is None  # missing parameter
-    assert read_once(app_conn, "acme", "SELECT %(v)s::int", [1]) is None  # type: ignore[arg-type]
+    # positional placeholders are not prepared: bound, still in one tenant transaction
+    cursor = read_once(app_conn, "acme", notes.replace("%(low)s", "%s"), [2])  # type: ignore[arg-type]
+    assert cursor.fetchall() == [("acme note 2",)]
+    assert app_conn.execute(CURRENT_TENANT).fetchone() == (None,)
+    # the server cannot plan it (no such column): its error, the session reset
+    with pytest.raises(StorageError) as caught:
+        read_once(app_conn, "acme", "SELECT no_such_column + %(v)s", {"v": 1})
+    assert caught.value.context["sqlstate"] == "42703"
     assert app_conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert app_conn.execute(CURRENT_TENANT).fetchone() == (None,)
 
 
 def test_a_session_that_lost_its_prepared_statement_prepares_it_again(
     app_conn: psycopg.Connection[Any], notes: str
 ) -> None:
-    assert read_once(app_conn, "acme", notes, {"low": 2}).fetchall() == [("acme note 2",)]  # type: ignore[union-attr]
+    assert read_once(app_conn, "acme", notes, {"low": 2}).fetchall() == [("acme note 2",)]
     app_conn.execute("DEALLOCATE ALL")
-    assert read_once(app_conn, "acme", notes, {"low": 2}).fetchall() == [("acme note 2",)]  # type: ignore[union-attr]
+    assert read_once(app_conn, "acme", notes, {"low": 2}).fetchall() == [("acme note 2",)]
 
 
-def test_a_connection_inside_a_transaction_is_not_used(
-    pg: PostgresHandle, notes: str
-) -> None:
-    with psycopg.connect(pg.app_dsn) as conn:  # not autocommit
-        assert read_once(conn, "acme", notes, {"low": 0}) is None
+def test_a_connection_inside_a_transaction_is_refused(pg: PostgresHandle, notes: str) -> None:
+    with psycopg.connect(pg.app_dsn) as conn, pytest.raises(psycopg.ProgrammingError):
+        read_once(conn, "acme", notes, {"low": 0})  # not autocommit
     with psycopg.connect(pg.app_dsn, autocommit=True) as conn, tenant_transaction(conn, "acme"):
-        assert read_once(conn, "acme", notes, {"low": 0}) is None  # already in one
+        with pytest.raises(psycopg.ProgrammingError):
+            read_once(conn, "acme", notes, {"low": 0})  # already in one
 
 
 async def test_async_read_matches_the_sync_one(pg: PostgresHandle, notes: str) -> None:
