@@ -15,7 +15,8 @@ same m and ef_construction on both). Then, per scale:
 - ``langgraph.store.postgres.PostgresStore.search(namespace, query=text, limit=10)`` with an
   HNSW index config (halfvec, cosine), its embed function the same lookup;
 - p50/p95/p99 latency and the share of queries that return the full limit
-  (``min(limit, rows of the tenant)``);
+  (``min(limit, rows of the tenant)``), each query run on both systems in turn (the order
+  alternating), so drift in the machine's load hits both alike;
 - the exact-scan / HNSW switch point: semantic-only p50 of both paths for tenants from the
   largest down (``switch_point``: tenant rows -> exact and HNSW p50).
 
@@ -31,7 +32,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -206,19 +207,27 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
             "mean_ms": round(statistics.fmean(ordered) * 1000, 2)}
 
 
-def measure(run_query: Callable[[str, str], int], queries: Sequence[tuple[str, str, Any]],
-            sizes: dict[str, int]) -> dict[str, Any]:
-    times, full = [], 0
+def measure(systems: Mapping[str, Callable[[str, str], int]],
+            queries: Sequence[tuple[str, str, Any]],
+            sizes: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Each query on every system in turn (the order alternating from query to query), so
+    drift in the machine's load hits all of them alike; per system its percentiles and the
+    share of queries that returned ``min(limit, tenant rows)``."""
+    names = list(systems)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    full = dict.fromkeys(names, 0)
     for n, (tenant, text, _) in enumerate(queries):
-        start = time.perf_counter()
-        got = run_query(tenant, text)
-        elapsed = time.perf_counter() - start
-        if n < WARMUP:
-            continue
-        times.append(elapsed)
-        full += got == min(LIMIT, sizes[tenant])
-    return {**_percentiles(times), "full_limit_share": round(full / len(times), 4),
-            "queries": len(times)}
+        for name in (names if n % 2 == 0 else names[::-1]):
+            start = time.perf_counter()
+            got = systems[name](tenant, text)
+            elapsed = time.perf_counter() - start
+            if n < WARMUP:
+                continue
+            times[name].append(elapsed)
+            full[name] += got == min(LIMIT, sizes[tenant])
+    return {name: {**_percentiles(times[name]),
+                   "full_limit_share": round(full[name] / len(times[name]), 4),
+                   "queries": len(times[name])} for name in names}
 
 
 def run_scale(admin: str, total: int, progress: Callable[[str], object]) -> dict[str, Any]:
@@ -243,16 +252,18 @@ def run_scale(admin: str, total: int, progress: Callable[[str], object]) -> dict
         progress(f"  {total} rows loaded into PostgresStore in "
                  f"{time.perf_counter() - start:.0f}s")
 
-        with Engine.connect(spec, app_dsn(ours), embedder=LookupEmbedder(lookup)) as engine:
+        with Engine.connect(spec, app_dsn(ours), embedder=LookupEmbedder(lookup)) as engine, \
+                PostgresStore.from_conn_string(theirs, index=_index(embed)) as store:
             def hybrid(tenant: str, text: str) -> int:
                 return len(engine.search({"conversation_id": tenant}, text, limit=LIMIT))
-            result["ours_hybrid"] = measure(hybrid, queries, by_tenant)
-        progress(f"  ours (semantic + BM25, RRF, one statement): {result['ours_hybrid']}")
 
-        with PostgresStore.from_conn_string(theirs, index=_index(embed)) as store:
             def vector(tenant: str, text: str) -> int:
                 return len(store.search((tenant, "memories"), query=text, limit=LIMIT))
-            result["langgraph_vector"] = measure(vector, queries, by_tenant)
+
+            both = measure({"ours_hybrid": hybrid, "langgraph_vector": vector}, queries,
+                           by_tenant)
+        result.update(both)
+        progress(f"  ours (semantic + BM25, RRF, one statement): {result['ours_hybrid']}")
         progress(f"  PostgresStore vector search: {result['langgraph_vector']}")
         result["switch_point"] = _switch_point(app_dsn(ours), spec, queries, by_tenant, lookup)
         progress(f"  semantic alone, exact scan vs HNSW by tenant rows: {result['switch_point']}")
