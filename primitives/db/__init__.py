@@ -9,6 +9,8 @@ Example::
     with psycopg.connect(app_dsn(admin), autocommit=True) as conn:
         with tenant_transaction(conn, "acme") as tx:
             ...
+        # or one transaction sent with as few messages as it has statements:
+        rows = read_once(conn, "acme", "SELECT * FROM notes WHERE id = %(id)s", {"id": 7})
 
 SQL functions installed by the migrations (schema ``primitives``):
 ``current_tenant()``, ``has_capability(text)``, ``event_hash(...)``,
@@ -36,7 +38,7 @@ from primitives.db._names import (
     SQLSTATE_PERSISTENT_DELETE,
     TENANT_SETTING,
 )
-from primitives.db._oneshot import aread_once, read_once
+from primitives.db._oneshot import AsyncOnceTransaction, OnceTransaction, aread_once, read_once
 from primitives.db._server import (
     ServerStatus,
     primitives_home,
@@ -62,7 +64,9 @@ __all__ = [
     "SQLSTATE_LINKED_DELETE",
     "SQLSTATE_PERSISTENT_DELETE",
     "TENANT_SETTING",
+    "AsyncOnceTransaction",
     "Migration",
+    "OnceTransaction",
     "ServerStatus",
     "app_dsn",
     "apply_migrations",

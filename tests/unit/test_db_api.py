@@ -38,8 +38,10 @@ def test_public_surface_is_pinned() -> None:
     assert sorted(primitives.db.__all__) == [
         "APP_ROLE",
         "AUDITOR_ROLE",
+        "AsyncOnceTransaction",
         "Migration",
         "OWNER_ROLE",
+        "OnceTransaction",
         "POLICY_SQLSTATES",
         "SQLSTATE_APPEND_ONLY",
         "SQLSTATE_JOURNAL_ISOLATION",
