@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import psycopg
@@ -253,6 +253,38 @@ async def aread_once(conn: psycopg.AsyncConnection[Any], tenant: str, statement:
 
 
 # -- a whole write transaction in as few messages as it has statements ---------------------------
+class _Prepared(NamedTuple):
+    """A statement's session-prepared form for one call: the ``PREPARE`` that makes it, the
+    name to ``EXECUTE`` and this call's arguments as literals."""
+
+    name: str
+    prepare: str
+    arguments: str
+
+
+def _prepared_call(conn: Any, statement: str,
+                   params: Mapping[str, Any] | None) -> _Prepared | None:
+    """``statement``'s prepared form for these parameters, or ``None`` when it runs bound."""
+    form = server_form(statement)
+    if form is None or not isinstance(params, Mapping):
+        return None
+    base, text, order = form
+    named = _prepared_form(conn, text, order, base, params)
+    if named is None or named[0] in _unfit:
+        return None
+    return _Prepared(named[0], named[1], _arguments(conn, order, params))
+
+
+def _message(begin: str | None, prepared: _Prepared, last: bool) -> str:
+    # Joined as text on the hot path: each piece is SQL already (BEGIN and the tenant literal
+    # rendered by psycopg.sql, a hex name of ours, arguments quoted as literals).
+    head = f"{begin}; " if begin is not None else ""
+    return f"{head}EXECUTE {prepared.name}{prepared.arguments}{_END if last else ''}"
+
+
+_COMMIT = _END.removeprefix("; ")
+
+
 class OnceTransaction:
     """A tenant transaction whose ``BEGIN; SET LOCAL`` travels with its first statement and whose
     ``COMMIT; RESET ALL`` travels with the statement marked ``last``.
@@ -279,43 +311,59 @@ class OnceTransaction:
         if self.committed:
             raise psycopg.ProgrammingError("this tenant transaction has committed already")
         conn = self.conn
-        prepared = _ensure_prepared(conn, statement, params)
+        prepared = _prepared_call(conn, statement, params)
+        if prepared is not None and not self._ensure(prepared):
+            prepared = None
         if prepared is None:
             if not self.open:
                 conn.execute(self.begin)
                 self.open = True
             cursor = conn.execute(statement, params)
             if last:
-                conn.execute(_END.removeprefix("; "))
+                conn.execute(_COMMIT)
                 self.committed = True
             return cursor
-        name, arguments = prepared
-        head = f"{self.begin}; " if not self.open else ""
-        tail = _END if last else ""
+        first = not self.open
+        message = _message(self.begin if first else None, prepared, last)
         cursor = conn.cursor()
-        # Joined as text on the hot path: each piece is SQL already (BEGIN and the tenant
-        # literal rendered by psycopg.sql, a hex name of ours, arguments quoted as literals).
         try:
-            cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
+            cursor.execute(message)
         except psycopg.Error as err:
-            if err.sqlstate != _UNDEFINED_STATEMENT or not head:
+            if err.sqlstate != _UNDEFINED_STATEMENT or not first:
                 raise
             # The session lost it (DISCARD ALL, a pooler) before anything else ran in this
             # transaction: roll back, prepare again and send the same message once more.
             self.rollback()
-            _mark(conn, name, False)
-            if _ensure_prepared(conn, statement, params) is None:
+            _mark(conn, prepared.name, False)
+            if not self._ensure(prepared):
                 raise
             cursor = conn.cursor()
-            cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
+            cursor.execute(message)
         self.open, self.committed = True, last
-        for _ in range(2 if head else 0):  # past BEGIN and SET LOCAL to the EXECUTE's result
+        for _ in range(2 if first else 0):  # past BEGIN and SET LOCAL to the EXECUTE's result
             cursor.nextset()
         return cursor
 
+    def _ensure(self, prepared: _Prepared) -> bool:
+        """Prepare on the session unless done; False if the statement must run bound."""
+        if _is_prepared(self.conn, prepared.name):
+            return True
+        idle = self.conn.info.transaction_status == TransactionStatus.IDLE
+        try:
+            self.conn.execute(prepared.prepare)  # session-level: survives the transaction
+        except psycopg.Error:
+            if not idle:
+                # Inside the transaction the failed PREPARE aborted it. Its types are those
+                # psycopg would bind, so the statement itself would have failed the same way.
+                raise
+            _unfit.add(prepared.name)  # runs bound from now on
+            return False
+        _mark(self.conn, prepared.name, True)
+        return True
+
     def commit(self) -> None:
         if self.open and not self.committed:
-            self.conn.execute(_END.removeprefix("; "))
+            self.conn.execute(_COMMIT)
         self.committed = True
 
     def rollback(self) -> None:
@@ -326,36 +374,8 @@ class OnceTransaction:
                 pass  # the connection is gone; the server rolled back already
 
 
-def _ensure_prepared(conn: psycopg.Connection[Any], statement: str,
-                     params: Mapping[str, Any] | None) -> tuple[str, str] | None:
-    """``(prepared name, literal arguments)`` for ``statement`` on ``conn``, or ``None``."""
-    form = server_form(statement)
-    if form is None or not isinstance(params, Mapping):
-        return None
-    base, text, order = form
-    prepared = _prepared_form(conn, text, order, base, params)
-    if prepared is None:
-        return None
-    name, prepare = prepared
-    if name in _unfit:
-        return None
-    if not _is_prepared(conn, name):
-        idle = conn.info.transaction_status == TransactionStatus.IDLE
-        try:
-            conn.execute(prepare)  # session-level: it survives the transaction's end
-        except psycopg.Error:
-            if not idle:
-                # Inside the transaction the failed PREPARE aborted it. Its types are those
-                # psycopg would bind, so the statement itself would have failed the same way.
-                raise
-            _unfit.add(name)
-            return None
-        _mark(conn, name, True)
-    return name, _arguments(conn, order, params)
-
-
 class AsyncOnceTransaction:
-    """The async twin of :class:`OnceTransaction`."""
+    """The async twin of :class:`OnceTransaction`: the same messages, awaited."""
 
     def __init__(self, conn: psycopg.AsyncConnection[Any], tenant: str) -> None:
         if not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
@@ -371,39 +391,54 @@ class AsyncOnceTransaction:
         if self.committed:
             raise psycopg.ProgrammingError("this tenant transaction has committed already")
         conn = self.conn
-        prepared = await _aensure_prepared(conn, statement, params)
+        prepared = _prepared_call(conn, statement, params)
+        if prepared is not None and not await self._ensure(prepared):
+            prepared = None
         if prepared is None:
             if not self.open:
                 await conn.execute(self.begin)
                 self.open = True
             cursor = await conn.execute(statement, params)
             if last:
-                await conn.execute(_END.removeprefix("; "))
+                await conn.execute(_COMMIT)
                 self.committed = True
             return cursor
-        name, arguments = prepared
-        head = f"{self.begin}; " if not self.open else ""
-        tail = _END if last else ""
+        first = not self.open
+        message = _message(self.begin if first else None, prepared, last)
         cursor = conn.cursor()
         try:
-            await cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
+            await cursor.execute(message)
         except psycopg.Error as err:
-            if err.sqlstate != _UNDEFINED_STATEMENT or not head:
+            if err.sqlstate != _UNDEFINED_STATEMENT or not first:
                 raise
             await self.rollback()
-            _mark(conn, name, False)
-            if await _aensure_prepared(conn, statement, params) is None:
+            _mark(conn, prepared.name, False)
+            if not await self._ensure(prepared):
                 raise
             cursor = conn.cursor()
-            await cursor.execute(f"{head}EXECUTE {name}{arguments}{tail}")
+            await cursor.execute(message)
         self.open, self.committed = True, last
-        for _ in range(2 if head else 0):
+        for _ in range(2 if first else 0):
             cursor.nextset()
         return cursor
 
+    async def _ensure(self, prepared: _Prepared) -> bool:
+        if _is_prepared(self.conn, prepared.name):
+            return True
+        idle = self.conn.info.transaction_status == TransactionStatus.IDLE
+        try:
+            await self.conn.execute(prepared.prepare)
+        except psycopg.Error:
+            if not idle:
+                raise
+            _unfit.add(prepared.name)
+            return False
+        _mark(self.conn, prepared.name, True)
+        return True
+
     async def commit(self) -> None:
         if self.open and not self.committed:
-            await self.conn.execute(_END.removeprefix("; "))
+            await self.conn.execute(_COMMIT)
         self.committed = True
 
     async def rollback(self) -> None:
@@ -412,28 +447,3 @@ class AsyncOnceTransaction:
                 await self.conn.execute(_ROLLBACK)
             except psycopg.Error:
                 pass
-
-
-async def _aensure_prepared(conn: psycopg.AsyncConnection[Any], statement: str,
-                            params: Mapping[str, Any] | None) -> tuple[str, str] | None:
-    form = server_form(statement)
-    if form is None or not isinstance(params, Mapping):
-        return None
-    base, text, order = form
-    prepared = _prepared_form(conn, text, order, base, params)
-    if prepared is None:
-        return None
-    name, prepare = prepared
-    if name in _unfit:
-        return None
-    if not _is_prepared(conn, name):
-        idle = conn.info.transaction_status == TransactionStatus.IDLE
-        try:
-            await conn.execute(prepare)
-        except psycopg.Error:
-            if not idle:
-                raise
-            _unfit.add(name)
-            return None
-        _mark(conn, name, True)
-    return name, _arguments(conn, order, params)
