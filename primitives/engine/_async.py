@@ -16,9 +16,9 @@ from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
-from primitives.db import app_dsn, atenant_transaction, resolve_dsn, translate_error
+from primitives.db import app_dsn, atenant_transaction, resolve_dsn
 from primitives.db._oneshot import AsyncOnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _core as core
@@ -26,7 +26,7 @@ from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, ahas_embedding_column, render
 from primitives.engine._records import Explanation, Hit, Memory
-from primitives.engine._retry import backoff_seconds, is_transient, write_failed
+from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
 
@@ -152,12 +152,9 @@ class AsyncEngine(EngineBase):
             try:
                 async with self._pool.connection() as conn:
                     return await _arun_once(conn, ctx.tenant, make(ctx), after_last="new")
-            except (psycopg.Error, PoolTimeout, StorageError) as err:
-                if attempt == 2 or not is_transient(err):
-                    if isinstance(err, psycopg.Error):
-                        raise translate_error(err, tenant=ctx.tenant) from err
-                    raise
-                await asyncio.sleep(backoff_seconds(seed))
+            except RETRYABLE as err:
+                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed, tenant=ctx.tenant,
+                                write=False))
         raise AssertionError("unreachable")
 
     @overload
@@ -190,14 +187,8 @@ class AsyncEngine(EngineBase):
                     return await _arun_once(
                         conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
                         after_last="refuse")
-            except (psycopg.Error, PoolTimeout, StorageError) as err:
-                if not is_transient(err):
-                    if isinstance(err, psycopg.Error):
-                        raise translate_error(err, tenant=ctx.tenant) from err
-                    raise
-                if attempt == 2:
-                    raise write_failed(err, attempts=attempt, seed=seed) from err
-                await asyncio.sleep(backoff_seconds(seed))
+            except RETRYABLE as err:
+                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed, tenant=ctx.tenant))
         raise AssertionError("unreachable")
 
     async def write(self, anchor: Mapping[str, object],
@@ -209,14 +200,8 @@ class AsyncEngine(EngineBase):
             try:
                 async with self.tenant(anchor, actor=actor) as mem:
                     return await fn(mem)
-            except (psycopg.Error, PoolTimeout, StorageError) as err:
-                if not is_transient(err):
-                    if isinstance(err, psycopg.Error):
-                        raise translate_error(err) from err
-                    raise
-                if attempt == 2:
-                    raise write_failed(err, attempts=attempt, seed=seed) from err
-                await asyncio.sleep(backoff_seconds(seed))
+            except RETRYABLE as err:
+                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed))
         raise AssertionError("unreachable")
 
 

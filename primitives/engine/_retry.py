@@ -13,9 +13,20 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
+from primitives.db import translate_error
 from primitives.errors import MemoryWriteFail, PrimitivesError, StorageError, StorageFull
 
-__all__ = ["BASE_BACKOFF_S", "backoff_seconds", "is_transient", "write_failed"]
+__all__ = [
+    "BASE_BACKOFF_S",
+    "RETRYABLE",
+    "backoff_seconds",
+    "before_retry",
+    "is_transient",
+    "write_failed",
+]
+
+RETRYABLE: Final = (psycopg.Error, PoolTimeout, StorageError)
+"""What the engine's retry loops catch; :func:`before_retry` decides what happens next."""
 
 BASE_BACKOFF_S: Final = 0.05
 """The shortest backoff; the seed adds up to the same again."""
@@ -56,3 +67,19 @@ def write_failed(err: BaseException, *, attempts: int, seed: str) -> PrimitivesE
         attempts=attempts, backoff_s=backoff_seconds(seed),
         user_message=MemoryWriteFail.user_message,
     )
+
+
+def before_retry(err: BaseException, *, attempt: int, seed: str, tenant: str | None = None,
+                 write: bool = True) -> float:
+    """After ``attempt`` (1 or 2) failed with ``err``: the backoff to wait before the retry,
+    or raise what the caller surfaces: a non-transient error as it is (a psycopg error as
+    :func:`~primitives.db.translate_error` makes it, naming ``tenant``); after the retry,
+    ``MemoryWriteFail`` for a write (``StorageFull`` stays itself), the error itself for a
+    read. Call it from the ``except`` clause."""
+    if not is_transient(err) or (attempt == 2 and not write):
+        if isinstance(err, psycopg.Error):
+            raise translate_error(err, tenant=tenant) from err
+        raise err
+    if attempt == 2:
+        raise write_failed(err, attempts=attempt, seed=seed) from err
+    return backoff_seconds(seed)

@@ -18,9 +18,9 @@ from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
-from primitives.db import app_dsn, resolve_dsn, tenant_transaction, translate_error
+from primitives.db import app_dsn, resolve_dsn, tenant_transaction
 from primitives.db._oneshot import OnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _core as core
@@ -28,7 +28,7 @@ from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, has_embedding_column, render
 from primitives.engine._records import Explanation, Hit, Memory
-from primitives.engine._retry import backoff_seconds, is_transient, write_failed
+from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
 
@@ -167,12 +167,9 @@ class Engine(EngineBase):
             try:
                 with self._pool.connection() as conn:
                     return _run_once(conn, ctx.tenant, make(ctx), after_last="new")
-            except (psycopg.Error, PoolTimeout, StorageError) as err:
-                if attempt == 2 or not is_transient(err):
-                    if isinstance(err, psycopg.Error):
-                        raise translate_error(err, tenant=ctx.tenant) from err
-                    raise
-                sleep(backoff_seconds(seed))
+            except RETRYABLE as err:
+                sleep(before_retry(err, attempt=attempt, seed=seed, tenant=ctx.tenant,
+                                write=False))
         raise AssertionError("unreachable")
 
     @overload
@@ -207,14 +204,8 @@ class Engine(EngineBase):
                     return _run_once(conn, ctx.tenant,
                                      core.observe(ctx, tier, content, final=True, **fields),
                                      after_last="refuse")
-            except (psycopg.Error, PoolTimeout, StorageError) as err:
-                if not is_transient(err):
-                    if isinstance(err, psycopg.Error):
-                        raise translate_error(err, tenant=ctx.tenant) from err
-                    raise
-                if attempt == 2:
-                    raise write_failed(err, attempts=attempt, seed=seed) from err
-                sleep(backoff_seconds(seed))
+            except RETRYABLE as err:
+                sleep(before_retry(err, attempt=attempt, seed=seed, tenant=ctx.tenant))
         raise AssertionError("unreachable")
 
     def write(self, anchor: Mapping[str, object], fn: Callable[[TenantMemory], T], *,
@@ -227,14 +218,8 @@ class Engine(EngineBase):
             try:
                 with self.tenant(anchor, actor=actor) as mem:
                     return fn(mem)
-            except (psycopg.Error, PoolTimeout, StorageError) as err:
-                if not is_transient(err):
-                    if isinstance(err, psycopg.Error):
-                        raise translate_error(err) from err
-                    raise
-                if attempt == 2:
-                    raise write_failed(err, attempts=attempt, seed=seed) from err
-                sleep(backoff_seconds(seed))
+            except RETRYABLE as err:
+                sleep(before_retry(err, attempt=attempt, seed=seed))
         raise AssertionError("unreachable")
 
 
