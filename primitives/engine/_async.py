@@ -22,10 +22,11 @@ from primitives.db import app_dsn, atenant_transaction, resolve_dsn
 from primitives.db._oneshot import AsyncOnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _core as core
+from primitives.engine import _graph as graph
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, ahas_embedding_column, render
-from primitives.engine._records import Explanation, Hit, Memory
+from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
@@ -276,6 +277,36 @@ class AsyncTenantMemory:
     async def item_batch(self, ops: Sequence[store_ops.ItemOp]) -> list[Any]:
         """Run LangGraph-store item operations in this transaction (see ``_store_ops``)."""
         return await arun_op(self._conn, store_ops.run_item_ops(self.ctx, ops))
+
+    # graph (specs with graph:) ----------------------------------------------------------------
+    async def entity(self, name: str, kind: str, *, aliases: Sequence[str] = (),
+               summary: str | None = None) -> Entity:
+        """The entity ``name`` of type ``kind``, created if new (aliases, summary merged)."""
+        return await arun_op(self._conn, graph.entity(self.ctx, name, kind, aliases=aliases,
+                                               summary=summary))
+
+    async def find_entities(self, name: str, kind: str | None = None) -> list[Entity]:
+        """Entities whose name or an alias is ``name`` (case-insensitively)."""
+        return await arun_op(self._conn, graph.find_entities(self.ctx, name, kind))
+
+    async def mention(self, memory_id: UUID, entities: Sequence[graph.EntityRef]) -> list[Entity]:
+        """Record that a memory mentions these entities (ids, known names, or (name, type))."""
+        return await arun_op(self._conn, graph.mention(self.ctx, memory_id, entities))
+
+    async def relate(self, source_id: UUID, target_id: UUID, relation_type: str,
+               **fields: Any) -> Edge:
+        """A typed edge between two memories (see ``_graph.relate`` for the fields)."""
+        return await arun_op(self._conn, graph.relate(self.ctx, source_id, target_id, relation_type,
+                                               **fields))
+
+    async def end_edge(self, edge_id: UUID, *, reason: str | None = None) -> Edge:
+        """End an edge (``valid_until`` set; the row stays)."""
+        return await arun_op(self._conn, graph.end_edge(self.ctx, edge_id, reason=reason))
+
+    async def entity_memories(self, entity: UUID | str, *, limit: int = 20,
+                        ) -> tuple[Entity, list[Memory]]:
+        """An entity and the active memories that mention it, latest first."""
+        return await arun_op(self._conn, graph.entity_memories(self.ctx, entity, limit=limit))
 
     async def confirm(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
         """Protect an active memory from decay (confidence 1, decay rate 0), journalled."""

@@ -11,12 +11,14 @@ from primitives.embeddings import Embedder, cached
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
 from primitives.errors import ModelMismatch
+from primitives.retrieval._intent import classifier_for
 from primitives.spec import AgentSpec
 
 __all__ = ["HAS_EMBEDDING", "EngineBase", "effective_signals", "has_embedding_column"]
 
-QUERY_SIGNALS = ("semantic", "lexical", "envelope", "recency")
-"""Signals the engine evaluates in SQL; ``semantic`` needs an embedder and pgvector (DESIGN §7)."""
+QUERY_SIGNALS = ("semantic", "lexical", "envelope", "graph", "recency")
+"""Signals the engine evaluates in SQL; ``semantic`` needs an embedder and pgvector (DESIGN §7),
+``graph`` the spec's ``graph:`` tables."""
 
 def render(statement: object, conn: Any) -> Any:
     """``statement`` as query text, rendered once per statement object.
@@ -83,9 +85,9 @@ def effective_signals(spec: AgentSpec, *, embedder: bool = False,
             )
         if "lexical" not in wanted:
             wanted.insert(0, "lexical")
-    if "graph" in wanted:
+    if "graph" in wanted and spec.graph is None:  # pragma: no cover - the spec check refuses it
         wanted.remove("graph")
-        notes.append(f"agent '{spec.agent}': the graph signal is not evaluated by this engine")
+        notes.append(f"agent '{spec.agent}': the graph signal needs a graph: section")
     return tuple(s for s in wanted if s in QUERY_SIGNALS), notes
 
 
@@ -103,6 +105,7 @@ class EngineBase:
         self.signals, self.warnings = effective_signals(
             spec, embedder=embedder is not None, vector=has_embedding)
         self.has_embedding = has_embedding
+        self.classifier = classifier_for(spec, self.embedder)
 
     @staticmethod
     def tables_for(spec: AgentSpec) -> Tables:
@@ -110,4 +113,4 @@ class EngineBase:
 
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
-                       self.embedder)
+                       self.embedder, classifier=self.classifier)

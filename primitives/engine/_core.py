@@ -87,6 +87,8 @@ class Context:
     embedder: Embedder | None = None
     checked_models: set[str] = field(default_factory=set)
     """Embedding models already checked against the tenant's rows in this transaction."""
+    classifier: retrieval.IntentClassifier | None = None
+    """Query intent for ``retrieval.intents`` (None: no intent routing)."""
 
     @property
     def tenant(self) -> str:
@@ -266,20 +268,34 @@ def observe(
     # The row, its journal event and the scope mark: one statement, one round trip.
     insert = q.insert_memory_observed(ctx.tables, ctx.tables.anchor_columns,
                                       embedding=bool(vector))
+    linked = _links_to_previous(ctx, scope_id)
+    when = event_time or datetime.now().astimezone()
     row = yield Step(insert, {
         **ctx.anchor.as_dict(), **vector,
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content,
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": list(tags),
-        "provenance": Jsonb({}), "event_time": event_time or datetime.now().astimezone(),
+        "provenance": Jsonb({}), "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
         "payload": Jsonb({
             "tier": tier, "typology": typ, "key": row_key, "namespace": ns,
             "scope_id": scope_id, "content_sha256": content_hash(content),
             "value_sha256": content_hash(canonical_json(value)), "via": via,
         }),
-    }, "one", last=final)
+    }, "one", last=final and not linked)
+    if linked:
+        yield Step(q.temporal_edge(ctx.tables), {
+            "tenant": ctx.tenant, "tier": tier, "scope_id": scope_id, "id": new_id,
+            "event_time": when, "actor": ctx.actor}, last=final)
     return Memory.from_row(row)
+
+
+def _links_to_previous(ctx: Context, scope_id: str | None) -> bool:
+    """A write in a scope links to the scope's previous row by a temporal edge when the spec
+    asks (``graph.temporal_edges_on_write``, ``temporal`` among ``graph.edges``)."""
+    graph = ctx.spec.graph
+    return (scope_id is not None and graph is not None and graph.temporal_edges_on_write
+            and "temporal" in graph.edges)
 
 
 def supersede(ctx: Context, memory_id: UUID, content: str, *,
@@ -463,9 +479,7 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         "config": config.text_search_config, "envelope": Jsonb(dict(envelope or {})),
         "cap": cap, "k": config.fusion.k, "limit": limit, "as_of": as_of,
     }
-    declared = {str(s): w for s, w in config.fusion.weights.items()}
-    weights = {s: float(declared.get(s, 1.0)) for s in signals}
-    params.update({f"w_{s}": w for s, w in weights.items()})
+    vector: list[float] | None = None
     if "semantic" in signals:
         assert ctx.embedder is not None
         vector = (yield Embed(ctx.embedder, (query,), query=True))[0]
@@ -476,6 +490,16 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         yield from check_model(ctx, row[2] if row else None, fetch=False)
         params.update(qvec=retrieval.vector_literal(vector), model=ctx.embedder.model_id,
                       exact_below=config.semantic_exact_below)
+    intent = None
+    if ctx.classifier is not None and query.strip():
+        intent = ctx.classifier.classify(query, vector)
+    routed = retrieval.route(ctx.spec, signals, intent)
+    weights = routed.weights
+    params.update({f"w_{s}": w for s, w in weights.items()})
+    if "graph" in signals:
+        assert ctx.spec.graph is not None
+        params.update(edge_types=list(routed.edge_types), max_depth=ctx.spec.graph.max_depth,
+                      graph_seeds=ctx.spec.graph.walk_from)
     bm25 = config.lexical.ranking == "bm25"
     if bm25:
         params.update(bm25_k1=config.lexical.k1, bm25_b=config.lexical.b)
@@ -494,7 +518,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
     counts: dict[str, Any] = dict(rows[0][n + 3]) if rows else {}
     mode = counts.pop("semantic_mode", None)
     return Explanation(hits, signals, {s: int(counts.get(s, 0)) for s in signals}, mode,
-                       config.fusion.k, weights, dropped)
+                       config.fusion.k, weights, dropped, intent, routed.edge_types
+                       if "graph" in signals else ())
 
 
 def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Memory]]:

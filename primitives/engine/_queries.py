@@ -387,3 +387,25 @@ def journal_summary(tables: Tables) -> sql.Composed:
 
 LOCK_ITEM_KEY = sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))")
 """Serialise writers of one item key until commit (``lock``: the key's canonical text)."""
+
+
+@lru_cache(maxsize=64)
+def temporal_edge(tables: Tables) -> sql.Composed:
+    """The write path's temporal link: an edge from the latest active row of the same tier
+    and scope whose event time is not after the new row's, to the new row, with its
+    ``edge_recorded`` event. Nothing when the scope has no earlier row. Params: ``tenant``,
+    ``tier``, ``scope_id``, ``id``, ``event_time``, ``actor``."""
+    assert tables.edges is not None
+    return sql.SQL(
+        "WITH prev AS (SELECT m.id FROM {mem} AS m WHERE m.{t} = %(tenant)s "
+        "AND m.tier = %(tier)s AND m.scope_id = %(scope_id)s AND m.id <> %(id)s "
+        "AND m.event_time <= %(event_time)s AND {active} "
+        "ORDER BY m.event_time DESC, m.created_at DESC, m.id DESC LIMIT 1), "
+        "edge AS (INSERT INTO {edges} ({t}, source_id, target_id, relation_type) "
+        "SELECT %(tenant)s, prev.id, %(id)s, 'temporal' FROM prev RETURNING id, source_id) "
+        "INSERT INTO {events} ({t}, kind, memory_id, actor, payload) "
+        "SELECT %(tenant)s, 'edge_recorded', edge.source_id, %(actor)s, jsonb_build_object("
+        "'edge_id', edge.id, 'target_id', %(id)s, 'relation_type', 'temporal', "
+        "'weight', 1, 'confidence', 1, 'automatic', true) FROM edge"
+    ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE,
+             edges=tables.edges.ident, events=tables.events.ident)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-__all__ = ["MEMORY_COLUMNS", "Explanation", "Hit", "Memory"]
+__all__ = ["MEMORY_COLUMNS", "Edge", "Entity", "Explanation", "Hit", "Memory"]
 
 MEMORY_COLUMNS = (
     "id", "tier", "typology", "scope_id", "namespace", "key", "content", "value", "envelope",
@@ -67,6 +67,47 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Entity:
+    """A canonical entity of the graph (``graph:`` specs): a person, project, place..."""
+
+    id: UUID
+    canonical_name: str
+    type: str
+    aliases: tuple[str, ...]
+    summary: str | None
+    mention_count: int
+    first_seen: datetime
+    last_updated: datetime
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Entity:
+        values = list(row[:8])
+        values[3] = tuple(values[3] or ())
+        return cls(*values)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A typed edge between two memories; ``valid_until`` is set once it has ended."""
+
+    id: UUID
+    source_id: UUID
+    target_id: UUID
+    relation_type: str
+    predicate: str | None
+    weight: float
+    confidence: float
+    valid_from: datetime
+    valid_until: datetime | None
+    evidence: list[Any]
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Edge:
+        return cls(*row[:11])
+
+
+@dataclass(frozen=True)
 class Hit:
     """One search result: the memory, its fused score, and per signal its rank (1-based)
     and score (the value the signal ranked by: cosine similarity for ``semantic``,
@@ -86,7 +127,9 @@ class Explanation:
     ``signal_rows`` says how many rows each signal returned (before fusion and the limit);
     ``semantic_mode`` is ``exact`` (a scan of the tenant's rows), ``hnsw`` (the index with
     iterative scans), ``hnsw+exact`` (the index came back short; an exact scan completed
-    it) or None without the semantic signal.
+    it) or None without the semantic signal. ``intent`` is the query's intent when the
+    spec routes by intent (``retrieval.intents``); ``edge_types`` the edges the graph
+    signal followed.
     """
 
     hits: list[Hit]
@@ -96,6 +139,8 @@ class Explanation:
     k: int
     weights: dict[str, float]
     dropped: tuple[str, ...] = ()
+    intent: str | None = None
+    edge_types: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)

@@ -24,10 +24,11 @@ from primitives.db import app_dsn, resolve_dsn, tenant_transaction
 from primitives.db._oneshot import OnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _core as core
+from primitives.engine import _graph as graph
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, has_embedding_column, render
-from primitives.engine._records import Explanation, Hit, Memory
+from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
@@ -296,6 +297,36 @@ class TenantMemory:
     def item_batch(self, ops: Sequence[store_ops.ItemOp]) -> list[Any]:
         """Run LangGraph-store item operations in this transaction (see ``_store_ops``)."""
         return run_op(self._conn, store_ops.run_item_ops(self.ctx, ops))
+
+    # graph (specs with graph:) ----------------------------------------------------------------
+    def entity(self, name: str, kind: str, *, aliases: Sequence[str] = (),
+               summary: str | None = None) -> Entity:
+        """The entity ``name`` of type ``kind``, created if new (aliases, summary merged)."""
+        return run_op(self._conn, graph.entity(self.ctx, name, kind, aliases=aliases,
+                                               summary=summary))
+
+    def find_entities(self, name: str, kind: str | None = None) -> list[Entity]:
+        """Entities whose name or an alias is ``name`` (case-insensitively)."""
+        return run_op(self._conn, graph.find_entities(self.ctx, name, kind))
+
+    def mention(self, memory_id: UUID, entities: Sequence[graph.EntityRef]) -> list[Entity]:
+        """Record that a memory mentions these entities (ids, known names, or (name, type))."""
+        return run_op(self._conn, graph.mention(self.ctx, memory_id, entities))
+
+    def relate(self, source_id: UUID, target_id: UUID, relation_type: str,
+               **fields: Any) -> Edge:
+        """A typed edge between two memories (see ``_graph.relate`` for the fields)."""
+        return run_op(self._conn, graph.relate(self.ctx, source_id, target_id, relation_type,
+                                               **fields))
+
+    def end_edge(self, edge_id: UUID, *, reason: str | None = None) -> Edge:
+        """End an edge (``valid_until`` set; the row stays)."""
+        return run_op(self._conn, graph.end_edge(self.ctx, edge_id, reason=reason))
+
+    def entity_memories(self, entity: UUID | str, *, limit: int = 20,
+                        ) -> tuple[Entity, list[Memory]]:
+        """An entity and the active memories that mention it, latest first."""
+        return run_op(self._conn, graph.entity_memories(self.ctx, entity, limit=limit))
 
     def confirm(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
         """Protect an active memory from decay (confidence 1, decay rate 0), journalled."""

@@ -6,6 +6,8 @@
 - :func:`explain_query`: one search with ``explain=True``, rendered (``primitives explain``).
 - :func:`assemble_context`: hits into the spec's context blocks, budgets and eviction.
 - :func:`rerank_hits`: an optional reranker (:class:`Reranker`) over the top hits.
+- :func:`route`: a query's intent into fusion weights and graph edge types
+  (:class:`KeywordIntentClassifier`, :class:`EmbeddingIntentClassifier`).
 """
 
 from primitives.retrieval._context import (
@@ -17,6 +19,15 @@ from primitives.retrieval._context import (
 )
 from primitives.retrieval._explain import explain_query, render_explanation
 from primitives.retrieval._fusion import rrf
+from primitives.retrieval._intent import (
+    INTENTS,
+    EmbeddingIntentClassifier,
+    IntentClassifier,
+    KeywordIntentClassifier,
+    Route,
+    classifier_for,
+    route,
+)
 from primitives.retrieval._rerank import FlagReranker, Reranker, rerank_hits
 from primitives.retrieval._statement import (
     SIGNAL_ORDER,
@@ -29,20 +40,27 @@ from primitives.retrieval._statement import (
 )
 
 __all__ = [
+    "INTENTS",
     "SIGNAL_ORDER",
     "ContextBlockResult",
     "ContextPack",
+    "EmbeddingIntentClassifier",
     "FlagReranker",
+    "IntentClassifier",
+    "KeywordIntentClassifier",
     "Reranker",
     "Restriction",
+    "Route",
     "active_at",
     "assemble_context",
+    "classifier_for",
     "estimate_tokens",
     "explain_query",
     "hnsw_settings",
     "render_context",
     "render_explanation",
     "rerank_hits",
+    "route",
     "rrf",
     "search_statement",
     "stored_model",

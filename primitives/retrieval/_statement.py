@@ -6,7 +6,8 @@ tenant's rows only (explicit tenant filter; row-level security is the backstop).
 Params of :func:`search_statement`: ``tenant``, ``tiers`` (text[]), ``tier_weights``
 (float8[] aligned with ``tiers``), ``query``, ``config`` (regconfig name), ``envelope``
 (jsonb), ``cap`` (rows per signal), ``k``, ``w_<signal>`` per signal, ``limit``; with the
-semantic signal ``qvec`` (a halfvec literal), ``model`` and ``exact_below``; with
+semantic signal ``qvec`` (a halfvec literal), ``model`` and ``exact_below``; with the
+graph signal ``edge_types`` (text[]), ``max_depth`` and ``graph_seeds``; with
 ``point_in_time`` ``as_of`` (timestamptz); with ``bm25`` ``bm25_k1`` and ``bm25_b``.
 """
 
@@ -31,7 +32,7 @@ __all__ = [
     "vector_literal",
 ]
 
-SIGNAL_ORDER = ("semantic", "lexical", "envelope", "recency")
+SIGNAL_ORDER = ("semantic", "lexical", "envelope", "graph", "recency")
 """Signals the statement evaluates, in the order their CTEs are written."""
 
 ACTIVE_ROWS = sql.SQL(
@@ -158,6 +159,66 @@ def _bm25(counted: sql.Composable) -> list[sql.Composable]:
     ]
 
 
+def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool) -> list[sql.Composable]:
+    """Memories connected to the query through the graph, ranked by closeness.
+
+    Walks start from the memories that mention an entity the query names (its canonical
+    name or an alias, matched as a phrase of whole words, case-insensitively) and from the
+    top ``graph_seeds`` rows of each matched query signal, then follow edges of
+    ``edge_types`` in both directions (causes and effects, earlier and later turns) for up
+    to ``max_depth`` hops, through edges valid now (or at ``as_of``). A row's graph score is
+    the best ``strength / (1 + hops)`` over its walks, where strength is the product of
+    ``weight * confidence`` of the edges walked; an entity mention counts as zero hops.
+    The start rows of other signals are not ranked again unless the query names an entity
+    they mention.
+    """
+    if tables.edges is None or tables.entities is None or tables.node_entities is None:
+        raise ValueError(f"agent '{tables.agent}' has no graph tables (spec has no graph:)")
+    t = tables.tenant
+    if point_in_time:
+        valid = sql.SQL("e.valid_from <= %(as_of)s AND (e.valid_until IS NULL "
+                        "OR e.valid_until > %(as_of)s)")
+    else:
+        valid = sql.SQL("(e.valid_until IS NULL OR e.valid_until > now())")
+    seeds: sql.Composable = sql.SQL("SELECT NULL::uuid AS id WHERE false")
+    if matched:
+        seeds = sql.SQL(" UNION ").join(
+            sql.SQL("(SELECT id FROM {} ORDER BY rank LIMIT %(graph_seeds)s)").format(
+                sql.Identifier(s)) for s in matched)
+    step = sql.SQL(
+        "SELECT e.{end} AS id, (e.weight * e.confidence)::float8 AS s FROM {edges} AS e "
+        "WHERE e.{t} = %(tenant)s AND e.{start} = w.id "
+        "AND e.relation_type = ANY(%(edge_types)s::text[]) AND {valid}")
+    steps = sql.SQL(" UNION ALL ").join(
+        step.format(end=sql.Identifier(end), start=sql.Identifier(start), edges=tables.edges.ident,
+                    t=t, valid=valid)
+        for end, start in (("target_id", "source_id"), ("source_id", "target_id")))
+    return [
+        sql.SQL("graph_terms AS (SELECT to_tsvector('simple', %(query)s) AS v)"),
+        sql.SQL("graph_entity AS (SELECT e.id FROM {entities} AS e, graph_terms AS g "
+                "WHERE e.{t} = %(tenant)s AND g.v <> ''::tsvector "
+                "AND (g.v @@ phraseto_tsquery('simple', e.canonical_name) OR EXISTS ("
+                "SELECT 1 FROM unnest(e.aliases) AS a(name) "
+                "WHERE g.v @@ phraseto_tsquery('simple', a.name))))").format(
+            entities=tables.entities.ident, t=t),
+        sql.SQL("graph_seed AS (SELECT id FROM ({}) AS s)").format(seeds),
+        sql.SQL(
+            "graph_walk(id, hops, strength, named) AS ("
+            "SELECT n.memory_id, 0, 1.0::float8, true FROM {node_entities} AS n "
+            "WHERE n.{t} = %(tenant)s AND n.entity_id IN (SELECT id FROM graph_entity) "
+            "UNION SELECT id, 0, 1.0::float8, false FROM graph_seed "
+            "UNION SELECT n.id, w.hops + 1, w.strength * n.s, false FROM graph_walk AS w "
+            "CROSS JOIN LATERAL ({steps}) AS n WHERE w.hops < %(max_depth)s)").format(
+            node_entities=tables.node_entities.ident, t=t, steps=steps),
+        sql.SQL(
+            "graph AS (SELECT w.id, max(w.strength / (1 + w.hops)) AS score, "
+            "row_number() OVER (ORDER BY max(w.strength / (1 + w.hops)) DESC, "
+            "m.event_time DESC, w.id) AS rank FROM graph_walk AS w JOIN live AS m ON m.id = w.id "
+            "WHERE w.named OR (w.hops > 0 AND w.id NOT IN (SELECT id FROM graph_seed)) "
+            "GROUP BY w.id, m.event_time ORDER BY rank LIMIT %(cap)s)"),
+    ]
+
+
 @dataclass(frozen=True, eq=False)
 class Restriction:
     """Rows a search may return, beyond tenant, tiers and state: ``clause`` is a predicate on
@@ -264,6 +325,9 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
             "WHERE %(envelope)s::jsonb <> '{}'::jsonb "
             "AND m.envelope @> %(envelope)s::jsonb ORDER BY rank LIMIT %(cap)s)"))
         matched.append("envelope")
+    if "graph" in used:
+        ctes += _graph(tables, [s for s in matched if s != "envelope"], point_in_time)
+        matched.append("graph")
     if "recency" in used:
         scope: sql.Composable = sql.SQL("TRUE")
         if matched:
@@ -291,7 +355,7 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
             "THEN 'exact' WHEN EXISTS (SELECT 1 FROM semantic_exact) THEN 'hnsw+exact' "
             "ELSE 'hnsw' END"))
     return sql.SQL(
-        "WITH {ctes}, ranked AS ({ranked}), fused AS ("
+        "WITH {recursive}{ctes}, ranked AS ({ranked}), fused AS ("
         "SELECT r.id, sum({weight}::float8 / (%(k)s + r.rank)) AS score, "
         "jsonb_object_agg(r.signal, r.rank) AS ranks, "
         "jsonb_object_agg(r.signal, r.score) AS scores FROM ranked AS r GROUP BY r.id) "
@@ -302,6 +366,7 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
         "ON tw.tier = m.tier "
         "ORDER BY score DESC, m.event_time DESC, m.id LIMIT %(limit)s"
     ).format(
+        recursive=sql.SQL("RECURSIVE " if "graph" in used else ""),
         ctes=sql.SQL(", ").join(ctes), ranked=ranked, weight=weight, cols=_returning(columns),
         counts=sql.SQL(", ").join(counts), mem=mem, tenant=tables.tenant,
     )

@@ -265,6 +265,11 @@ class Graph(SpecModel):
     entity_types: list[EntityType] = Field(default_factory=list)
     protect_entity_mentions_over: int | None = Field(default=None, ge=1)
     max_depth: int = Field(default=3, ge=1, le=8)
+    walk_from: int = Field(
+        default=5, ge=0, le=100,
+        description="the graph signal also walks from this many top rows of each other query "
+        "signal (semantic, lexical), besides the memories mentioning an entity the query names",
+    )
     temporal_edges_on_write: bool = True
     confidence: dict[
         Literal["user", "extraction", "inference", "confirmed", "contradicted"], float

@@ -144,6 +144,7 @@ _NOTES: dict[str, str] = {
     "graph.entity_types": "entity kinds extracted and linked",
     "graph.protect_entity_mentions_over": "entities mentioned more often than this never decay",
     "graph.max_depth": "deepest traversal of the graph signal",
+    "graph.walk_from": "top rows of each other query signal the graph walk also starts from",
     "graph.temporal_edges_on_write": "link each write to the previous one in its session",
     "graph.reinforcement": "confidence added when a memory is confirmed again",
     "discipline.non_mirror[].category": "a kind of canonical state the memory must not copy",

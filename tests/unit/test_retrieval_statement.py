@@ -99,10 +99,44 @@ def test_without_semantic_no_vector_is_referenced() -> None:
     assert "embedding" not in _render(("lexical", "envelope", "recency"))
 
 
-@pytest.mark.parametrize("signals", [(), ("graph",), ("lexical", "vibes")])
+@pytest.mark.parametrize("signals", [(), ("lexical", "vibes")])
 def test_unknown_or_no_signals_are_refused(signals: tuple[str, ...]) -> None:
     with pytest.raises(ValueError, match="signals must be some of"):
         search_statement(TABLES, signals, MEMORY_COLUMNS)
+
+
+GRAPH_TABLES = agent_tables(load_spec(ROOT / "agents" / "assistant_memory.yaml"))
+
+
+def test_the_graph_signal_needs_the_graph_tables() -> None:
+    with pytest.raises(ValueError, match="has no graph tables"):
+        search_statement(TABLES, ("lexical", "graph"), MEMORY_COLUMNS)
+
+
+def test_the_graph_walk_is_recursive_bounded_and_seeded_by_the_text_signals() -> None:
+    text = search_statement(GRAPH_TABLES, ("semantic", "lexical", "graph", "recency"),
+                            MEMORY_COLUMNS).as_string(None)
+    assert text.startswith("WITH RECURSIVE scope AS")
+    assert "w.hops < %(max_depth)s" in text                    # depth-bounded
+    assert text.count("relation_type = ANY(%(edge_types)s::text[])") == 2  # both directions
+    # the walk starts from the top rows of semantic and lexical, and from entity mentions
+    assert "(SELECT id FROM \"semantic\" ORDER BY rank LIMIT %(graph_seeds)s)" in text
+    assert "(SELECT id FROM \"lexical\" ORDER BY rank LIMIT %(graph_seeds)s)" in text
+    assert "phraseto_tsquery('simple', e.canonical_name)" in text
+    assert "JOIN live AS m ON m.id = w.id" in text              # only active rows are ranked
+    assert "(e.valid_until IS NULL OR e.valid_until > now())" in text
+    then = search_statement(GRAPH_TABLES, ("lexical", "graph"), MEMORY_COLUMNS,
+                            point_in_time=True).as_string(None)
+    assert "e.valid_from <= %(as_of)s AND (e.valid_until IS NULL OR e.valid_until > %(as_of)s)" \
+        in then
+    # without a text signal the walk starts from entity mentions alone
+    alone = search_statement(GRAPH_TABLES, ("graph",), MEMORY_COLUMNS).as_string(None)
+    assert "graph_seeds" not in alone and "graph_seed AS (SELECT id FROM (SELECT NULL" in alone
+
+
+def test_without_the_graph_signal_the_statement_is_not_recursive() -> None:
+    text = search_statement(GRAPH_TABLES, ("lexical", "recency"), MEMORY_COLUMNS).as_string(None)
+    assert text.startswith("WITH scope AS") and "graph" not in text
 
 
 def test_vector_literal_is_pgvector_text_form() -> None:
