@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from primitives.db import app_dsn, atenant_transaction, resolve_dsn
 from primitives.db._oneshot import AsyncOnceTransaction
 from primitives.embeddings import Embedder
+from primitives.engine import _assemble as assemble
 from primitives.engine import _core as core
 from primitives.engine import _graph as graph
 from primitives.engine import _store_ops as store_ops
@@ -29,6 +30,8 @@ from primitives.engine._base import EngineBase, ahas_embedding_column, render
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
+from primitives.retrieval._context import ContextPack
+from primitives.retrieval._rerank import Reranker
 from primitives.spec import AgentSpec
 
 __all__ = ["AsyncEngine", "AsyncTenantMemory"]
@@ -59,7 +62,7 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], op: core.Op[R], step: Any)
     """Drive ``op`` on ``conn`` from ``step``, the step it yielded last."""
     try:
         while True:
-            if isinstance(step, core.Embed):
+            if isinstance(step, core.Compute):
                 # Model inference is CPU-bound: keep it off the event loop.
                 step = op.send(await asyncio.to_thread(step.compute))
                 continue
@@ -77,7 +80,7 @@ async def _arun_once(conn: psycopg.AsyncConnection[Any], tenant: str, op: core.O
     try:
         step = next(op)
         while True:
-            if isinstance(step, core.Embed):
+            if isinstance(step, core.Compute):
                 step = op.send(await asyncio.to_thread(step.compute))
                 continue
             if tx.committed:
@@ -101,14 +104,16 @@ class AsyncEngine(EngineBase):
 
     def __init__(self, spec: AgentSpec,
                  pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]], *,
-                 has_embedding: bool = False, embedder: Embedder | None = None) -> None:
-        super().__init__(spec, has_embedding=has_embedding, embedder=embedder)
+                 has_embedding: bool = False, embedder: Embedder | None = None,
+                 reranker: Reranker | None = None) -> None:
+        super().__init__(spec, has_embedding=has_embedding, embedder=embedder,
+                         reranker=reranker)
         self._pool = pool
 
     @classmethod
     async def connect(cls, spec: AgentSpec, dsn: str | None = None, *,
-                      max_connections: int = 4,
-                      embedder: Embedder | None = None) -> AsyncEngine:
+                      max_connections: int = 4, embedder: Embedder | None = None,
+                      reranker: Reranker | None = None) -> AsyncEngine:
         runtime = dsn or app_dsn(resolve_dsn())
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
@@ -122,7 +127,8 @@ class AsyncEngine(EngineBase):
             await pool.close()
             raise StorageError(f"cannot connect as the application role: {err}") from err
         try:
-            return cls(spec, pool, has_embedding=embedding, embedder=embedder)
+            return cls(spec, pool, has_embedding=embedding, embedder=embedder,
+                       reranker=reranker)
         except Exception:
             await pool.close()
             raise
@@ -176,6 +182,12 @@ class AsyncEngine(EngineBase):
             anchor, lambda ctx: core.explain_search(ctx, query, final=True, **options),
             actor=actor)
         return explanation if explain else explanation.hits
+
+    async def context_pack(self, anchor: Mapping[str, object], query: str = "", *,
+                           actor: str = "agent", **options: Any) -> ContextPack:
+        """:meth:`TenantMemory.context_pack` in a read transaction of its own."""
+        return await self.read(anchor, lambda ctx: assemble.context(ctx, query, final=True,
+                                                                    **options), actor=actor)
 
     async def observe(self, anchor: Mapping[str, object], tier: str, content: str, *,
                       actor: str = "agent", seed: str | None = None, **fields: Any) -> Memory:
@@ -273,6 +285,11 @@ class AsyncTenantMemory:
                      **options: Any) -> list[Hit] | Explanation:
         explanation = await arun_op(self._conn, core.explain_search(self.ctx, query, **options))
         return explanation if explain else explanation.hits
+
+    async def context_pack(self, query: str = "", **options: Any) -> ContextPack:
+        """The spec's context blocks for this turn: the transient tiers' current rows and the
+        search hits for ``query``, within their token budgets (see ``_assemble.context``)."""
+        return await arun_op(self._conn, assemble.context(self.ctx, query, **options))
 
     async def item_batch(self, ops: Sequence[store_ops.ItemOp]) -> list[Any]:
         """Run LangGraph-store item operations in this transaction (see ``_store_ops``)."""

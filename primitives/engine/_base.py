@@ -12,6 +12,7 @@ from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
 from primitives.errors import ModelMismatch
 from primitives.retrieval._intent import classifier_for
+from primitives.retrieval._rerank import Reranker
 from primitives.spec import AgentSpec
 
 __all__ = ["HAS_EMBEDDING", "EngineBase", "effective_signals", "has_embedding_column"]
@@ -93,7 +94,7 @@ def effective_signals(spec: AgentSpec, *, embedder: bool = False,
 
 class EngineBase:
     def __init__(self, spec: AgentSpec, *, has_embedding: bool,
-                 embedder: Embedder | None = None) -> None:
+                 embedder: Embedder | None = None, reranker: Reranker | None = None) -> None:
         self.spec = spec
         self.tables: Tables = agent_tables(spec)
         if embedder is not None and embedder.dims != spec.retrieval.embedding.dims:
@@ -106,6 +107,12 @@ class EngineBase:
             spec, embedder=embedder is not None, vector=has_embedding)
         self.has_embedding = has_embedding
         self.classifier = classifier_for(spec, self.embedder)
+        self.reranker = reranker
+        if reranker is None and spec.retrieval.reranker is not None:
+            self.warnings.append(
+                f"agent '{spec.agent}': retrieval.reranker is declared but this engine has no "
+                "reranker, so fused results are not reranked (Engine.connect(..., "
+                "reranker=default_reranker(spec)) turns it on)")
 
     @staticmethod
     def tables_for(spec: AgentSpec) -> Tables:
@@ -113,4 +120,4 @@ class EngineBase:
 
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
-                       self.embedder, classifier=self.classifier)
+                       self.embedder, classifier=self.classifier, reranker=self.reranker)

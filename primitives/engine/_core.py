@@ -28,7 +28,8 @@ from primitives.engine._records import MEMORY_COLUMNS, Explanation, Hit, Memory
 from primitives.errors import GovernanceError, ModelMismatch, PolicyViolation, TenancyError
 from primitives.spec import AgentSpec
 
-__all__ = ["Context", "Embed", "Op", "Step", "canonical_json", "content_hash"]
+__all__ = ["Compute", "Context", "Embed", "Op", "Rerank", "Step", "canonical_json",
+           "content_hash"]
 
 Fetch = Literal["none", "one", "all"]
 
@@ -43,10 +44,17 @@ class Step:
     executor may send the COMMIT with it (``Engine.observe``)."""
 
 
+class Compute:
+    """A step the executor runs with a model instead of the database (the async executor
+    runs it in a worker thread); it is sent back ``compute()``."""
+
+    def compute(self) -> Any:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class Embed:
-    """A step the executor runs with the embedder instead of the database (the async
-    executor runs it in a worker thread). It is sent back one vector per text."""
+class Embed(Compute):
+    """Embed ``texts``: sent back one vector per text."""
 
     embedder: Embedder
     texts: tuple[str, ...]
@@ -58,8 +66,21 @@ class Embed:
         return self.embedder.embed_documents(self.texts)
 
 
+@dataclass(frozen=True)
+class Rerank(Compute):
+    """Rerank the first ``top_n`` hits for ``query``: sent back all the hits, reordered."""
+
+    reranker: retrieval.Reranker
+    query: str
+    hits: tuple[Hit, ...]
+    top_n: int
+
+    def compute(self) -> list[Hit]:
+        return retrieval.rerank_hits(self.reranker, self.query, self.hits, self.top_n)
+
+
 R = TypeVar("R")
-Op = Generator[Step | Embed, Any, R]
+Op = Generator[Step | Compute, Any, R]
 """An operation: yields steps, is sent each step's rows, returns its result (``Op[R]``)."""
 
 
@@ -89,6 +110,8 @@ class Context:
     """Embedding models already checked against the tenant's rows in this transaction."""
     classifier: retrieval.IntentClassifier | None = None
     """Query intent for ``retrieval.intents`` (None: no intent routing)."""
+    reranker: retrieval.Reranker | None = None
+    """Reorders the top fused hits (None: off, the default)."""
 
     @property
     def tenant(self) -> str:
@@ -98,6 +121,10 @@ class Context:
     def embeds(self) -> bool:
         """Writes store vectors: an embedder and an embedding column (pgvector) exist."""
         return self.embedder is not None and self.has_embedding
+
+
+DEFAULT_RERANK_TOP_N = 20
+"""Hits a reranker reorders when the spec declares no ``retrieval.reranker.top_n``."""
 
 
 # helpers ----------------------------------------------------------------------------------------
@@ -466,18 +493,24 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
     limit = limit or config.default_limit
     if not 1 <= limit <= 1000:
         raise PolicyViolation(f"limit must be between 1 and 1000, got {limit}")
+    # With a reranker, the statement returns the reranker's top_n (at least ``limit``) and
+    # the list is cut to ``limit`` after reranking.
+    top_n = 0
+    if ctx.reranker is not None and query.strip():
+        top_n = config.reranker.top_n if config.reranker is not None else DEFAULT_RERANK_TOP_N
+    fetched = min(max(limit, top_n), 1000)
     signals = ctx.signals
     dropped: tuple[str, ...] = ()
     if "semantic" in signals and (ctx.embedder is None or not query.strip()):
         # Nothing to embed: a blank query has no meaning to compare.
         signals = tuple(s for s in signals if s != "semantic") or ("recency",)
         dropped = ("semantic",)
-    cap = max(limit * 5, 50)
+    cap = max(fetched * 5, 50)
     params: dict[str, Any] = {
         "tenant": ctx.tenant, "tiers": chosen,
         "tier_weights": [scope.get(t, 1.0) for t in chosen], "query": query,
         "config": config.text_search_config, "envelope": Jsonb(dict(envelope or {})),
-        "cap": cap, "k": config.fusion.k, "limit": limit, "as_of": as_of,
+        "cap": cap, "k": config.fusion.k, "limit": fetched, "as_of": as_of,
     }
     vector: list[float] | None = None
     if "semantic" in signals:
@@ -517,9 +550,14 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
                 {s: float(v) for s, v in row[n + 2].items()}) for row in rows]
     counts: dict[str, Any] = dict(rows[0][n + 3]) if rows else {}
     mode = counts.pop("semantic_mode", None)
-    return Explanation(hits, signals, {s: int(counts.get(s, 0)) for s in signals}, mode,
-                       config.fusion.k, weights, dropped, intent, routed.edge_types
-                       if "graph" in signals else ())
+    reranked = 0
+    if top_n and hits:
+        assert ctx.reranker is not None
+        hits = list((yield Rerank(ctx.reranker, query, tuple(hits), top_n)))
+        reranked = min(top_n, len(hits))
+    return Explanation(hits[:limit], signals, {s: int(counts.get(s, 0)) for s in signals},
+                       mode, config.fusion.k, weights, dropped, intent,
+                       routed.edge_types if "graph" in signals else (), reranked)
 
 
 def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Memory]]:

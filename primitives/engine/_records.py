@@ -141,6 +141,8 @@ class Explanation:
     dropped: tuple[str, ...] = ()
     intent: str | None = None
     edge_types: tuple[str, ...] = ()
+    reranked: int = 0
+    """How many of the top fused hits a reranker reordered (0: no reranker ran)."""
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)

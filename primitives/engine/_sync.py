@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool
 from primitives.db import app_dsn, resolve_dsn, tenant_transaction
 from primitives.db._oneshot import OnceTransaction
 from primitives.embeddings import Embedder
+from primitives.engine import _assemble as assemble
 from primitives.engine import _core as core
 from primitives.engine import _graph as graph
 from primitives.engine import _store_ops as store_ops
@@ -31,6 +32,8 @@ from primitives.engine._base import EngineBase, has_embedding_column, render
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
+from primitives.retrieval._context import ContextPack
+from primitives.retrieval._rerank import Reranker
 from primitives.spec import AgentSpec
 
 __all__ = ["Engine", "TenantMemory"]
@@ -61,7 +64,7 @@ def _drive(conn: psycopg.Connection[Any], op: core.Op[R], step: Any) -> R:
     """Drive ``op`` on ``conn`` from ``step``, the step it yielded last."""
     try:
         while True:
-            if isinstance(step, core.Embed):
+            if isinstance(step, core.Compute):
                 step = op.send(step.compute())
                 continue
             cursor = conn.execute(render(step.statement, conn), step.params)
@@ -82,7 +85,7 @@ def _run_once(conn: psycopg.Connection[Any], tenant: str, op: core.Op[R], *,
     try:
         step = next(op)
         while True:
-            if isinstance(step, core.Embed):
+            if isinstance(step, core.Compute):
                 step = op.send(step.compute())
                 continue
             if tx.committed:
@@ -104,20 +107,24 @@ class Engine(EngineBase):
     """Spec-bound, tenant-scoped access to an agent's memory. Create with :meth:`connect`."""
 
     def __init__(self, spec: AgentSpec, pool: ConnectionPool[psycopg.Connection[Any]], *,
-                 has_embedding: bool = False, embedder: Embedder | None = None) -> None:
-        super().__init__(spec, has_embedding=has_embedding, embedder=embedder)
+                 has_embedding: bool = False, embedder: Embedder | None = None,
+                 reranker: Reranker | None = None) -> None:
+        super().__init__(spec, has_embedding=has_embedding, embedder=embedder,
+                         reranker=reranker)
         self._pool = pool
         for message in self.warnings:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     @classmethod
     def connect(cls, spec: AgentSpec, dsn: str | None = None, *,
-                max_connections: int = 4, embedder: Embedder | None = None) -> Engine:
+                max_connections: int = 4, embedder: Embedder | None = None,
+                reranker: Reranker | None = None) -> Engine:
         """Open a pool of application-role connections (``dsn`` defaults to the resolved one).
 
         With ``embedder`` (e.g. ``primitives.embeddings.default_embedder(spec)``), writes
         store vectors and search runs the semantic signal; without it, semantic is dropped
-        with a warning."""
+        with a warning. With ``reranker`` (e.g. ``default_reranker(spec)``), the top fused
+        hits of a search are reordered by it (off by default)."""
         runtime = dsn or app_dsn(resolve_dsn())
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
@@ -131,7 +138,8 @@ class Engine(EngineBase):
             pool.close()
             raise StorageError(f"cannot connect as the application role: {err}") from err
         try:
-            return cls(spec, pool, has_embedding=embedding, embedder=embedder)
+            return cls(spec, pool, has_embedding=embedding, embedder=embedder,
+                       reranker=reranker)
         except Exception:
             pool.close()
             raise
@@ -189,6 +197,12 @@ class Engine(EngineBase):
             anchor, lambda ctx: core.explain_search(ctx, query, final=True, **options),
             actor=actor)
         return explanation if explain else explanation.hits
+
+    def context_pack(self, anchor: Mapping[str, object], query: str = "", *,
+                     actor: str = "agent", **options: Any) -> ContextPack:
+        """:meth:`TenantMemory.context_pack` in a read transaction of its own."""
+        return self.read(anchor, lambda ctx: assemble.context(ctx, query, final=True,
+                                                              **options), actor=actor)
 
     def observe(self, anchor: Mapping[str, object], tier: str, content: str, *,
                 actor: str = "agent", seed: str | None = None,
@@ -293,6 +307,11 @@ class TenantMemory:
         ``explain=True`` an :class:`Explanation` (hits plus rows per signal)."""
         explanation = run_op(self._conn, core.explain_search(self.ctx, query, **options))
         return explanation if explain else explanation.hits
+
+    def context_pack(self, query: str = "", **options: Any) -> ContextPack:
+        """The spec's context blocks for this turn: the transient tiers' current rows and the
+        search hits for ``query``, within their token budgets (see ``_assemble.context``)."""
+        return run_op(self._conn, assemble.context(self.ctx, query, **options))
 
     def item_batch(self, ops: Sequence[store_ops.ItemOp]) -> list[Any]:
         """Run LangGraph-store item operations in this transaction (see ``_store_ops``)."""

@@ -28,7 +28,7 @@ from uuid import UUID
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from primitives.engine import AsyncEngine, Engine, Hit, Memory, resolve_anchor
+from primitives.engine import AsyncEngine, Engine, Entity, Hit, Memory, resolve_anchor
 from primitives.errors import PrimitivesError, TenancyError
 from primitives.langgraph._timestamps import event_time_fields
 
@@ -135,8 +135,10 @@ def _candidates(limit: int) -> int:
 
 # tool bodies: engine-neutral, run by _sync_runner / _async_runner -------------------------------
 class _Bodies:
-    def __init__(self, tier: str) -> None:
+    def __init__(self, tier: str, *, graph: bool = False) -> None:
         self.tier = tier
+        self.graph = graph
+        """The spec has ``graph:``: entities resolve through the entity tables as well."""
 
     def search_memory(self, query: str, type: Type | None = None,
                       entity_name: str | None = None, after: str | None = None,
@@ -162,7 +164,22 @@ class _Bodies:
         memory: Memory = yield _Call("observe", (self.tier, fact), {
             "typology": "semantic", "key": key, "source": "tool:remember_fact",
             "envelope": {"entities": list(entities)} if entities else {}})
-        return {"status": "remembered", **memory_dict(memory)}
+        linked: list[str] = []
+        if self.graph and entities:
+            # Names of recorded entities (or their aliases) become graph mentions; others
+            # stay in the envelope until an entity of that name is recorded.
+            known: list[Entity] = []
+            for name in entities:
+                found: list[Entity] = yield _Call("find_entities", (name,))
+                known += found[:1]
+            if known:
+                mentioned: list[Entity] = yield _Call(
+                    "mention", (memory.id, [e.id for e in known]))
+                linked = [e.canonical_name for e in mentioned]
+        result = {"status": "remembered", **memory_dict(memory)}
+        if self.graph:
+            result["linked_entities"] = linked
+        return result
 
     def correct_fact(self, fact_id: str, corrected_fact: str,
                      reason: str | None = None) -> Body[dict[str, Any]]:
@@ -178,16 +195,30 @@ class _Bodies:
     def get_entity_info(self, name: str, limit: int = 20) -> Body[dict[str, Any]]:
         hits: list[Hit] = yield _Call("search", (name,), {"limit": _candidates(limit)})
         about = [h for h in hits if _mentions(h.memory, name)]
+        profile: Entity | None = None
+        if self.graph:
+            found: list[Entity] = yield _Call("find_entities", (name,))
+            if found:
+                profile, linked = yield _Call("entity_memories", (found[0].id,),
+                                              {"limit": _candidates(limit)})
+                seen = {h.memory.id for h in about}
+                score = {h.memory.id: h.score for h in hits}
+                about += [Hit(m, score.get(m.id, 0.0)) for m in linked if m.id not in seen]
         facts = sorted((h for h in about if h.memory.typology != "episodic"),
                        key=lambda h: (-h.memory.confidence, -h.score))[:limit]
         events = sorted((h.memory for h in about if h.memory.typology == "episodic"),
                         key=lambda m: m.event_time)[:limit]
-        return {
+        info: dict[str, Any] = {
             "entity": name,
             "summary": facts[0].memory.content if facts else "",
             "facts": [memory_dict(h.memory, h.score) for h in facts],
             "timeline": [memory_dict(m) for m in events],
         }
+        if profile is not None:
+            info.update(entity=profile.canonical_name, type=profile.type,
+                        aliases=list(profile.aliases), mentions=profile.mention_count,
+                        summary=profile.summary or info["summary"])
+        return info
 
     def memory_stats(self) -> Body[dict[str, Any]]:
         stats: dict[str, Any] = yield _Call("stats")
@@ -268,7 +299,7 @@ def memory_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object], *,
     if tier not in spec.tier_names:
         raise TenancyError(f"unknown tier '{tier}' for agent '{spec.agent}'; tiers: "
                            f"{', '.join(spec.tier_names)}", tier=tier)
-    bodies = _Bodies(tier)
+    bodies = _Bodies(tier, graph=spec.graph is not None)
     tools: list[BaseTool] = []
     for name in TOOL_NAMES:
         schema, description = _DESCRIPTIONS[name]

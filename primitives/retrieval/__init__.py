@@ -28,7 +28,7 @@ from primitives.retrieval._intent import (
     classifier_for,
     route,
 )
-from primitives.retrieval._rerank import FlagReranker, Reranker, rerank_hits
+from primitives.retrieval._rerank import FlagReranker, Reranker, default_reranker, rerank_hits
 from primitives.retrieval._statement import (
     SIGNAL_ORDER,
     Restriction,
@@ -54,6 +54,7 @@ __all__ = [
     "active_at",
     "assemble_context",
     "classifier_for",
+    "default_reranker",
     "estimate_tokens",
     "explain_query",
     "hnsw_settings",

@@ -15,8 +15,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from primitives.engine._records import Hit
 from primitives.errors import EmbedderUnavailable
+from primitives.spec import AgentSpec
 
-__all__ = ["FlagReranker", "Reranker", "rerank_hits"]
+__all__ = ["FlagReranker", "Reranker", "default_reranker", "rerank_hits"]
 
 _INSTALL_HINT = "pip install 'agent-memory-primitives[embeddings]'"
 
@@ -45,6 +46,13 @@ def rerank_hits(reranker: Reranker | None, query: str, hits: Sequence[Hit],
         raise ValueError(f"{type(reranker).__name__}.rerank must return the hits it was given, "
                          "reordered")
     return reranked + tail
+
+
+def default_reranker(spec: AgentSpec) -> FlagReranker | None:
+    """The cross-encoder ``retrieval.reranker.model`` names (loaded on first use, from local
+    weights only), or None when the spec declares no reranker."""
+    declared = spec.retrieval.reranker
+    return FlagReranker(declared.model) if declared is not None else None
 
 
 class FlagReranker:

@@ -48,11 +48,15 @@ class Tools:
         return await tool.ainvoke(args) if self.native_async else tool.invoke(args)
 
     async def observe(self, tier: str, content: str, **fields: Any) -> Any:
+        return await self.memory("observe", tier, content, **fields)
+
+    async def memory(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """One TenantMemory method in a transaction of its own."""
         if self.native_async:
             async with self.engine.tenant(self.anchor) as amem:
-                return await amem.observe(tier, content, **fields)
+                return await getattr(amem, method)(*args, **kwargs)
         with self.engine.tenant(self.anchor) as mem:
-            return mem.observe(tier, content, **fields)
+            return getattr(mem, method)(*args, **kwargs)
 
     async def sql(self, query: sql.Composable, *params: Any) -> list[Any]:
         if self.native_async:
@@ -180,6 +184,26 @@ async def test_get_entity_info_and_memory_stats(tools: Callable[..., Tools]) -> 
     assert stats["nodes"] == {"episodic": 1, "semantic": 3, "procedural": 0, "opinion": 0}
     assert stats["tiers"] == {"session": 0, "long_term": 4}
     assert stats["journal_events"] == 4 and RFC3339_UTC.match(stats["last_write"])
+
+
+async def test_entity_tools_use_the_graph(tools: Callable[..., Tools]) -> None:
+    t = tools()
+    acme = await t.memory("entity", "Acme Corp", "organization", aliases=["Acme"],
+                          summary="a billing company in Lyon")
+    fact = await t.call("remember_fact", fact="their invoices go out on the 5th",
+                        entities=["Acme", "Globex"])           # Globex is not recorded
+    assert fact["linked_entities"] == ["Acme Corp"]
+    episode = await t.observe("long_term", "call with the CFO went well", typology="episodic")
+    await t.memory("mention", episode.id, [acme.id])
+    info = await t.call("get_entity_info", name="acme")
+    assert (info["entity"], info["type"], info["aliases"]) == ("Acme Corp", "organization",
+                                                               ["Acme"])
+    assert info["mentions"] == 2 and info["summary"] == "a billing company in Lyon"
+    # neither text names the entity: the graph's mentions found them
+    assert [f["content"] for f in info["facts"]] == ["their invoices go out on the 5th"]
+    assert [e["content"] for e in info["timeline"]] == ["call with the CFO went well"]
+    # a name with no recorded entity has no profile fields
+    assert "type" not in await t.call("get_entity_info", name="Globex")
 
 
 async def test_tools_of_one_tenant_never_see_or_touch_another(

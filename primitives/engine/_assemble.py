@@ -1,0 +1,84 @@
+"""The context pack of one turn: the transient tiers' current rows and a search, into the
+spec's context blocks (``primitives.retrieval.assemble_context`` does the budgeting).
+
+- Always present: the active rows of every transient (non-persistent) tier, latest first,
+  at most ``per_tier`` per tier, of one scope per tier when ``scopes`` names it;
+- on demand: the hybrid search's hits for ``query`` (none for a blank query), over the
+  searched persistent tiers (``retrieval.scope``; the transient tiers are already present),
+  or over the ``tiers`` the caller names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from primitives import retrieval
+from primitives.compile import Tables
+from primitives.engine._core import Context, Op, Step, explain_search
+from primitives.engine._queries import ACTIVE, _returning
+from primitives.engine._records import Memory
+from primitives.errors import PolicyViolation, TenancyError
+
+__all__ = ["DEFAULT_CANDIDATES", "context"]
+
+DEFAULT_CANDIDATES = 50
+"""Search hits offered to the blocks when the caller gives no ``limit``."""
+
+
+@lru_cache(maxsize=64)
+def _current_rows(tables: Tables) -> sql.Composed:
+    """Active rows of ``tiers``, the latest ``per_tier`` of each, of the scope ``scopes``
+    (jsonb: tier -> scope id) names for a tier, latest first."""
+    return sql.SQL(
+        "SELECT {cols} FROM (SELECT m.*, row_number() OVER (PARTITION BY m.tier "
+        "ORDER BY m.event_time DESC, m.id) AS n FROM {mem} AS m WHERE m.{t} = %(tenant)s "
+        "AND m.tier = ANY(%(tiers)s::text[]) AND {active} "
+        "AND (%(scopes)s::jsonb ->> m.tier IS NULL "
+        "OR m.scope_id = %(scopes)s::jsonb ->> m.tier)) AS m "
+        "WHERE m.n <= %(per_tier)s ORDER BY m.event_time DESC, m.id"
+    ).format(cols=_returning(), mem=tables.memories.ident, t=tables.tenant, active=ACTIVE)
+
+
+def context(ctx: Context, query: str = "", *, complexity: str | None = None,
+            include_on_demand: bool = True, scopes: Mapping[str, str] | None = None,
+            limit: int | None = None, per_tier: int = 100, final: bool = False,
+            **search: Any) -> Op[retrieval.ContextPack]:
+    """The spec's context blocks filled for this tenant (see the module docstring).
+    ``complexity`` (``simple``/``complex``) picks the total budget the spec gives for it;
+    ``search`` passes on to the search (``envelope``, ``tiers``, ``as_of``). ``final``: the
+    operation is the whole transaction."""
+    spec = ctx.spec
+    if complexity not in (None, "simple", "complex"):
+        raise PolicyViolation(f"complexity is 'simple' or 'complex', got {complexity!r}")
+    if not 1 <= per_tier <= 1000:
+        raise PolicyViolation(f"per_tier must be between 1 and 1000, got {per_tier}")
+    transient = [tier.name for tier in spec.tiers if not tier.persistent]
+    for tier in scopes or {}:
+        if tier not in transient:
+            raise TenancyError(f"scopes names '{tier}', which is not a transient tier of agent "
+                               f"'{spec.agent}' (transient tiers: {', '.join(transient)})",
+                               tier=tier)
+    searching = bool(query.strip())
+    if "tiers" not in search:
+        searched = dict(spec.retrieval.scope) or {t: 1.0 for t in spec.tier_names}
+        search["tiers"] = [t for t in searched if t not in transient]
+        searching = searching and bool(search["tiers"])
+    always: list[Memory] = []
+    if transient:
+        rows = yield Step(_current_rows(ctx.tables), {
+            "tenant": ctx.tenant, "tiers": transient, "scopes": Jsonb(dict(scopes or {})),
+            "per_tier": per_tier}, "all", last=final and not searching)
+        always = [Memory.from_row(row) for row in rows]
+    hits = []
+    if searching:
+        found = yield from explain_search(ctx, query, limit=limit or DEFAULT_CANDIDATES,
+                                          final=final, **search)
+        hits = found.hits
+    return retrieval.assemble_context(
+        spec, hits, always=always, complexity=complexity,  # type: ignore[arg-type]
+        include_on_demand=include_on_demand)
