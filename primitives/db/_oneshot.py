@@ -115,6 +115,8 @@ def _type_name(conn: Any, transformer: Any, value: Any) -> str | None:
         return fixed
     if kind is int:
         return _int_type(value)
+    if kind is list and all(type(item) is str for item in value):
+        return "unknown"  # psycopg sends a list of text (or an empty list) untyped
     if kind is datetime and value.tzinfo is not None:
         return "timestamp with time zone"
     oid = transformer.get_dumper(value, PyFormat.AUTO).oid
@@ -127,7 +129,8 @@ def _type_name(conn: Any, transformer: Any, value: Any) -> str | None:
     return f"{base}[]" if oid == info.array_oid and oid != info.oid else base
 
 
-_NAMES: dict[tuple[str, str], str] = {}
+_FORMS: dict[tuple[str, str], tuple[str, str]] = {}
+"""(statement base name, parameter types) -> (prepared name, PREPARE text), made once."""
 
 
 class _LazyTransformer:
@@ -156,15 +159,19 @@ def _prepared_form(conn: Any, text: str, order: tuple[str, ...], base: str,
             return None
         types.append(name)
     signature = ",".join(types)
-    name = _NAMES.get((base, signature))
-    if name is None:
-        name = f"{base}_{hashlib.sha256(signature.encode()).hexdigest()[:8]}"
-        _NAMES[(base, signature)] = name
+    known = _FORMS.get((base, signature))
+    if known is not None:
+        return known
+    name = f"{base}_{hashlib.sha256(signature.encode()).hexdigest()[:8]}"
     # The type names come from psycopg's type registry, the text from a statement the engine
     # composed with psycopg.sql and rendered: both are SQL already, not values.
     declared = sql.SQL("({})").format(sql.SQL(signature)) if types else sql.SQL("")
     prepare = sql.SQL("PREPARE {}{} AS {}").format(sql.Identifier(name), declared, sql.SQL(text))
-    return name, prepare.as_string(conn)
+    form = (name, prepare.as_string(conn))
+    if len(_FORMS) >= 4096:
+        _FORMS.clear()
+    _FORMS[(base, signature)] = form
+    return form
 
 
 def _quote_text(value: str) -> str:
@@ -195,7 +202,27 @@ def _literal(conn: Any, value: Any, plain_strings: bool) -> str:
         text = (value.dumps or json.dumps)(value.obj)
         if "\x00" not in text:
             return _quote_text(text) + "::jsonb"
+    if kind is list and plain_strings and all(type(item) is str and "\x00" not in item
+                                              for item in value):
+        return _quote_text(_text_array(value))
     return sql.Literal(value).as_string(conn)
+
+
+def _text_array(items: list[str]) -> str:
+    """A list of text in an array's text form, written as psycopg writes it (so the statement
+    reads the same text whether it was bound or inlined): an element is double-quoted, its
+    quotes and backslashes escaped, when it is empty, is the word NULL, or holds a brace,
+    comma, quote, backslash or white space."""
+    return "{" + ",".join(
+        '"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if not item or _NEEDS_QUOTES.search(item) or item.lower() == "null" else item
+        for item in items) + "}"
+
+
+_NEEDS_QUOTES = re.compile(
+    r'[{},"\\ \t\n\r\f\v\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]')
+"""Characters that make an array element need quotes (ASCII white space and the Unicode
+spaces psycopg also quotes)."""
 
 
 def _arguments(conn: Any, order: tuple[str, ...], params: Mapping[str, Any]) -> str:

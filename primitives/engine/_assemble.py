@@ -5,7 +5,9 @@ spec's context blocks (``primitives.retrieval.assemble_context`` does the budget
   at most ``per_tier`` per tier, of one scope per tier when ``scopes`` names it;
 - on demand: the hybrid search's hits for ``query`` (none for a blank query), over the
   searched persistent tiers (``retrieval.scope``; the transient tiers are already present),
-  or over the ``tiers`` the caller names.
+  or over the ``tiers`` the caller names;
+- entity profiles (specs with ``graph:`` and an ``entity_profiles`` block): the entities the
+  query names, then those the memories above mention, most mentioned first.
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ from psycopg.types.json import Jsonb
 from primitives import retrieval
 from primitives.compile import Tables
 from primitives.engine._core import Context, Op, Step, explain_search
+from primitives.engine._graph import context_entities
 from primitives.engine._queries import ACTIVE, _returning
-from primitives.engine._records import Memory
+from primitives.engine._records import Entity, Memory
 from primitives.errors import PolicyViolation, TenancyError
+from primitives.spec import AgentSpec
 
-__all__ = ["DEFAULT_CANDIDATES", "context"]
+__all__ = ["DEFAULT_CANDIDATES", "MAX_PROFILES", "context"]
 
 DEFAULT_CANDIDATES = 50
 """Search hits offered to the blocks when the caller gives no ``limit``."""
+
+MAX_PROFILES = 50
+"""Entities offered to ``entity_profiles`` blocks."""
 
 
 @lru_cache(maxsize=64)
@@ -68,17 +75,33 @@ def context(ctx: Context, query: str = "", *, complexity: str | None = None,
         searched = dict(spec.retrieval.scope) or {t: 1.0 for t in spec.tier_names}
         search["tiers"] = [t for t in searched if t not in transient]
         searching = searching and bool(search["tiers"])
+    profiles = spec.graph is not None and _wants_profiles(spec, include_on_demand)
     always: list[Memory] = []
     if transient:
         rows = yield Step(_current_rows(ctx.tables), {
             "tenant": ctx.tenant, "tiers": transient, "scopes": Jsonb(dict(scopes or {})),
-            "per_tier": per_tier}, "all", last=final and not searching)
+            "per_tier": per_tier}, "all", last=final and not (searching or profiles))
         always = [Memory.from_row(row) for row in rows]
     hits = []
     if searching:
         found = yield from explain_search(ctx, query, limit=limit or DEFAULT_CANDIDATES,
-                                          final=final, **search)
+                                          final=final and not profiles, **search)
         hits = found.hits
+    entities: list[Entity] = []
+    if profiles:
+        rows = yield Step(context_entities(ctx.tables), {
+            "tenant": ctx.tenant, "query": query,
+            "ids": [m.id for m in always] + [h.memory.id for h in hits],
+            "limit": MAX_PROFILES}, "all", last=final)
+        entities = [Entity.from_row(row) for row in rows]
     return retrieval.assemble_context(
-        spec, hits, always=always, complexity=complexity,  # type: ignore[arg-type]
+        spec, hits, always=always, entities=entities,
+        complexity=complexity,  # type: ignore[arg-type]
         include_on_demand=include_on_demand)
+
+
+def _wants_profiles(spec: AgentSpec, include_on_demand: bool) -> bool:
+    budget = spec.behavior.context
+    return budget is not None and any(
+        block.content == "entity_profiles" and (block.presence == "always" or include_on_demand)
+        for block in budget.blocks)

@@ -173,6 +173,24 @@ def _entity_memories(tables: Tables) -> sql.Composed:
              t=tables.tenant, active=ACTIVE)
 
 
+@lru_cache(maxsize=64)
+def context_entities(tables: Tables) -> sql.Composed:
+    """Entities for a context pack: those ``query`` names (canonical name or alias, a phrase
+    of whole words) first, then those the memories ``ids`` mention; most mentioned first.
+    Params: ``tenant``, ``query``, ``ids`` (uuid[]), ``limit``."""
+    assert tables.entities is not None and tables.node_entities is not None
+    return sql.SQL(
+        "SELECT {cols} FROM (SELECT e.*, (q.v <> ''::tsvector AND (q.v @@ phraseto_tsquery("
+        "'simple', e.canonical_name) OR EXISTS (SELECT 1 FROM unnest(e.aliases) AS a(name) "
+        "WHERE q.v @@ phraseto_tsquery('simple', a.name)))) AS named "
+        "FROM {e} AS e, (SELECT to_tsvector('simple', %(query)s) AS v) AS q "
+        "WHERE e.{t} = %(tenant)s) AS e WHERE e.named OR e.id IN (SELECT n.entity_id "
+        "FROM {ne} AS n WHERE n.{t} = %(tenant)s AND n.memory_id = ANY(%(ids)s::uuid[])) "
+        "ORDER BY e.named DESC, e.mention_count DESC, e.id LIMIT %(limit)s"
+    ).format(cols=_cols(ENTITY_COLUMNS, "e"), e=tables.entities.ident,
+             ne=tables.node_entities.ident, t=tables.tenant)
+
+
 # operations -------------------------------------------------------------------------------------
 def entity(ctx: Context, name: str, kind: str, *, aliases: Sequence[str] = (),
            summary: str | None = None) -> Op[Entity]:

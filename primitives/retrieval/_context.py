@@ -11,9 +11,11 @@ Rules (seed 003 §12; seed 002 §11.4-11.5):
 - ``always`` blocks take the caller's ``always`` memories (the transient tiers' current
   rows), then matching hits; ``on_demand`` blocks take hits only, and only when
   ``include_on_demand``.
-- Only ``content: memories`` blocks are filled here. ``entity_profiles`` and ``evidence``
-  blocks need the graph and source quotes; they come back empty, their budget unused, and
-  accept no memory (so they never take rows meant for a later block).
+- ``content: memories`` blocks take memories. ``entity_profiles`` blocks take the caller's
+  ``entities`` (graph specs: the entities the query names, then those the memories mention),
+  each as one line, ``Name (type): summary``. ``evidence`` blocks (source quotes) are not
+  filled: they come back empty, their budget unused. Neither takes a memory (so they never
+  take rows meant for a later block).
 - A block's budget is ``tokens``, or ``floor(share * total)``; the total is
   ``complexity[<complexity>]`` when both are given, else ``total_tokens``.
 - Within a block items go in the order given (hits: fused score, descending); an item that
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 from uuid import UUID
 
-from primitives.engine._records import Hit, Memory
+from primitives.engine._records import Entity, Hit, Memory
 from primitives.spec import AgentSpec
 from primitives.spec._behavior import ContextBlock
 
@@ -72,7 +74,7 @@ class ContextBlockResult:
     priority: int
     budget: int
     used: int
-    items: tuple[Memory, ...]
+    items: tuple[Memory | Entity, ...]
     evicted: int = 0
 
 
@@ -97,6 +99,7 @@ def assemble_context(
     hits: Sequence[Hit],
     *,
     always: Sequence[Memory] = (),
+    entities: Sequence[Entity] = (),
     complexity: Complexity | None = None,
     include_on_demand: bool = True,
 ) -> ContextPack:
@@ -113,11 +116,12 @@ def assemble_context(
         return ContextPack(blocks=(), text="", total_tokens_used=0)
     total = _total(budget.total_tokens, budget.complexity, complexity)
     blocks = budget.blocks
-    active = [block.content == "memories"
-              and (block.presence == "always" or include_on_demand) for block in blocks]
+    present = [block.presence == "always" or include_on_demand for block in blocks]
+    active = [block.content == "memories" and on for block, on in zip(blocks, present,
+                                                                        strict=True)]
 
     # Route every candidate to its one block, keeping first-seen order and no duplicates.
-    routed: list[list[Memory]] = [[] for _ in blocks]
+    routed: list[list[Memory | Entity]] = [[] for _ in blocks]
     seen: set[UUID] = set()
     candidates = [(memory, True) for memory in always] + [(hit.memory, False) for hit in hits]
     for memory, from_always in candidates:
@@ -130,16 +134,20 @@ def assemble_context(
                 routed[index].append(memory)
                 seen.add(memory.id)
                 break
+    profiles = _unique(entities)
+    for index, block in enumerate(blocks):
+        if block.content == "entity_profiles" and present[index]:
+            routed[index] = list(profiles)
 
     budgets = [_block_budget(block, total) for block in blocks]
-    filled: list[list[Memory]] = []
-    for memories, block_budget in zip(routed, budgets, strict=True):
-        taken: list[Memory] = []
+    filled: list[list[Memory | Entity]] = []
+    for candidates_of_block, block_budget in zip(routed, budgets, strict=True):
+        taken: list[Memory | Entity] = []
         used = 0
-        for memory in memories:
-            cost = estimate_tokens(memory.content)
+        for item in candidates_of_block:
+            cost = estimate_tokens(item_text(item))
             if used + cost <= block_budget:
-                taken.append(memory)
+                taken.append(item)
                 used += cost
         filled.append(taken)
 
@@ -150,7 +158,7 @@ def assemble_context(
         order = sorted(range(len(blocks)), key=lambda i: (-blocks[i].priority, -i))
         for index in order:
             while overflow > 0 and filled[index]:
-                overflow -= estimate_tokens(filled[index].pop().content)
+                overflow -= estimate_tokens(item_text(filled[index].pop()))
                 evicted[index] += 1
             if overflow <= 0:
                 break
@@ -175,7 +183,7 @@ def render_context(blocks: Sequence[ContextBlockResult]) -> str:
         if not block.items:
             continue
         lines = [f"## {block.name}"]
-        lines += ["- " + memory.content.replace("\n", "\n  ") for memory in block.items]
+        lines += ["- " + item_text(item).replace("\n", "\n  ") for item in block.items]
         sections.append("\n".join(lines))
     return "\n\n".join(sections)
 
@@ -202,5 +210,28 @@ def _accepts(block: ContextBlock, memory: Memory) -> bool:
             and (not block.typology or memory.typology in block.typology))
 
 
-def _cost(items: Sequence[Memory]) -> int:
-    return sum(estimate_tokens(memory.content) for memory in items)
+def _cost(items: Sequence[Memory | Entity]) -> int:
+    return sum(estimate_tokens(item_text(item)) for item in items)
+
+
+def item_text(item: Memory | Entity) -> str:
+    """What an item puts in the context: a memory's content, or an entity's profile line
+    ``Name (type): summary`` (``; also: alias, ...`` when it has aliases)."""
+    if isinstance(item, Memory):
+        return item.content
+    line = f"{item.canonical_name} ({item.type})"
+    if item.summary:
+        line += f": {item.summary}"
+    if item.aliases:
+        line += f"; also: {', '.join(item.aliases)}"
+    return line
+
+
+def _unique(entities: Sequence[Entity]) -> list[Entity]:
+    seen: set[UUID] = set()
+    out = []
+    for entity in entities:
+        if entity.id not in seen:
+            seen.add(entity.id)
+            out.append(entity)
+    return out

@@ -100,6 +100,8 @@ def test_parameters_keep_the_types_psycopg_would_bind(
     datetime(2026, 11, 26, 1, 2, 3, tzinfo=timezone(timedelta(hours=-5))),
     datetime(2026, 11, 26, 1, 2, 3),  # naive: through psycopg's own quoting
     ["a", "b'c", ""], [1, 2], [], Decimal("1.5"),
+    ["NULL", "null", "a,b", "{x}", 'q"t', "b\\s", " sp", "tab\there", "ü", "\u00a0nb", "\u3000",
+     "%s", "it's"],
 ])
 def test_every_parameter_comes_back_as_it_was_bound(
     app_conn: psycopg.Connection[Any], value: Any

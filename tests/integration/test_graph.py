@@ -268,3 +268,23 @@ def test_the_async_engine_records_and_walks_the_same_graph(pg: PostgresHandle,
 
     note, *hits = asyncio.run(run())
     assert hits == [note]
+
+
+def test_the_context_pack_profiles_the_entities_of_the_query_and_the_hits(
+        engine: Engine) -> None:
+    user = _user()
+    with engine.tenant(user) as mem:
+        fact = mem.observe("long_term", "the platform lead prefers written standups",
+                           typology="semantic")
+        alice = mem.entity("Alice Moreau", "person", summary="platform lead since 2024")
+        bob = mem.entity("Bob Stone", "person")
+        mem.entity("Carol Fry", "person")                 # neither named nor mentioned
+        mem.mention(fact.id, [alice.id, bob.id])          # the graph finds it for "Alice"
+    pack = engine.context_pack(user, "what does Alice Moreau think of standups?")
+    profiles = pack.block("entity_profiles").items
+    assert [e.id for e in profiles] == [alice.id, bob.id]   # named first, then mentioned
+    assert "- Alice Moreau (person): platform lead since 2024" in pack.text
+    assert [m.id for m in pack.block("facts").items] == [fact.id]
+    # on-demand profile blocks stay empty when on-demand blocks are off
+    off = engine.context_pack(user, "Alice Moreau", include_on_demand=False)
+    assert off.block("entity_profiles").items == ()

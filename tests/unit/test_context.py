@@ -10,8 +10,9 @@ from uuid import UUID
 
 import pytest
 
-from primitives.engine._records import Hit, Memory
+from primitives.engine._records import Entity, Hit, Memory
 from primitives.retrieval import ContextPack, assemble_context, estimate_tokens
+from primitives.retrieval._context import item_text
 from primitives.spec import AgentSpec, load_spec
 from primitives.spec._behavior import ContextBudget
 
@@ -194,3 +195,29 @@ def test_pack_never_exceeds_the_complexity_total(complexity: str) -> None:
     assert ASSISTANT.behavior.context.complexity is not None
     assert pack.total_tokens_used <= ASSISTANT.behavior.context.complexity[complexity]  # type: ignore[index]
     assert all(b.used <= b.budget for b in pack.blocks)
+
+
+def _entity(name: str, summary: str | None = None, aliases: tuple[str, ...] = ()) -> Entity:
+    return Entity(id=UUID(int=next(_ids)), canonical_name=name, type="person",
+                  aliases=aliases, summary=summary, mention_count=1, first_seen=NOW,
+                  last_updated=NOW)
+
+
+def test_entity_profile_blocks_take_entities_one_line_each_within_budget() -> None:
+    alice = _entity("Alice Moreau", "platform lead", ("Ali",))
+    bob = _entity("Bob Stone")
+    long = _entity("Carol Fry", "x" * 1200)                   # over the block's budget
+    pack = assemble_context(ASSISTANT, [], entities=[alice, long, bob, alice],
+                            complexity="simple")
+    block = pack.block("entity_profiles")
+    assert block.budget == 250 and block.items == (alice, bob)  # too long skipped, dup once
+    assert item_text(alice) == "Alice Moreau (person): platform lead; also: Ali"
+    assert item_text(bob) == "Bob Stone (person)"
+    assert "## entity_profiles\n- Alice Moreau (person): platform lead; also: Ali\n" \
+           "- Bob Stone (person)" in pack.text
+    assert block.used == estimate_tokens(item_text(alice)) + estimate_tokens(item_text(bob))
+    # entities never land in memory blocks, memories never in the profile block
+    assert all(isinstance(m, Memory) for b in pack.blocks if b.name != "entity_profiles"
+               for m in b.items)
+    assert assemble_context(ASSISTANT, [], entities=[alice],
+                            include_on_demand=False).block("entity_profiles").items == ()
