@@ -7,7 +7,9 @@ spec's context blocks (``primitives.retrieval.assemble_context`` does the budget
   searched persistent tiers (``retrieval.scope``; the transient tiers are already present),
   or over the ``tiers`` the caller names;
 - entity profiles (specs with ``graph:`` and an ``entity_profiles`` block): the entities the
-  query names, then those the memories above mention, most mentioned first.
+  query names, then those the memories above mention, most mentioned first;
+- evidence (specs with ``derived_from`` edges and an ``evidence`` block): the source
+  memories of the memories above, in their order.
 """
 
 from __future__ import annotations
@@ -22,19 +24,22 @@ from psycopg.types.json import Jsonb
 from primitives import retrieval
 from primitives.compile import Tables
 from primitives.engine._core import Context, Op, Step, explain_search
-from primitives.engine._graph import context_entities
+from primitives.engine._graph import context_entities, context_evidence
 from primitives.engine._queries import ACTIVE, _returning
 from primitives.engine._records import Entity, Memory
 from primitives.errors import PolicyViolation, TenancyError
 from primitives.spec import AgentSpec
 
-__all__ = ["DEFAULT_CANDIDATES", "MAX_PROFILES", "context"]
+__all__ = ["DEFAULT_CANDIDATES", "MAX_EVIDENCE", "MAX_PROFILES", "context"]
 
 DEFAULT_CANDIDATES = 50
 """Search hits offered to the blocks when the caller gives no ``limit``."""
 
 MAX_PROFILES = 50
 """Entities offered to ``entity_profiles`` blocks."""
+
+MAX_EVIDENCE = 100
+"""Source memories offered to ``evidence`` blocks."""
 
 
 @lru_cache(maxsize=64)
@@ -75,33 +80,41 @@ def context(ctx: Context, query: str = "", *, complexity: str | None = None,
         searched = dict(spec.retrieval.scope) or {t: 1.0 for t in spec.tier_names}
         search["tiers"] = [t for t in searched if t not in transient]
         searching = searching and bool(search["tiers"])
-    profiles = spec.graph is not None and _wants_profiles(spec, include_on_demand)
+    profiles = spec.graph is not None and _wants(spec, "entity_profiles", include_on_demand)
+    sources = (spec.graph is not None and "derived_from" in spec.graph.edges
+               and _wants(spec, "evidence", include_on_demand))
     always: list[Memory] = []
     if transient:
         rows = yield Step(_current_rows(ctx.tables), {
             "tenant": ctx.tenant, "tiers": transient, "scopes": Jsonb(dict(scopes or {})),
-            "per_tier": per_tier}, "all", last=final and not (searching or profiles))
+            "per_tier": per_tier}, "all", last=final and not (searching or profiles or sources))
         always = [Memory.from_row(row) for row in rows]
     hits = []
     if searching:
         found = yield from explain_search(ctx, query, limit=limit or DEFAULT_CANDIDATES,
-                                          final=final and not profiles, **search)
+                                          final=final and not (profiles or sources),
+                                          **search)
         hits = found.hits
+    offered = [m.id for m in always] + [h.memory.id for h in hits]
     entities: list[Entity] = []
     if profiles:
         rows = yield Step(context_entities(ctx.tables), {
-            "tenant": ctx.tenant, "query": query,
-            "ids": [m.id for m in always] + [h.memory.id for h in hits],
-            "limit": MAX_PROFILES}, "all", last=final)
+            "tenant": ctx.tenant, "query": query, "ids": offered, "limit": MAX_PROFILES},
+            "all", last=final and not sources)
         entities = [Entity.from_row(row) for row in rows]
+    evidence: list[Memory] = []
+    if sources:
+        rows = yield Step(context_evidence(ctx.tables), {
+            "tenant": ctx.tenant, "ids": offered, "limit": MAX_EVIDENCE}, "all", last=final)
+        evidence = [Memory.from_row(row) for row in rows]
     return retrieval.assemble_context(
-        spec, hits, always=always, entities=entities,
+        spec, hits, always=always, entities=entities, evidence=evidence,
         complexity=complexity,  # type: ignore[arg-type]
         include_on_demand=include_on_demand)
 
 
-def _wants_profiles(spec: AgentSpec, include_on_demand: bool) -> bool:
+def _wants(spec: AgentSpec, content: str, include_on_demand: bool) -> bool:
     budget = spec.behavior.context
     return budget is not None and any(
-        block.content == "entity_profiles" and (block.presence == "always" or include_on_demand)
+        block.content == content and (block.presence == "always" or include_on_demand)
         for block in budget.blocks)

@@ -191,6 +191,23 @@ def context_entities(tables: Tables) -> sql.Composed:
              ne=tables.node_entities.ident, t=tables.tenant)
 
 
+@lru_cache(maxsize=64)
+def context_evidence(tables: Tables) -> sql.Composed:
+    """Active source memories of ``ids`` by ``derived_from`` edges valid now (an edge from
+    a derived memory to its source), in the order of ``ids``, latest source first.
+    Params: ``tenant``, ``ids`` (uuid[]), ``limit``."""
+    assert tables.edges is not None
+    return sql.SQL(
+        "SELECT {cols} FROM {edges} AS e JOIN {mem} AS m ON m.{t} = e.{t} "
+        "AND m.id = e.target_id WHERE e.{t} = %(tenant)s "
+        "AND e.source_id = ANY(%(ids)s::uuid[]) AND e.relation_type = 'derived_from' "
+        "AND (e.valid_until IS NULL OR e.valid_until > now()) AND {active} "
+        "ORDER BY array_position(%(ids)s::uuid[], e.source_id), m.event_time DESC, m.id "
+        "LIMIT %(limit)s"
+    ).format(cols=_returning_m(), edges=tables.edges.ident, mem=tables.memories.ident,
+             t=tables.tenant, active=ACTIVE)
+
+
 # operations -------------------------------------------------------------------------------------
 def entity(ctx: Context, name: str, kind: str, *, aliases: Sequence[str] = (),
            summary: str | None = None) -> Op[Entity]:

@@ -13,9 +13,11 @@ Rules (seed 003 §12; seed 002 §11.4-11.5):
   ``include_on_demand``.
 - ``content: memories`` blocks take memories. ``entity_profiles`` blocks take the caller's
   ``entities`` (graph specs: the entities the query names, then those the memories mention),
-  each as one line, ``Name (type): summary``. ``evidence`` blocks (source quotes) are not
-  filled: they come back empty, their budget unused. Neither takes a memory (so they never
-  take rows meant for a later block).
+  each as one line, ``Name (type): summary``. ``evidence`` blocks take the caller's
+  ``evidence`` memories (graph specs: the sources, by ``derived_from`` edges, of the memories
+  offered to the pack) that their tiers and typology accept and no other block holds.
+  Neither takes a search hit or an ``always`` row (so they never take rows meant for a later
+  block).
 - A block's budget is ``tokens``, or ``floor(share * total)``; the total is
   ``complexity[<complexity>]`` when both are given, else ``total_tokens``.
 - Within a block items go in the order given (hits: fused score, descending); an item that
@@ -100,6 +102,7 @@ def assemble_context(
     *,
     always: Sequence[Memory] = (),
     entities: Sequence[Entity] = (),
+    evidence: Sequence[Memory] = (),
     complexity: Complexity | None = None,
     include_on_demand: bool = True,
 ) -> ContextPack:
@@ -138,6 +141,14 @@ def assemble_context(
     for index, block in enumerate(blocks):
         if block.content == "entity_profiles" and present[index]:
             routed[index] = list(profiles)
+    for memory in evidence:
+        if memory.id in seen:
+            continue
+        for index, block in enumerate(blocks):
+            if block.content == "evidence" and present[index] and _accepts(block, memory):
+                routed[index].append(memory)
+                seen.add(memory.id)
+                break
 
     budgets = [_block_budget(block, total) for block in blocks]
     filled: list[list[Memory | Entity]] = []

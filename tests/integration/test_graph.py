@@ -288,3 +288,21 @@ def test_the_context_pack_profiles_the_entities_of_the_query_and_the_hits(
     # on-demand profile blocks stay empty when on-demand blocks are off
     off = engine.context_pack(user, "Alice Moreau", include_on_demand=False)
     assert off.block("entity_profiles").items == ()
+
+
+def test_the_context_pack_quotes_the_sources_of_its_facts_as_evidence(engine: Engine) -> None:
+    user = _user()
+    with engine.tenant(user) as mem:
+        turn = mem.observe("long_term", "Alice: honestly I'd rather write my update down",
+                           typology="episodic")
+        other = mem.observe("long_term", "Alice: lunch at noon?", typology="episodic")
+        fact = mem.observe("long_term", "the platform lead prefers written standups",
+                           typology="semantic")
+        mem.mention(fact.id, [("Alice Moreau", "person")])
+        mem.relate(fact.id, turn.id, "derived_from")
+        ended = mem.relate(fact.id, other.id, "derived_from")
+        mem.end_edge(ended.id)                                  # no longer a source
+    pack = engine.context_pack(user, "what does Alice Moreau think of standups?")
+    assert [m.id for m in pack.block("facts").items] == [fact.id]
+    assert [m.id for m in pack.block("evidence").items] == [turn.id]
+    assert "## evidence\n- Alice: honestly I'd rather write my update down" in pack.text

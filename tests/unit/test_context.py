@@ -221,3 +221,17 @@ def test_entity_profile_blocks_take_entities_one_line_each_within_budget() -> No
                for m in b.items)
     assert assemble_context(ASSISTANT, [], entities=[alice],
                             include_on_demand=False).block("entity_profiles").items == ()
+
+
+def test_evidence_blocks_take_only_source_memories_they_accept_and_no_other_block_holds() -> None:
+    source = _memory("long_term", "episodic", "Alice: I'd rather write it down")
+    fact = _memory("long_term", "semantic", "the platform lead prefers written standups")
+    wrong_kind = _memory("long_term", "semantic", "a fact is not a quote")
+    also_hit = _memory("long_term", "episodic", "already in temporal context")
+    pack = assemble_context(ASSISTANT, _hits(fact, also_hit),
+                            evidence=[source, wrong_kind, also_hit])
+    assert pack.block("evidence").items == (source,)
+    assert pack.block("temporal_context").items == (also_hit,)
+    assert pack.block("facts").items == (fact,)
+    # hits never go to the evidence block, even when it would accept them
+    assert assemble_context(ASSISTANT, _hits(source)).block("evidence").items == ()
