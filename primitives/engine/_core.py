@@ -171,7 +171,9 @@ def check_write_policy(spec: AgentSpec, tier: str, typology: str, *, via: str = 
 
 
 def check_limits(spec: AgentSpec, content: str, value: Mapping[str, Any],
-                 envelope: Mapping[str, Any]) -> None:
+                 envelope: Mapping[str, Any], *, value_json: str | None = None) -> None:
+    """Refuse empty or oversized content, value and envelope (``value_json``: the value's
+    :func:`canonical_json`, when the caller has it already)."""
     limits = spec.persistence.store.limits
     if not content.strip():
         raise PolicyViolation("memory content is empty")
@@ -182,9 +184,11 @@ def check_limits(spec: AgentSpec, content: str, value: Mapping[str, Any],
             "bounded notes, never canonical bodies: store a reference instead",
             limit=limits.content_chars,
         )
-    for name, data, limit in (("value", value, limits.value_bytes),
-                              ("envelope", envelope, limits.envelope_bytes)):
-        size = len(canonical_json(data).encode("utf-8"))
+    for name, text, limit in (
+            ("value", value_json if value_json is not None else canonical_json(value),
+             limits.value_bytes),
+            ("envelope", canonical_json(envelope) if envelope else "{}", limits.envelope_bytes)):
+        size = len(text.encode("utf-8"))
         if size > limit:
             raise PolicyViolation(
                 f"{name} is {size} bytes; agent '{spec.agent}' allows {limit} "
@@ -265,7 +269,8 @@ def observe(
     typ = _typology(spec, tier, typology)
     check_write_policy(spec, tier, typ, via=via)
     value, envelope = dict(value or {}), dict(envelope or {})
-    check_limits(spec, content, value, envelope)
+    value_json = canonical_json(value)
+    check_limits(spec, content, value, envelope, value_json=value_json)
     ns = list(namespace)
     previous: Memory | None = None
     if key is not None:
@@ -294,7 +299,7 @@ def observe(
     row_key = key if key is not None else str(new_id)
     # The row, its journal event and the scope mark: one statement, one round trip.
     insert = q.insert_memory_observed(ctx.tables, ctx.tables.anchor_columns,
-                                      embedding=bool(vector))
+                                      embedding=bool(vector), scoped=scope_id is not None)
     linked = _links_to_previous(ctx, scope_id)
     when = event_time or datetime.now().astimezone()
     row = yield Step(insert, {
@@ -307,7 +312,7 @@ def observe(
         "payload": Jsonb({
             "tier": tier, "typology": typ, "key": row_key, "namespace": ns,
             "scope_id": scope_id, "content_sha256": content_hash(content),
-            "value_sha256": content_hash(canonical_json(value)), "via": via,
+            "value_sha256": content_hash(value_json), "via": via,
         }),
     }, "one", last=final and not linked)
     if linked:

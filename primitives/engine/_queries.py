@@ -61,24 +61,28 @@ def insert_memory(tables: Tables, anchor_columns: tuple[str, ...], *,
 
 @lru_cache(maxsize=64)
 def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
-                           embedding: bool = False) -> sql.Composed:
-    """One statement for the write path: the memory row, its ``observed`` journal event and
-    the scope's activity mark. Params: those of :func:`insert_memory` plus ``tenant``,
-    ``payload`` (the event's) and ``scope_id`` (NULL: no scope row is touched)."""
+                           embedding: bool = False, scoped: bool = True) -> sql.Composed:
+    """One statement for the write path: the memory row, its ``observed`` journal event and,
+    when ``scoped``, the scope's activity mark. Params: those of :func:`insert_memory` plus
+    ``tenant``, ``payload`` (the event's) and ``scope_id`` (NULL: no scope row is touched).
+    A write without a scope uses ``scoped=False``: the statement then has no scope part to
+    set up at all."""
     columns = (*anchor_columns, *_WRITE_COLUMNS)
     values: list[sql.Composable] = [sql.Placeholder(c) for c in columns]
     if embedding:
         columns += ("embedding", "embedding_model")
         values += [sql.SQL("%(embedding)s::halfvec"), sql.Placeholder("embedding_model")]
+    scope = sql.SQL(
+        ", s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
+        "SELECT %(tenant)s, %(tier)s, %(scope_id)s::text WHERE %(scope_id)s::text IS NOT NULL "
+        "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET last_activity_at = now())"
+    ) if scoped else sql.SQL("")
     return sql.SQL(
         "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) RETURNING {ret}), "
         "e AS (INSERT INTO {events} ({t}, kind, memory_id, actor, payload) "
-        "SELECT %(tenant)s, 'observed', m.id, %(actor)s, %(payload)s FROM m), "
-        "s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
-        "SELECT %(tenant)s, %(tier)s, %(scope_id)s::text WHERE %(scope_id)s::text IS NOT NULL "
-        "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET last_activity_at = now()) "
-        "SELECT {ret} FROM m"
-    ).format(
+        "SELECT %(tenant)s, 'observed', m.id, %(actor)s, %(payload)s FROM m)"
+        "{scope} SELECT {ret} FROM m"
+    ).format(scope=scope.format(scopes=tables.scopes.ident, t=tables.tenant),
         mem=tables.memories.ident, events=tables.events.ident, scopes=tables.scopes.ident,
         t=tables.tenant, cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
         vals=sql.SQL(", ").join(values), ret=_returning(),

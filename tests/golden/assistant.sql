@@ -67,7 +67,7 @@ ALTER TABLE "memory"."assistant_memories"
     DROP CONSTRAINT IF EXISTS "assistant_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "assistant_memories_erasure_check",
     ADD CONSTRAINT "assistant_memories_tier_check" CHECK (tier IN ('session', 'long_term')),
-    ADD CONSTRAINT "assistant_memories_typology_check" CHECK ((tier, typology) IN (('session', 'episodic'), ('long_term', 'episodic'), ('long_term', 'semantic'), ('long_term', 'procedural'), ('long_term', 'opinion'))),
+    ADD CONSTRAINT "assistant_memories_typology_check" CHECK ((tier || ':' || typology) = ANY ('{session:episodic,long_term:episodic,long_term:semantic,long_term:procedural,long_term:opinion}'::text[])),
     ADD CONSTRAINT "assistant_memories_content_check" CHECK (char_length(content) <= 4000),
     ADD CONSTRAINT "assistant_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
     ADD CONSTRAINT "assistant_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),

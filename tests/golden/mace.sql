@@ -65,7 +65,7 @@ ALTER TABLE "mace"."mace_memories"
     DROP CONSTRAINT IF EXISTS "mace_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "mace_memories_erasure_check",
     ADD CONSTRAINT "mace_memories_tier_check" CHECK (tier IN ('wm', 'cwm', 'long_term')),
-    ADD CONSTRAINT "mace_memories_typology_check" CHECK ((tier, typology) IN (('wm', 'episodic'), ('cwm', 'episodic'), ('long_term', 'episodic'), ('long_term', 'semantic'))),
+    ADD CONSTRAINT "mace_memories_typology_check" CHECK ((tier || ':' || typology) = ANY ('{wm:episodic,cwm:episodic,long_term:episodic,long_term:semantic}'::text[])),
     ADD CONSTRAINT "mace_memories_content_check" CHECK (char_length(content) <= 4000),
     ADD CONSTRAINT "mace_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
     ADD CONSTRAINT "mace_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),

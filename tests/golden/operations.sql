@@ -67,7 +67,7 @@ ALTER TABLE "platform"."operations_memories"
     DROP CONSTRAINT IF EXISTS "operations_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "operations_memories_erasure_check",
     ADD CONSTRAINT "operations_memories_tier_check" CHECK (tier IN ('conversation', 'operator_session', 'operator')),
-    ADD CONSTRAINT "operations_memories_typology_check" CHECK ((tier, typology) IN (('conversation', 'episodic'), ('operator_session', 'episodic'), ('operator_session', 'semantic'), ('operator', 'procedural'), ('operator', 'semantic'), ('operator', 'episodic'))),
+    ADD CONSTRAINT "operations_memories_typology_check" CHECK ((tier || ':' || typology) = ANY ('{conversation:episodic,operator_session:episodic,operator_session:semantic,operator:procedural,operator:semantic,operator:episodic}'::text[])),
     ADD CONSTRAINT "operations_memories_content_check" CHECK (char_length(content) <= 4000),
     ADD CONSTRAINT "operations_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
     ADD CONSTRAINT "operations_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),

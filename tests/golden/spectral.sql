@@ -67,7 +67,7 @@ ALTER TABLE "platform"."spectral_memories"
     DROP CONSTRAINT IF EXISTS "spectral_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "spectral_memories_erasure_check",
     ADD CONSTRAINT "spectral_memories_tier_check" CHECK (tier IN ('cycle', 'run', 'workspace')),
-    ADD CONSTRAINT "spectral_memories_typology_check" CHECK ((tier, typology) IN (('cycle', 'episodic'), ('run', 'episodic'), ('workspace', 'episodic'), ('workspace', 'semantic'), ('workspace', 'procedural'))),
+    ADD CONSTRAINT "spectral_memories_typology_check" CHECK ((tier || ':' || typology) = ANY ('{cycle:episodic,run:episodic,workspace:episodic,workspace:semantic,workspace:procedural}'::text[])),
     ADD CONSTRAINT "spectral_memories_content_check" CHECK (char_length(content) <= 4000),
     ADD CONSTRAINT "spectral_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
     ADD CONSTRAINT "spectral_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),

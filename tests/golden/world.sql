@@ -67,7 +67,7 @@ ALTER TABLE "worlds"."world_agent_memories"
     DROP CONSTRAINT IF EXISTS "world_agent_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "world_agent_memories_erasure_check",
     ADD CONSTRAINT "world_agent_memories_tier_check" CHECK (tier IN ('interaction', 'session', 'world')),
-    ADD CONSTRAINT "world_agent_memories_typology_check" CHECK ((tier, typology) IN (('interaction', 'episodic'), ('session', 'episodic'), ('world', 'semantic'), ('world', 'procedural'))),
+    ADD CONSTRAINT "world_agent_memories_typology_check" CHECK ((tier || ':' || typology) = ANY ('{interaction:episodic,session:episodic,world:semantic,world:procedural}'::text[])),
     ADD CONSTRAINT "world_agent_memories_content_check" CHECK (char_length(content) <= 1000),
     ADD CONSTRAINT "world_agent_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
     ADD CONSTRAINT "world_agent_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),
