@@ -129,7 +129,7 @@ def _rebuild(conn: psycopg.Connection[Any], table: str, load: Callable[[], None]
     assert row is not None, f"{table} has an HNSW index"
     conn.execute(sql.SQL("DROP INDEX {}").format(sql.SQL(row[0])))
     load()
-    conn.execute("SET maintenance_work_mem = '1GB'")
+    conn.execute("SET maintenance_work_mem = '3GB'")
     start = time.perf_counter()
     conn.execute(row[1])
     conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.SQL(table)))
