@@ -526,8 +526,10 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
             "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000)), "tiers": chosen,
             "exact_below": config.semantic_exact_below}, "one")
         yield from check_model(ctx, row[2] if row else None, fetch=False)
+        # The settings statement counted the tenant's rows up to the switch point and chose
+        # the plan mode by it: the generic plan is the small-tenant (exact scan) path.
         params.update(qvec=retrieval.vector_literal(vector), model=ctx.embedder.model_id,
-                      exact_below=config.semantic_exact_below)
+                      small=row is not None and row[4] == "force_generic_plan")
     intent = None
     if ctx.classifier is not None and query.strip():
         intent = ctx.classifier.classify(query, vector)

@@ -6,7 +6,8 @@ tenant's rows only (explicit tenant filter; row-level security is the backstop).
 Params of :func:`search_statement`: ``tenant``, ``tiers`` (text[]), ``tier_weights``
 (float8[] aligned with ``tiers``), ``query``, ``config`` (regconfig name), ``envelope``
 (jsonb), ``cap`` (rows per signal), ``k``, ``w_<signal>`` per signal, ``limit``; with the
-semantic signal ``qvec`` (a halfvec literal), ``model`` and ``exact_below``; with the
+semantic signal ``qvec`` (a halfvec literal), ``model`` and ``small`` (boolean: below the
+exact-scan switch point, from :func:`hnsw_settings`); with the
 graph signal ``edge_types`` (text[]), ``max_depth`` and ``graph_seeds``; with
 ``point_in_time`` ``as_of`` (timestamptz); with ``bm25`` ``bm25_k1`` and ``bm25_b``.
 """
@@ -73,7 +74,9 @@ def hnsw_settings(tables: Tables) -> sql.Composed:
     on the active-row index) runs a plan made once for any tenant (no planning per query:
     every signal reads the tenant's rows through its btree); a larger one gets a plan made
     for it, which walks the HNSW index (a plan made for an average tenant would scan and
-    sort instead). JIT compilation is off: it costs more than these plans run.
+    sort instead). JIT compilation is off: it costs more than these plans run. The fifth
+    column is the plan mode set: ``force_generic_plan`` tells the search statement the tenant
+    is below the switch point (its ``small`` parameter), so the rows are counted once.
     Params: ``ef_search`` (text), ``tenant``, ``tiers``, ``exact_below``.
     """
     return sql.SQL(
@@ -105,19 +108,18 @@ def _semantic() -> list[sql.Composable]:
     distance = sql.SQL("m.embedding <=> %(qvec)s::halfvec")
     eligible = sql.SQL("m.embedding IS NOT NULL AND m.embedding_model = %(model)s")
     return [
-        # Which path to take: the tenant's rows in the searched tiers, counted no further
-        # than the switch point on the active-row index alone (``scope``: an index-only
-        # scan). A routing hint: completeness never depends on it.
-        sql.SQL("semantic_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM scope "
-                "LIMIT %(exact_below)s) AS s)"),
+        # Which path to take comes in ``small``: the tenant has fewer rows in the searched
+        # tiers than the switch point, as the settings statement counted them (on the
+        # active-row index alone, no further than the switch point; ``hnsw_settings``). A
+        # routing hint: completeness never depends on it.
         # Large tenants: the HNSW index, walked iteratively (hnsw_settings) under the filter.
         sql.SQL("semantic_ann AS MATERIALIZED (SELECT m.id, {d} AS distance FROM live AS m "
-                "WHERE {e} AND (SELECT n FROM semantic_size) >= %(exact_below)s "
+                "WHERE {e} AND NOT %(small)s::boolean "
                 "ORDER BY {d} LIMIT %(cap)s)").format(d=distance, e=eligible),
         # Small tenants, or an index walk that came back short: an exact scan. "+ 0" keeps
         # the planner off the HNSW index, which would re-introduce the shortfall.
         sql.SQL("semantic_exact AS MATERIALIZED (SELECT m.id, {d} AS distance FROM live AS m "
-                "WHERE {e} AND ((SELECT n FROM semantic_size) < %(exact_below)s "
+                "WHERE {e} AND (%(small)s::boolean "
                 "OR (SELECT count(*) FROM semantic_ann) < %(cap)s) "
                 "ORDER BY ({d}) + 0, m.id LIMIT %(cap)s)").format(d=distance, e=eligible),
         sql.SQL("semantic AS (SELECT s.id, 1 - s.distance AS score, "
@@ -351,7 +353,7 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
         for s in used]
     if "semantic" in used:
         counts.append(sql.SQL(
-            "'semantic_mode', CASE WHEN (SELECT n FROM semantic_size) < %(exact_below)s "
+            "'semantic_mode', CASE WHEN %(small)s::boolean "
             "THEN 'exact' WHEN EXISTS (SELECT 1 FROM semantic_exact) THEN 'hnsw+exact' "
             "ELSE 'hnsw' END"))
     return sql.SQL(

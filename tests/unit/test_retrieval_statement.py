@@ -28,8 +28,11 @@ def _render(signals: tuple[str, ...], **kw: bool) -> str:
 
 def test_semantic_cte_scans_small_tenants_exactly_and_large_ones_by_index() -> None:
     text = _render(("semantic", "lexical", "recency"))
-    assert "semantic_size AS (SELECT count(*)" in text
-    assert "LIMIT %(exact_below)s" in text
+    # the path comes from the settings statement's count (``small``), not a count of its own
+    assert "WHERE m.embedding IS NOT NULL AND m.embedding_model = %(model)s AND NOT " \
+           "%(small)s::boolean ORDER BY" in text
+    assert "AND (%(small)s::boolean OR (SELECT count(*) FROM semantic_ann) < %(cap)s)" in text
+    assert "semantic_size" not in text and "exact_below" not in text
     assert "ORDER BY m.embedding <=> %(qvec)s::halfvec LIMIT %(cap)s" in text  # the index
     assert "ORDER BY (m.embedding <=> %(qvec)s::halfvec) + 0" in text  # exact, off the index
     assert "m.embedding_model = %(model)s" in text
@@ -38,7 +41,6 @@ def test_semantic_cte_scans_small_tenants_exactly_and_large_ones_by_index() -> N
                            "\"platform\".\"spectral_memories\" AS m WHERE "
                            "m.\"workspace_id\" = %(tenant)s AND m.tier = ANY(%(tiers)s)")
     assert text.count("FROM live AS m") == 4  # ann, exact, lexical, recency
-    assert "semantic_size AS (SELECT count(*) AS n FROM (SELECT 1 FROM scope " in text
 
 
 def test_scope_is_the_active_row_index_predicate_and_live_adds_expiry() -> None:
