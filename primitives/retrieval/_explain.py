@@ -56,6 +56,12 @@ def render_explanation(explanation: Explanation, *, query: str, model: str | Non
     if explanation.semantic_mode:
         lines.append(f"semantic: {explanation.semantic_mode}" + (f", model {model}" if model
                                                                  else ""))
+    if explanation.intent is not None:
+        lines.append(f"intent: {explanation.intent}")
+    if explanation.edge_types:
+        lines.append(f"graph follows: {', '.join(explanation.edge_types)}")
+    if explanation.reranked:
+        lines.append(f"reranked: the first {explanation.reranked} fused hits")
     if explanation.dropped:
         lines.append(f"dropped for this query: {', '.join(explanation.dropped)}")
     for n, hit in enumerate(explanation.hits, start=1):

@@ -306,3 +306,17 @@ def test_the_context_pack_quotes_the_sources_of_its_facts_as_evidence(engine: En
     assert [m.id for m in pack.block("facts").items] == [fact.id]
     assert [m.id for m in pack.block("evidence").items] == [turn.id]
     assert "## evidence\n- Alice: honestly I'd rather write my update down" in pack.text
+
+
+def test_explain_shows_the_intent_and_the_edges_followed(engine: Engine) -> None:
+    from primitives.retrieval import render_explanation
+
+    user = _user()
+    with engine.tenant(user) as mem:
+        failure = _fact(mem, "the friday deploy failed halfway")
+        cause = _fact(mem, "a schema migration locked the orders table")
+        mem.relate(cause.id, failure.id, "causal")
+    found = engine.search(user, "why did the deploy fail", explain=True)
+    text = render_explanation(found, query="why did the deploy fail")
+    assert "intent: why" in text and "graph follows: causal" in text
+    assert "graph #1 (0.5)" in text                     # the cause, one hop from the match
