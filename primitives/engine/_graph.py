@@ -27,6 +27,7 @@ from primitives.engine._core import Context, Op, Step, _event, _require, content
 from primitives.engine._queries import ACTIVE, _returning_m
 from primitives.engine._records import Edge, Entity, Memory
 from primitives.errors import GovernanceError, PolicyViolation
+from primitives.retrieval._statement import entity_named
 from primitives.spec import Graph
 
 __all__ = [
@@ -180,15 +181,13 @@ def context_entities(tables: Tables) -> sql.Composed:
     Params: ``tenant``, ``query``, ``ids`` (uuid[]), ``limit``."""
     assert tables.entities is not None and tables.node_entities is not None
     return sql.SQL(
-        "SELECT {cols} FROM (SELECT e.*, (q.v <> ''::tsvector AND (q.v @@ phraseto_tsquery("
-        "'simple', e.canonical_name) OR EXISTS (SELECT 1 FROM unnest(e.aliases) AS a(name) "
-        "WHERE q.v @@ phraseto_tsquery('simple', a.name)))) AS named "
+        "SELECT {cols} FROM (SELECT e.*, {named} AS named "
         "FROM {e} AS e, (SELECT to_tsvector('simple', %(query)s) AS v) AS q "
         "WHERE e.{t} = %(tenant)s) AS e WHERE e.named OR e.id IN (SELECT n.entity_id "
         "FROM {ne} AS n WHERE n.{t} = %(tenant)s AND n.memory_id = ANY(%(ids)s::uuid[])) "
         "ORDER BY e.named DESC, e.mention_count DESC, e.id LIMIT %(limit)s"
     ).format(cols=_cols(ENTITY_COLUMNS, "e"), e=tables.entities.ident,
-             ne=tables.node_entities.ident, t=tables.tenant)
+             ne=tables.node_entities.ident, t=tables.tenant, named=entity_named("q.v"))
 
 
 @lru_cache(maxsize=64)

@@ -27,6 +27,7 @@ __all__ = [
     "SIGNAL_ORDER",
     "Restriction",
     "active_at",
+    "entity_named",
     "hnsw_settings",
     "search_statement",
     "stored_model",
@@ -161,6 +162,15 @@ def _bm25(counted: sql.Composable) -> list[sql.Composable]:
     ]
 
 
+def entity_named(terms: str) -> sql.Composable:
+    """True when the text whose ``to_tsvector('simple', ...)`` is ``terms`` names entity ``e``:
+    its canonical name or an alias as a phrase of whole words, case-insensitively."""
+    return sql.SQL(
+        "({v} <> ''::tsvector AND ({v} @@ phraseto_tsquery('simple', e.canonical_name) "
+        "OR EXISTS (SELECT 1 FROM unnest(e.aliases) AS a(name) "
+        "WHERE {v} @@ phraseto_tsquery('simple', a.name))))").format(v=sql.SQL(terms))
+
+
 def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool) -> list[sql.Composable]:
     """Memories connected to the query through the graph, ranked by closeness.
 
@@ -198,11 +208,8 @@ def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool) -> list[
     return [
         sql.SQL("graph_terms AS (SELECT to_tsvector('simple', %(query)s) AS v)"),
         sql.SQL("graph_entity AS (SELECT e.id FROM {entities} AS e, graph_terms AS g "
-                "WHERE e.{t} = %(tenant)s AND g.v <> ''::tsvector "
-                "AND (g.v @@ phraseto_tsquery('simple', e.canonical_name) OR EXISTS ("
-                "SELECT 1 FROM unnest(e.aliases) AS a(name) "
-                "WHERE g.v @@ phraseto_tsquery('simple', a.name))))").format(
-            entities=tables.entities.ident, t=t),
+                "WHERE e.{t} = %(tenant)s AND {named})").format(
+            entities=tables.entities.ident, t=t, named=entity_named("g.v")),
         sql.SQL("graph_seed AS (SELECT id FROM ({}) AS s)").format(seeds),
         sql.SQL(
             "graph_walk(id, hops, strength, named) AS ("
