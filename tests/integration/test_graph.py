@@ -320,3 +320,21 @@ def test_explain_shows_the_intent_and_the_edges_followed(engine: Engine) -> None
     text = render_explanation(found, query="why did the deploy fail")
     assert "intent: why" in text and "graph follows: causal" in text
     assert "graph #1 (0.5)" in text                     # the cause, one hop from the match
+
+
+def test_another_tenants_entities_and_memories_cannot_be_linked(engine: Engine) -> None:
+    a, b = _user(), _user()
+    with engine.tenant(a) as mem:
+        alice = mem.entity("Alice Moreau", "person")
+        note_a = _fact(mem, "a's note")
+        mem.mention(note_a.id, [alice.id])
+    with engine.tenant(b) as mem:
+        note_b = _fact(mem, "b's note")
+        with pytest.raises(GovernanceError, match="does not exist for this tenant"):
+            mem.mention(note_b.id, [alice.id])
+        with pytest.raises(TenancyError, match="no memory"):
+            mem.relate(note_b.id, note_a.id, "causal")
+        assert mem.find_entities("Alice Moreau") == []
+        with pytest.raises(GovernanceError, match="no entity is named"):
+            mem.entity_memories("Alice Moreau")
+    assert engine.search(b, "who is Alice Moreau") == []     # a's mention stays a's
