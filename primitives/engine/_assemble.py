@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 
 from primitives import retrieval
 from primitives.compile import Tables
-from primitives.engine._core import Context, Op, Step, explain_search
+from primitives.engine._core import Context, Op, Step, explain_search, search_scope
 from primitives.engine._graph import context_entities, context_evidence
 from primitives.engine._queries import ACTIVE, _returning
 from primitives.engine._records import Entity, Memory
@@ -77,8 +77,7 @@ def context(ctx: Context, query: str = "", *, complexity: str | None = None,
                                tier=tier)
     searching = bool(query.strip())
     if "tiers" not in search:
-        searched = dict(spec.retrieval.scope) or {t: 1.0 for t in spec.tier_names}
-        search["tiers"] = [t for t in searched if t not in transient]
+        search["tiers"] = [t for t in search_scope(spec) if t not in transient]
         searching = searching and bool(search["tiers"])
     profiles = spec.graph is not None and _wants(spec, "entity_profiles", include_on_demand)
     sources = (spec.graph is not None and "derived_from" in spec.graph.edges

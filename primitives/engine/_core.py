@@ -128,6 +128,12 @@ DEFAULT_RERANK_TOP_N = 20
 
 
 # helpers ----------------------------------------------------------------------------------------
+def search_scope(spec: AgentSpec) -> dict[str, float]:
+    """The tiers a search covers by default, with their weights: ``retrieval.scope``, or every
+    tier at weight 1 when the spec lists none."""
+    return dict(spec.retrieval.scope) or {name: 1.0 for name in spec.tier_names}
+
+
 def _event(ctx: Context, kind: str, memory_id: UUID | None, payload: Mapping[str, Any]) -> Step:
     return Step(q.insert_event(ctx.tables), {
         "tenant": ctx.tenant, "kind": kind, "memory_id": memory_id, "actor": ctx.actor,
@@ -489,7 +495,7 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
     """:func:`search`, returning per signal how many rows it gave and how semantic ran.
     ``final``: this operation is the whole transaction (its search statement is ``last``)."""
     config = ctx.spec.retrieval
-    scope = dict(config.scope) or {name: 1.0 for name in ctx.spec.tier_names}
+    scope = search_scope(ctx.spec)
     chosen = list(tiers) if tiers is not None else list(scope)
     for tier in chosen:
         if tier not in ctx.spec.tier_names:
