@@ -5,12 +5,15 @@ or a comma-separated list, on request; scales not measured keep their last figur
 JSON, each with the time it was measured): 1,000 tenants with Zipf sizes, one synthetic
 384-dim vector and one synthetic text per row, bulk-loaded into both systems by the same
 SQL expressions (each in its own fresh database; HNSW indexes rebuilt after the load, the
-same m and ef_construction on both). Then, per scale:
+same m and ef_construction on both). Both databases are then read into shared buffers
+(``pg_prewarm``, every table and index), so each system is timed on a warm cache, as a memory
+service's working set would be, not on what the other's load happened to leave behind. Then,
+per scale:
 
 - our engine: ``engine.search(anchor, text, limit=10)``, a tenant transaction of its own
   (``BEGIN; SET LOCAL`` with the search settings, then the search with ``COMMIT``: two
   messages), with the semantic and lexical (BM25) signals fused by RRF in one statement, as
-  the application role; the query vector comes from a lookup, so query embedding is
+  the application role, the exact/HNSW switch point ``auto``; the query vector comes from a lookup, so query embedding is
   excluded (the real model's ``embed_query`` is timed separately);
 - ``langgraph.store.postgres.PostgresStore.search(namespace, query=text, limit=10)`` with an
   HNSW index config (halfvec, cosine), its embed function the same lookup;
@@ -169,6 +172,23 @@ def load_langgraph(dsn: str, sizes: list[int], embed: Callable[[Sequence[str]], 
         return _rebuild(conn, "store_vectors", load)
 
 
+def _prewarm(dsn: str) -> str:
+    """Read every table and index of the database into shared buffers (``pg_prewarm``), so
+    both systems are timed on a warm cache rather than on whatever the loads left there."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if conn.execute("SELECT count(*) FROM pg_available_extensions "
+                        "WHERE name = 'pg_prewarm'").fetchone() == (0,):
+            return f"{conn.info.dbname}: pg_prewarm not available, not prewarmed"
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        row = conn.execute(
+            "SELECT count(*), coalesce(sum(pg_prewarm(c.oid)), 0) FROM pg_class AS c "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'i', 't') "
+            "AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') "
+            "AND pg_relation_size(c.oid) > 0").fetchone()
+        assert row is not None
+        return f"{conn.info.dbname}: {row[0]} relations, {row[1] * 8 // 1024} MB prewarmed"
+
+
 def _index(embed: Callable[[Sequence[str]], Any]) -> Any:
     return {"dims": DIMS, "embed": embed, "fields": ["text"],
             "ann_index_config": {"kind": "hnsw", "vector_type": "halfvec"},
@@ -252,6 +272,7 @@ def run_scale(admin: str, total: int, progress: Callable[[str], object]) -> dict
         progress(f"  {total} rows loaded into PostgresStore in "
                  f"{time.perf_counter() - start:.0f}s")
 
+        progress(f"  cache: {_prewarm(ours)}; {_prewarm(theirs)}")
         with Engine.connect(spec, app_dsn(ours), embedder=LookupEmbedder(lookup)) as engine, \
                 PostgresStore.from_conn_string(theirs, index=_index(embed)) as store:
             def hybrid(tenant: str, text: str) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from primitives.compile import Capabilities, compile_plan, require_server_version
-from primitives.db import apply_migrations, apply_plan, resolve_dsn
+from primitives.db import apply_migrations, apply_plan, ensure_text_match, resolve_dsn
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
 
@@ -22,7 +22,10 @@ _CAPABILITIES = """
 SELECT current_setting('server_version_num')::int,
        coalesce(bool_or(extname = 'vector'), false),
        coalesce(bool_or(extname = 'pg_trgm'), false),
-       coalesce(bool_or(extname = 'btree_gin'), false)
+       coalesce(bool_or(extname = 'btree_gin'), false),
+       EXISTS (SELECT 1 FROM pg_catalog.pg_opclass c
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.opcnamespace
+               WHERE n.nspname = 'primitives' AND c.opcname = 'tsvector_match_ops')
 FROM pg_catalog.pg_extension
 """
 
@@ -31,9 +34,9 @@ def detect_capabilities(conn: psycopg.Connection[Any]) -> Capabilities:
     """What the connected server offers: its version and the extensions installed."""
     row = conn.execute(_CAPABILITIES).fetchone()
     assert row is not None
-    version, vector, trigram, btree_gin = row
+    version, vector, trigram, btree_gin, text_match = row
     return Capabilities(vector=vector, trigram=trigram, btree_gin=btree_gin,
-                        server_version=version)
+                        text_match=text_match, server_version=version)
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,20 @@ def migrate(
         report.migrations = apply_migrations(conn)
         for name in report.migrations:
             progress(f"applied framework migration {name}")
+        if ensure_text_match(conn) == "installed":
+            progress("installed the leakproof full-text match (primitives.tsvector_match_ops)")
         caps = detect_capabilities(conn)
         require_server_version(caps)
         report.capabilities = caps
         if not caps.vector:
             note = ("pgvector is not installed on this server: embedding columns are omitted "
                     "and the semantic signal is dropped from retrieval")
+            report.warnings.append(note)
+            progress(f"warning: {note}")
+        if not caps.text_match:
+            note = ("the leakproof full-text match is not installed (it needs a superuser's "
+                    "migrate once): the lexical signal reads every row of a tenant instead "
+                    "of its full-text index")
             report.warnings.append(note)
             progress(f"warning: {note}")
         for spec in specs:

@@ -32,12 +32,17 @@ class Capabilities:
     """pg_trgm: a trigram index on content for non-mirror ``trigram_trigger`` defenses."""
     btree_gin: bool = True
     """btree_gin: GIN indexes that lead with the tenant column."""
+    text_match: bool = True
+    """``primitives.tsvector_match_ops`` (installed by a superuser's migrate): the full-text
+    GIN index uses it, so the lexical signal's match is served by the index under
+    row-level security."""
     server_version: int = 180000
     """``server_version_num`` of the target server."""
 
 
 DEFAULT_CAPABILITIES: Final = Capabilities()
-"""A current PostgreSQL with pgvector, pg_trgm and btree_gin (the embedded server)."""
+"""A current PostgreSQL with pgvector, pg_trgm, btree_gin and the leakproof full-text match
+(the embedded server, migrated by its superuser)."""
 
 
 def require_server_version(capabilities: Capabilities) -> None:

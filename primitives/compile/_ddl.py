@@ -46,6 +46,7 @@ __all__ = [
     "create_index_sql",
     "create_table_sql",
     "create_trigger_sql",
+    "drop_index_sql",
     "foreign_key",
     "in_list",
     "primary_key",
@@ -150,6 +151,8 @@ class Index:
     leading: str | None
     unique: bool = False
     where: sql.Composable | None = None
+    replaces: str | None = None
+    """An index of the same table this one supersedes: dropped (if there) before it is built."""
 
 
 @dataclass(frozen=True)
@@ -241,6 +244,11 @@ def create_index_sql(table: Table, index: Index) -> sql.Composed:
     if index.where is not None:
         statement = sql.Composed([statement, sql.SQL(" WHERE "), index.where])
     return statement
+
+
+def drop_index_sql(table: Table, name: str) -> sql.Composed:
+    """``DROP INDEX IF EXISTS`` of an index in the table's schema."""
+    return sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(table.schema, name))
 
 
 def create_trigger_sql(table: Table, trigger: Trigger) -> sql.Composed:

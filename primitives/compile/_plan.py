@@ -27,6 +27,7 @@ from primitives.compile._ddl import (
     create_index_sql,
     create_table_sql,
     create_trigger_sql,
+    drop_index_sql,
     replace_checks_sql,
 )
 from primitives.compile._names import Table, Tables, agent_tables, check_name_length
@@ -114,7 +115,8 @@ class Plan:
         header = (
             f"-- primitives plan for agent '{self.agent}': {len(self.steps)} statements\n"
             f"-- store {self.tables.schema}.{self.tables.prefix}_*, tenant column "
-            f"{self.tables.tenant_column}; extensions: {', '.join(enabled) or 'none'}\n"
+            f"{self.tables.tenant_column}; extensions: {', '.join(enabled) or 'none'}"
+            f"{'; leakproof full-text match' if self.capabilities.text_match else ''}\n"
         )
         return header + "".join("\n" + step.render() for step in self.steps)
 
@@ -192,6 +194,9 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
     if checks is not None:
         yield Step(f"{name}: checks (replaced, so they follow the spec)", checks)
     for index in definition.indexes:
+        if index.replaces is not None:
+            yield Step(f"{name}: drop index {index.replaces} (replaced by {index.name})",
+                       drop_index_sql(table, index.replaces))
         yield Step(f"{name}: index {index.name}", create_index_sql(table, index))
     for label, function in definition.functions:
         yield Step(f"{name}: {label}", function)

@@ -6,6 +6,9 @@ every column list, key and (where the index method allows) index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from psycopg import sql
 
 from primitives.compile._capabilities import Capabilities
@@ -84,6 +87,17 @@ def gin_index(
     if capabilities.btree_gin:
         return Index(name, "gin", (sql.Identifier(tenant), element), tenant)
     return Index(name, "gin", (element,), None)
+
+
+def _tsv_index(name: Callable[[str], str], tenant: str, capabilities: Capabilities) -> Index:
+    """The full-text index: on the leakproof match's operator class where the database has
+    it (row-level security then lets the index serve the lexical signal), replacing the
+    plain one an earlier plan built."""
+    if capabilities.text_match:
+        return replace(gin_index(name("memories_tsv_match_idx"), tenant,
+                                 sql.SQL("tsv primitives.tsvector_match_ops"), capabilities),
+                       replaces=name("memories_tsv_idx"))
+    return gin_index(name("memories_tsv_idx"), tenant, sql.Identifier("tsv"), capabilities)
 
 
 def append_only_triggers() -> tuple[Trigger, ...]:
@@ -196,7 +210,7 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         Index(name("memories_expires_idx"), "btree",
               (tenant, sql.Identifier("expires_at")), t,
               where=sql.SQL("expires_at IS NOT NULL")),
-        gin_index(name("memories_tsv_idx"), t, sql.Identifier("tsv"), capabilities),
+        _tsv_index(name, t, capabilities),
         gin_index(name("memories_envelope_idx"), t,
                   sql.SQL("envelope jsonb_path_ops"), capabilities),
         gin_index(name("memories_tags_idx"), t, sql.Identifier("tags"), capabilities),

@@ -15,7 +15,9 @@ Example::
 SQL functions installed by the migrations (schema ``primitives``):
 ``current_tenant()``, ``has_capability(text)``, ``event_hash(...)``,
 ``chain_event()``, ``verify_chain(regclass, text, text)``,
-``refuse_journal_mutation()``, ``guard_memory_delete()``; the view
+``refuse_journal_mutation()``, ``guard_memory_delete()``; where a superuser migrates,
+the leakproof full-text match ``ts_match``, operator ``@@`` and GIN operator class
+``tsvector_match_ops`` (see ``ensure_text_match``); the view
 ``capabilities``; the tables ``schema_migrations`` and ``agent_plans``.
 """
 
@@ -40,8 +42,10 @@ from primitives.db._names import (
 )
 from primitives.db._oneshot import AsyncOnceTransaction, OnceTransaction, aread_once, read_once
 from primitives.db._server import (
+    SETTINGS_FILE,
     ServerStatus,
     primitives_home,
+    server_settings,
     server_status,
     start_server,
     stop_server,
@@ -53,17 +57,26 @@ from primitives.db._tenant import (
     tenant_transaction,
     translate_error,
 )
+from primitives.db._text_match import (
+    TEXT_MATCH_OPCLASS,
+    TEXT_MATCH_OPERATOR,
+    ensure_text_match,
+    has_text_match,
+)
 
 __all__ = [
     "APP_ROLE",
     "AUDITOR_ROLE",
     "OWNER_ROLE",
     "POLICY_SQLSTATES",
+    "SETTINGS_FILE",
     "SQLSTATE_APPEND_ONLY",
     "SQLSTATE_JOURNAL_ISOLATION",
     "SQLSTATE_LINKED_DELETE",
     "SQLSTATE_PERSISTENT_DELETE",
     "TENANT_SETTING",
+    "TEXT_MATCH_OPCLASS",
+    "TEXT_MATCH_OPERATOR",
     "AsyncOnceTransaction",
     "Migration",
     "OnceTransaction",
@@ -75,11 +88,14 @@ __all__ = [
     "atenant_transaction",
     "auditor_dsn",
     "begin_statement",
+    "ensure_text_match",
+    "has_text_match",
     "load_migrations",
     "migrations_dir",
     "primitives_home",
     "read_once",
     "resolve_dsn",
+    "server_settings",
     "server_status",
     "set_tenant_statement",
     "start_server",

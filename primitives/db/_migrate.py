@@ -50,7 +50,7 @@ _DDL_LOCK_KEY = (0x7072696D, 1)
 
 _LOCK = sql.SQL("SELECT pg_advisory_lock({}, {})").format(*map(sql.Literal, _DDL_LOCK_KEY))
 _UNLOCK = sql.SQL("SELECT pg_advisory_unlock({}, {})").format(*map(sql.Literal, _DDL_LOCK_KEY))
-_XACT_LOCK = sql.SQL("SELECT pg_advisory_xact_lock({}, {})").format(
+DDL_XACT_LOCK = sql.SQL("SELECT pg_advisory_xact_lock({}, {})").format(
     *map(sql.Literal, _DDL_LOCK_KEY)
 )
 
@@ -169,7 +169,7 @@ def apply_plan(
     _require_idle(conn, "apply_plan")
     try:
         with conn.transaction():
-            conn.execute(_XACT_LOCK)
+            conn.execute(DDL_XACT_LOCK)
             row = conn.execute(_PLAN_CHECKSUM, (name,)).fetchone()
             if row is not None and row[0] == checksum:
                 return False

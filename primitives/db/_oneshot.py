@@ -354,7 +354,9 @@ class OnceTransaction:
         message = _message(self.begin if first else None, prepared, last)
         cursor = conn.cursor()
         try:
-            cursor.execute(message)
+            # prepare=False: the text differs on every call (its arguments are in it) and holds
+            # several statements, so psycopg's own prepared-statement cache could never use it.
+            cursor.execute(message, prepare=False)
         except psycopg.Error as err:
             if err.sqlstate != _UNDEFINED_STATEMENT or not first:
                 raise
@@ -365,7 +367,7 @@ class OnceTransaction:
             if not self._ensure(prepared):
                 raise
             cursor = conn.cursor()
-            cursor.execute(message)
+            cursor.execute(message, prepare=False)
         self.open, self.committed = True, last
         for _ in range(2 if first else 0):  # past BEGIN and SET LOCAL to the EXECUTE's result
             cursor.nextset()
@@ -434,7 +436,7 @@ class AsyncOnceTransaction:
         message = _message(self.begin if first else None, prepared, last)
         cursor = conn.cursor()
         try:
-            await cursor.execute(message)
+            await cursor.execute(message, prepare=False)
         except psycopg.Error as err:
             if err.sqlstate != _UNDEFINED_STATEMENT or not first:
                 raise
@@ -443,7 +445,7 @@ class AsyncOnceTransaction:
             if not await self._ensure(prepared):
                 raise
             cursor = conn.cursor()
-            await cursor.execute(message)
+            await cursor.execute(message, prepare=False)
         self.open, self.committed = True, last
         for _ in range(2 if first else 0):
             cursor.nextset()

@@ -26,7 +26,7 @@ from primitives.engine import _core as core
 from primitives.engine import _graph as graph
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import EngineBase, ahas_embedding_column, render
+from primitives.engine._base import EngineBase, aschema_features, render
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
@@ -105,9 +105,9 @@ class AsyncEngine(EngineBase):
     def __init__(self, spec: AgentSpec,
                  pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]], *,
                  has_embedding: bool = False, embedder: Embedder | None = None,
-                 reranker: Reranker | None = None) -> None:
+                 reranker: Reranker | None = None, text_match: bool = False) -> None:
         super().__init__(spec, has_embedding=has_embedding, embedder=embedder,
-                         reranker=reranker)
+                         reranker=reranker, text_match=text_match)
         self._pool = pool
 
     @classmethod
@@ -122,13 +122,13 @@ class AsyncEngine(EngineBase):
         try:
             await pool.open(wait=True, timeout=15)
             async with pool.connection() as conn:
-                embedding = await ahas_embedding_column(conn, cls.tables_for(spec))
+                features = await aschema_features(conn, cls.tables_for(spec))
         except Exception as err:  # psycopg.Error, psycopg_pool.PoolTimeout
             await pool.close()
             raise StorageError(f"cannot connect as the application role: {err}") from err
         try:
-            return cls(spec, pool, has_embedding=embedding, embedder=embedder,
-                       reranker=reranker)
+            return cls(spec, pool, has_embedding=features.embedding, embedder=embedder,
+                       reranker=reranker, text_match=features.text_match)
         except Exception:
             await pool.close()
             raise

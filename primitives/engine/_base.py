@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -15,7 +15,14 @@ from primitives.retrieval._intent import classifier_for
 from primitives.retrieval._rerank import Reranker
 from primitives.spec import AgentSpec
 
-__all__ = ["HAS_EMBEDDING", "EngineBase", "effective_signals", "has_embedding_column"]
+__all__ = [
+    "SCHEMA_FEATURES",
+    "EngineBase",
+    "SchemaFeatures",
+    "aschema_features",
+    "effective_signals",
+    "schema_features",
+]
 
 QUERY_SIGNALS = ("semantic", "lexical", "envelope", "graph", "recency")
 """Signals the engine evaluates in SQL; ``semantic`` needs an embedder and pgvector (DESIGN §7),
@@ -44,21 +51,33 @@ def render(statement: object, conn: Any) -> Any:
 _RENDERED: dict[int, tuple[object, str]] = {}
 _RENDERED_MAX = 512
 
-HAS_EMBEDDING = (
+SCHEMA_FEATURES = (
     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute "
-    "WHERE attrelid = %s::regclass AND attname = 'embedding' AND NOT attisdropped)"
+    "WHERE attrelid = %(table)s::regclass AND attname = 'embedding' AND NOT attisdropped), "
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+    "JOIN pg_catalog.pg_opclass c ON c.oid = ANY(i.indclass::oid[]) "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.opcnamespace "
+    "WHERE i.indrelid = %(table)s::regclass AND n.nspname = 'primitives' "
+    "AND c.opcname = 'tsvector_match_ops')"
 )
+"""What the migrated memories table offers the engine: an embedding column (pgvector was
+there), a full-text index on the leakproof match (``primitives.db.ensure_text_match``)."""
 
 
-def has_embedding_column(conn: psycopg.Connection[Any], tables: Tables) -> bool:
-    row = conn.execute(HAS_EMBEDDING, (tables.memories.qualified,)).fetchone()
-    return bool(row and row[0])
+class SchemaFeatures(NamedTuple):
+    embedding: bool
+    text_match: bool
 
 
-async def ahas_embedding_column(conn: psycopg.AsyncConnection[Any], tables: Tables) -> bool:
-    cursor = await conn.execute(HAS_EMBEDDING, (tables.memories.qualified,))
+def schema_features(conn: psycopg.Connection[Any], tables: Tables) -> SchemaFeatures:
+    row = conn.execute(SCHEMA_FEATURES, {"table": tables.memories.qualified}).fetchone()
+    return SchemaFeatures(bool(row and row[0]), bool(row and row[1]))
+
+
+async def aschema_features(conn: psycopg.AsyncConnection[Any], tables: Tables) -> SchemaFeatures:
+    cursor = await conn.execute(SCHEMA_FEATURES, {"table": tables.memories.qualified})
     row = await cursor.fetchone()
-    return bool(row and row[0])
+    return SchemaFeatures(bool(row and row[0]), bool(row and row[1]))
 
 
 def effective_signals(spec: AgentSpec, *, embedder: bool = False,
@@ -94,7 +113,8 @@ def effective_signals(spec: AgentSpec, *, embedder: bool = False,
 
 class EngineBase:
     def __init__(self, spec: AgentSpec, *, has_embedding: bool,
-                 embedder: Embedder | None = None, reranker: Reranker | None = None) -> None:
+                 embedder: Embedder | None = None, reranker: Reranker | None = None,
+                 text_match: bool = False) -> None:
         self.spec = spec
         self.tables: Tables = agent_tables(spec)
         if embedder is not None and embedder.dims != spec.retrieval.embedding.dims:
@@ -106,6 +126,7 @@ class EngineBase:
         self.signals, self.warnings = effective_signals(
             spec, embedder=embedder is not None, vector=has_embedding)
         self.has_embedding = has_embedding
+        self.text_match = text_match
         self.classifier = classifier_for(spec, self.embedder)
         self.reranker = reranker
         if reranker is None and spec.retrieval.reranker is not None:
@@ -120,4 +141,5 @@ class EngineBase:
 
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
-                       self.embedder, classifier=self.classifier, reranker=self.reranker)
+                       self.embedder, classifier=self.classifier, reranker=self.reranker,
+                       text_match=self.text_match)

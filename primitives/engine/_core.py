@@ -112,6 +112,8 @@ class Context:
     """Query intent for ``retrieval.intents`` (None: no intent routing)."""
     reranker: retrieval.Reranker | None = None
     """Reorders the top fused hits (None: off, the default)."""
+    text_match: bool = False
+    """The full-text index is on the leakproof match: the lexical signal matches with it."""
 
     @property
     def tenant(self) -> str:
@@ -528,14 +530,17 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         assert ctx.embedder is not None
         vector = (yield Embed(ctx.embedder, (query,), query=True))[0]
         # ef_search bounds the candidate list; pgvector allows at most 1000.
+        switch = config.semantic_exact_below
         row = yield Step(retrieval.hnsw_settings(ctx.tables), {
             "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000)), "tiers": chosen,
-            "exact_below": config.semantic_exact_below}, "one")
+            "exact_below": -1 if switch == "auto" else switch, "cap": cap}, "one")
         yield from check_model(ctx, row[2] if row else None, fetch=False)
         # The settings statement counted the tenant's rows up to the switch point and chose
-        # the plan mode by it: the generic plan is the small-tenant (exact scan) path.
+        # the plan mode by it: the generic plan is the small-tenant (exact scan) path. Its
+        # count (below the switch point) is BM25's N for rows valid now.
         params.update(qvec=retrieval.vector_literal(vector), model=ctx.embedder.model_id,
-                      small=row is not None and row[4] == "force_generic_plan")
+                      small=row is not None and row[4] == "force_generic_plan",
+                      scope_rows=row[5] if row is not None and as_of is None else None)
     intent = None
     if ctx.classifier is not None and query.strip():
         intent = ctx.classifier.classify(query, vector)
@@ -549,6 +554,7 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
     bm25 = config.lexical.ranking == "bm25"
     if bm25:
         params.update(bm25_k1=config.lexical.k1, bm25_b=config.lexical.b)
+        params.setdefault("scope_rows", None)
     if restrict is not None:
         clash = set(restrict.params) & set(params)
         if clash:
@@ -556,7 +562,7 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         params.update(restrict.params)
     statement = retrieval.search_statement(ctx.tables, signals, MEMORY_COLUMNS,
                                            point_in_time=as_of is not None, bm25=bm25,
-                                           restrict=restrict)
+                                           restrict=restrict, indexed_match=ctx.text_match)
     rows = yield Step(statement, params, "all", last=final)
     n = len(MEMORY_COLUMNS)
     hits = [Hit(Memory.from_row(row[:n]), float(row[n]), dict(row[n + 1]),

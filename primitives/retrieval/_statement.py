@@ -22,6 +22,7 @@ from typing import Any
 from psycopg import sql
 
 from primitives.compile import Tables
+from primitives.db import TEXT_MATCH_OPERATOR
 
 __all__ = [
     "SIGNAL_ORDER",
@@ -64,6 +65,18 @@ def vector_literal(vector: Sequence[float]) -> str:
 _SEVEN_DIGITS = "{:.7g}".format
 
 
+AUTO_SWITCH_FACTOR = 30
+"""``semantic_exact_below: auto`` puts the switch point at sqrt(30 x cap x rows of the table).
+
+An exact scan costs in proportion to the tenant's rows N; an HNSW walk filtered to the tenant
+visits about cap / share candidates, share = N / table rows. The two meet where N squared is
+proportional to cap x table rows; 30 sits between the crossovers measured at 100,000 rows
+(about 10,000) and a million (about 44,000) with cap 50 (``bench/results/retrieval_speed.json``,
+``switch_point``)."""
+AUTO_SWITCH_FLOOR = 1000
+"""Below this many rows a tenant is always scanned exactly under ``auto``."""
+
+
 @lru_cache(maxsize=64)
 def hnsw_settings(tables: Tables) -> sql.Composed:
     """Transaction-local settings for the search statement, and the embedding model of the
@@ -71,26 +84,36 @@ def hnsw_settings(tables: Tables) -> sql.Composed:
 
     ``relaxed_order`` iterative scans keep walking the graph until ``cap`` rows of the
     tenant are found, so a tenant filter does not silently return fewer rows than asked.
-    The plan: a tenant below the switch point (``exact_below`` rows in ``tiers``, counted
-    on the active-row index) runs a plan made once for any tenant (no planning per query:
-    every signal reads the tenant's rows through its btree); a larger one gets a plan made
-    for it, which walks the HNSW index (a plan made for an average tenant would scan and
-    sort instead). JIT compilation is off: it costs more than these plans run. The fifth
-    column is the plan mode set: ``force_generic_plan`` tells the search statement the tenant
-    is below the switch point (its ``small`` parameter), so the rows are counted once.
-    Params: ``ef_search`` (text), ``tenant``, ``tiers``, ``exact_below``.
+    The plan: a tenant below the switch point (rows in ``tiers``, counted on the active-row
+    index, no further than the switch point) runs a plan made once for any tenant (no
+    planning per query: every signal reads the tenant's rows through its btree); a larger
+    one gets a plan made for it, which walks the HNSW index (a plan made for an average
+    tenant would scan and sort instead). The switch point is ``exact_below``, or, when that
+    is negative (``auto``), sqrt(:data:`AUTO_SWITCH_FACTOR` x ``cap`` x the table's rows as
+    the planner last counted them), at least :data:`AUTO_SWITCH_FLOOR`. JIT compilation is
+    off: it costs more than these plans run. The fifth column is the plan mode set
+    (``force_generic_plan``: the tenant is below the switch point, the search statement's
+    ``small`` parameter); the sixth the tenant's row count when below it (else NULL), which
+    BM25 takes as its N instead of counting again.
+    Params: ``ef_search`` (text), ``tenant``, ``tiers``, ``exact_below``, ``cap``.
     """
     return sql.SQL(
+        "WITH sw AS (SELECT CASE WHEN %(exact_below)s::bigint >= 0 THEN %(exact_below)s::bigint "
+        "ELSE greatest({floor}, sqrt({factor} * %(cap)s::float8 * greatest(c.reltuples, 0)))"
+        "::bigint END AS below FROM pg_catalog.pg_class AS c WHERE c.oid = {table}::regclass), "
+        "n AS (SELECT count(*) AS rows FROM (SELECT 1 FROM {mem} AS m WHERE m.{t} = %(tenant)s "
+        "AND m.tier = ANY(%(tiers)s) AND {active} LIMIT (SELECT below FROM sw)) AS s) "
         "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
         "set_config('hnsw.ef_search', %(ef_search)s, true), "
         "(SELECT m.embedding_model FROM {mem} AS m WHERE m.{t} = %(tenant)s "
         "AND m.embedding_model IS NOT NULL LIMIT 1), "
         "set_config('jit', 'off', true), "
-        "set_config('plan_cache_mode', CASE WHEN (SELECT count(*) FROM (SELECT 1 FROM {mem} "
-        "AS m WHERE m.{t} = %(tenant)s AND m.tier = ANY(%(tiers)s) AND {active} "
-        "LIMIT %(exact_below)s) AS s) < %(exact_below)s THEN 'force_generic_plan' "
-        "ELSE 'force_custom_plan' END, true)"
-    ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE_ROWS)
+        "set_config('plan_cache_mode', CASE WHEN n.rows < sw.below THEN 'force_generic_plan' "
+        "ELSE 'force_custom_plan' END, true), "
+        "CASE WHEN n.rows < sw.below THEN n.rows END FROM sw, n"
+    ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE_ROWS,
+             table=sql.Literal(tables.memories.qualified), floor=sql.Literal(AUTO_SWITCH_FLOOR),
+             factor=sql.Literal(AUTO_SWITCH_FACTOR))
 
 
 def stored_model(tables: Tables) -> sql.Composed:
@@ -132,7 +155,7 @@ def _semantic() -> list[sql.Composable]:
     ]
 
 
-def _bm25(counted: sql.Composable) -> list[sql.Composable]:
+def _bm25(counted: sql.Composable, match: sql.Composable) -> list[sql.Composable]:
     """Any query word may match; BM25 ranks the matches. Document frequencies come from the
     matches themselves (every row holding a query word is one), N from the tenant's rows
     (``counted``: a scalar expression); the document length is the row's count of distinct
@@ -143,9 +166,10 @@ def _bm25(counted: sql.Composable) -> list[sql.Composable]:
                 "%(query)s)::text, ' & ', ' | ')::tsquery AS q, tsvector_to_array("
                 "to_tsvector(%(config)s::regconfig, %(query)s)) AS terms)"),
         # The tsquery is read once (an init plan), not rebuilt for each row a generic plan
-        # filters. Row-level security keeps ``@@`` (not leakproof) off the GIN index.
+        # filters. Row-level security keeps ``@@`` (not leakproof) off the GIN index; the
+        # leakproof ``primitives.@@`` (``match``, where installed) is served by it.
         sql.SQL("lexical_match AS MATERIALIZED (SELECT m.id, m.tsv, length(m.tsv)::float8 AS dl "
-                "FROM live AS m WHERE m.tsv @@ (SELECT q FROM lexical_query))"),
+                "FROM live AS m WHERE m.tsv {} (SELECT q FROM lexical_query))").format(match),
         sql.SQL("lexical_tf AS (SELECT c.id, c.dl, u.lexeme, "
                 "coalesce(array_length(u.positions, 1), 1)::float8 AS tf FROM lexical_match AS c, "
                 "lexical_query AS lq, unnest(c.tsv) AS u WHERE u.lexeme = ANY(lq.terms))"),
@@ -242,14 +266,17 @@ class Restriction:
 
 def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[str], *,
                      point_in_time: bool = False, bm25: bool = False,
-                     restrict: Restriction | None = None) -> sql.Composed:
+                     restrict: Restriction | None = None,
+                     indexed_match: bool = False) -> sql.Composed:
     """One statement: a capped CTE per signal, fused by weighted reciprocal rank.
 
     Each row returned is ``columns`` of the memory, then the fused score (times the tier
     weight), ``ranks`` and ``scores`` (jsonb, per signal) and ``rows`` (jsonb: how many rows
     each signal returned, plus ``semantic_mode``). Recency ranks the rows another signal
     matched; alone, or with an empty query and envelope, it ranks every row. With
-    ``restrict``, every signal ranks only the rows its clause admits.
+    ``restrict``, every signal ranks only the rows its clause admits. ``indexed_match``: the
+    full-text index is on ``primitives.tsvector_match_ops``, so the lexical signal matches
+    with its leakproof operator and row-level security lets the index serve it.
 
     Built once per distinct set of arguments (the same object comes back, so the engine
     renders its text once).
@@ -259,13 +286,15 @@ def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[s
         raise ValueError(f"signals must be some of {SIGNAL_ORDER}, got {list(signals)}")
     used = tuple(s for s in SIGNAL_ORDER if s in signals)
     if restrict is None:
-        return _search_statement(tables, used, tuple(columns), point_in_time, bm25)
-    key = (tables, used, tuple(columns), point_in_time, bm25, restrict.key)
+        return _search_statement(tables, used, tuple(columns), point_in_time, bm25,
+                                 indexed_match)
+    key = (tables, used, tuple(columns), point_in_time, bm25, indexed_match, restrict.key)
     statement = _RESTRICTED.get(key)
     if statement is None:
         if len(_RESTRICTED) >= 256:
             _RESTRICTED.clear()
-        statement = _build(tables, used, tuple(columns), point_in_time, bm25, restrict.clause)
+        statement = _build(tables, used, tuple(columns), point_in_time, bm25, restrict.clause,
+                           indexed_match)
         _RESTRICTED[key] = statement
     return statement
 
@@ -275,8 +304,8 @@ _RESTRICTED: dict[Hashable, sql.Composed] = {}
 
 @lru_cache(maxsize=256)
 def _search_statement(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
-                      point_in_time: bool, bm25: bool) -> sql.Composed:
-    return _build(tables, used, columns, point_in_time, bm25, None)
+                      point_in_time: bool, bm25: bool, indexed_match: bool) -> sql.Composed:
+    return _build(tables, used, columns, point_in_time, bm25, None, indexed_match)
 
 
 def _live_filter(point_in_time: bool, restrict: sql.Composable | None) -> sql.Composable:
@@ -296,8 +325,10 @@ def _live_filter(point_in_time: bool, restrict: sql.Composable | None) -> sql.Co
 
 
 def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
-           point_in_time: bool, bm25: bool, restrict: sql.Composable | None) -> sql.Composed:
+           point_in_time: bool, bm25: bool, restrict: sql.Composable | None,
+           indexed_match: bool = False) -> sql.Composed:
     mem = tables.memories.ident
+    match = sql.SQL(TEXT_MATCH_OPERATOR if indexed_match else "@@")
     # The tenant's rows in the searched tiers: ``scope`` as the active-row index sees them
     # (its predicate written out, so counting them reads the index alone), ``live`` those
     # of them every signal ranks (also unexpired). At a point in time, both are the rows
@@ -314,18 +345,21 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
         ctes += _semantic()
         matched.append("semantic")
     if "lexical" in used and bm25:
-        counted: sql.Composable = sql.SQL("(SELECT count(*) FROM scope)")
+        # N: the tenant's rows as the settings statement counted them (below the switch
+        # point), else counted here; coalesce leaves the count unrun when the first is set.
+        counted: sql.Composable = sql.SQL(
+            "coalesce(%(scope_rows)s::bigint, (SELECT count(*) FROM scope))")
         if not point_in_time:  # less those of the index that have expired
             counted = sql.SQL("({} - (SELECT count(*) FROM scope AS m WHERE "
                               "m.expires_at <= now()))").format(counted)
-        ctes += _bm25(counted)
+        ctes += _bm25(counted, match)
         matched.append("lexical")
     elif "lexical" in used:
         ctes.append(sql.SQL(
             "lexical AS (SELECT m.id, ts_rank_cd(m.tsv, q) AS score, "
             "row_number() OVER (ORDER BY ts_rank_cd(m.tsv, q) DESC, m.id) AS rank "
             "FROM live AS m, websearch_to_tsquery(%(config)s::regconfig, %(query)s) AS q "
-            "WHERE m.tsv @@ q ORDER BY rank LIMIT %(cap)s)"))
+            "WHERE m.tsv {} q ORDER BY rank LIMIT %(cap)s)").format(match))
         matched.append("lexical")
     if "envelope" in used:
         ctes.append(sql.SQL(

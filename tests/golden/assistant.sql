@@ -1,5 +1,5 @@
--- primitives plan for agent 'assistant': 208 statements
--- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin
+-- primitives plan for agent 'assistant': 209 statements
+-- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
 SET LOCAL ROLE "primitives_owner";
@@ -90,8 +90,11 @@ CREATE INDEX IF NOT EXISTS "assistant_memories_superseded_by_idx" ON "memory"."a
 -- memory.assistant_memories: index assistant_memories_expires_idx
 CREATE INDEX IF NOT EXISTS "assistant_memories_expires_idx" ON "memory"."assistant_memories" USING btree ("user_id", "expires_at") WHERE expires_at IS NOT NULL;
 
--- memory.assistant_memories: index assistant_memories_tsv_idx
-CREATE INDEX IF NOT EXISTS "assistant_memories_tsv_idx" ON "memory"."assistant_memories" USING gin ("user_id", "tsv");
+-- memory.assistant_memories: drop index assistant_memories_tsv_idx (replaced by assistant_memories_tsv_match_idx)
+DROP INDEX IF EXISTS "memory"."assistant_memories_tsv_idx";
+
+-- memory.assistant_memories: index assistant_memories_tsv_match_idx
+CREATE INDEX IF NOT EXISTS "assistant_memories_tsv_match_idx" ON "memory"."assistant_memories" USING gin ("user_id", tsv primitives.tsvector_match_ops);
 
 -- memory.assistant_memories: index assistant_memories_envelope_idx
 CREATE INDEX IF NOT EXISTS "assistant_memories_envelope_idx" ON "memory"."assistant_memories" USING gin ("user_id", envelope jsonb_path_ops);

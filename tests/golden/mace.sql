@@ -1,5 +1,5 @@
--- primitives plan for agent 'mace': 183 statements
--- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin
+-- primitives plan for agent 'mace': 184 statements
+-- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
 SET LOCAL ROLE "primitives_owner";
@@ -88,8 +88,11 @@ CREATE INDEX IF NOT EXISTS "mace_memories_superseded_by_idx" ON "mace"."mace_mem
 -- mace.mace_memories: index mace_memories_expires_idx
 CREATE INDEX IF NOT EXISTS "mace_memories_expires_idx" ON "mace"."mace_memories" USING btree ("user_id", "expires_at") WHERE expires_at IS NOT NULL;
 
--- mace.mace_memories: index mace_memories_tsv_idx
-CREATE INDEX IF NOT EXISTS "mace_memories_tsv_idx" ON "mace"."mace_memories" USING gin ("user_id", "tsv");
+-- mace.mace_memories: drop index mace_memories_tsv_idx (replaced by mace_memories_tsv_match_idx)
+DROP INDEX IF EXISTS "mace"."mace_memories_tsv_idx";
+
+-- mace.mace_memories: index mace_memories_tsv_match_idx
+CREATE INDEX IF NOT EXISTS "mace_memories_tsv_match_idx" ON "mace"."mace_memories" USING gin ("user_id", tsv primitives.tsvector_match_ops);
 
 -- mace.mace_memories: index mace_memories_envelope_idx
 CREATE INDEX IF NOT EXISTS "mace_memories_envelope_idx" ON "mace"."mace_memories" USING gin ("user_id", envelope jsonb_path_ops);

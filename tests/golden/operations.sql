@@ -1,5 +1,5 @@
--- primitives plan for agent 'operations': 158 statements
--- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin
+-- primitives plan for agent 'operations': 159 statements
+-- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
 SET LOCAL ROLE "primitives_owner";
@@ -90,8 +90,11 @@ CREATE INDEX IF NOT EXISTS "operations_memories_superseded_by_idx" ON "platform"
 -- platform.operations_memories: index operations_memories_expires_idx
 CREATE INDEX IF NOT EXISTS "operations_memories_expires_idx" ON "platform"."operations_memories" USING btree ("operator_id", "expires_at") WHERE expires_at IS NOT NULL;
 
--- platform.operations_memories: index operations_memories_tsv_idx
-CREATE INDEX IF NOT EXISTS "operations_memories_tsv_idx" ON "platform"."operations_memories" USING gin ("operator_id", "tsv");
+-- platform.operations_memories: drop index operations_memories_tsv_idx (replaced by operations_memories_tsv_match_idx)
+DROP INDEX IF EXISTS "platform"."operations_memories_tsv_idx";
+
+-- platform.operations_memories: index operations_memories_tsv_match_idx
+CREATE INDEX IF NOT EXISTS "operations_memories_tsv_match_idx" ON "platform"."operations_memories" USING gin ("operator_id", tsv primitives.tsvector_match_ops);
 
 -- platform.operations_memories: index operations_memories_envelope_idx
 CREATE INDEX IF NOT EXISTS "operations_memories_envelope_idx" ON "platform"."operations_memories" USING gin ("operator_id", envelope jsonb_path_ops);

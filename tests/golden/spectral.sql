@@ -1,5 +1,5 @@
--- primitives plan for agent 'spectral': 157 statements
--- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin
+-- primitives plan for agent 'spectral': 158 statements
+-- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
 SET LOCAL ROLE "primitives_owner";
@@ -90,8 +90,11 @@ CREATE INDEX IF NOT EXISTS "spectral_memories_superseded_by_idx" ON "platform"."
 -- platform.spectral_memories: index spectral_memories_expires_idx
 CREATE INDEX IF NOT EXISTS "spectral_memories_expires_idx" ON "platform"."spectral_memories" USING btree ("workspace_id", "expires_at") WHERE expires_at IS NOT NULL;
 
--- platform.spectral_memories: index spectral_memories_tsv_idx
-CREATE INDEX IF NOT EXISTS "spectral_memories_tsv_idx" ON "platform"."spectral_memories" USING gin ("workspace_id", "tsv");
+-- platform.spectral_memories: drop index spectral_memories_tsv_idx (replaced by spectral_memories_tsv_match_idx)
+DROP INDEX IF EXISTS "platform"."spectral_memories_tsv_idx";
+
+-- platform.spectral_memories: index spectral_memories_tsv_match_idx
+CREATE INDEX IF NOT EXISTS "spectral_memories_tsv_match_idx" ON "platform"."spectral_memories" USING gin ("workspace_id", tsv primitives.tsvector_match_ops);
 
 -- platform.spectral_memories: index spectral_memories_envelope_idx
 CREATE INDEX IF NOT EXISTS "spectral_memories_envelope_idx" ON "platform"."spectral_memories" USING gin ("workspace_id", envelope jsonb_path_ops);

@@ -1,5 +1,5 @@
--- primitives plan for agent 'world': 158 statements
--- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin
+-- primitives plan for agent 'world': 159 statements
+-- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
 SET LOCAL ROLE "primitives_owner";
@@ -90,8 +90,11 @@ CREATE INDEX IF NOT EXISTS "world_agent_memories_superseded_by_idx" ON "worlds".
 -- worlds.world_agent_memories: index world_agent_memories_expires_idx
 CREATE INDEX IF NOT EXISTS "world_agent_memories_expires_idx" ON "worlds"."world_agent_memories" USING btree ("world_id", "expires_at") WHERE expires_at IS NOT NULL;
 
--- worlds.world_agent_memories: index world_agent_memories_tsv_idx
-CREATE INDEX IF NOT EXISTS "world_agent_memories_tsv_idx" ON "worlds"."world_agent_memories" USING gin ("world_id", "tsv");
+-- worlds.world_agent_memories: drop index world_agent_memories_tsv_idx (replaced by world_agent_memories_tsv_match_idx)
+DROP INDEX IF EXISTS "worlds"."world_agent_memories_tsv_idx";
+
+-- worlds.world_agent_memories: index world_agent_memories_tsv_match_idx
+CREATE INDEX IF NOT EXISTS "world_agent_memories_tsv_match_idx" ON "worlds"."world_agent_memories" USING gin ("world_id", tsv primitives.tsvector_match_ops);
 
 -- worlds.world_agent_memories: index world_agent_memories_envelope_idx
 CREATE INDEX IF NOT EXISTS "world_agent_memories_envelope_idx" ON "worlds"."world_agent_memories" USING gin ("world_id", envelope jsonb_path_ops);

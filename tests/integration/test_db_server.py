@@ -19,7 +19,7 @@ import psutil
 import psycopg
 import pytest
 
-from primitives.db import server_status, start_server, stop_server
+from primitives.db import SETTINGS_FILE, server_settings, server_status, start_server, stop_server
 
 pytestmark = pytest.mark.db
 
@@ -122,3 +122,33 @@ def test_postmaster_pid_naming_a_reused_pid_is_treated_as_stale(
     assert server_status(home).pid != unrelated
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_the_server_starts_with_our_settings_and_alter_system_overrides_them(home: Path) -> None:
+    dsn = start_server(home)
+    expected = server_settings()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        def setting(name: str) -> str:
+            row = conn.execute("SELECT setting, unit FROM pg_settings WHERE name = %s",
+                               (name,)).fetchone()
+            assert row is not None
+            return str(row[0])
+
+        # shared_buffers is counted in 8 kB pages, the others as written
+        assert int(setting("shared_buffers")) * 8 // 1024 == int(
+            expected["shared_buffers"].removesuffix("MB"))
+        assert int(setting("maintenance_work_mem")) // 1024 == int(
+            expected["maintenance_work_mem"].removesuffix("MB"))
+        assert setting("random_page_cost") == expected["random_page_cost"]
+        conn.execute("ALTER SYSTEM SET random_page_cost = 3")
+    conf = (home / "pgdata" / "postgresql.conf").read_text()
+    assert conf.count(f"include_if_exists = '{SETTINGS_FILE}'") == 1
+    stop_server(home)
+    dsn = start_server(home)  # our file is rewritten; ALTER SYSTEM still wins
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert conn.execute("SHOW random_page_cost").fetchone() == ("3",)
+            conn.execute("ALTER SYSTEM RESET random_page_cost")
+    finally:
+        stop_server(home)
+    assert (home / "pgdata" / "postgresql.conf").read_text().count(SETTINGS_FILE) == 1

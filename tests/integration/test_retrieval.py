@@ -195,6 +195,35 @@ def test_tenant_below_the_switch_point_scans_exactly_and_above_uses_the_index(
     assert len(explained.hits) == 3
 
 
+def test_auto_switch_point_follows_the_table_and_bm25_scores_do_not_depend_on_the_path(
+    pg: PostgresHandle, spectral: AgentSpec,
+) -> None:
+    anchor = _tenant()
+    embedder = HashingEmbedder()
+    hybrid = _with_retrieval(spectral, signals=["semantic", "lexical"],
+                             lexical=spectral.retrieval.lexical.model_copy(
+                                 update={"ranking": "bm25"}))
+    assert hybrid.retrieval.semantic_exact_below == "auto"  # the default
+    small = _with_retrieval(hybrid, semantic_exact_below=5)
+    rows = [{"tier": "cycle", "content": f"scan {i} removed {'stale' if i % 3 else 'fresh'}"}
+            for i in range(12)]
+    with Engine.connect(hybrid, pg.app_dsn, embedder=embedder) as auto, \
+            Engine.connect(small, pg.app_dsn, embedder=embedder) as fixed:
+        with auto.tenant(anchor) as mem:
+            mem.observe_many(rows)
+            # a 12-row tenant is far below sqrt(30 x cap x table rows), at least 1,000
+            by_count = mem.search("stale scan", limit=12, explain=True)
+        with fixed.tenant(anchor) as mem:
+            counted = mem.search("stale scan", limit=12, explain=True)
+    assert by_count.semantic_mode == "exact"
+    assert counted.semantic_mode != "exact"  # 12 rows is past a switch point of 5
+    # BM25's N came from the settings statement's count in one, from a count in the other
+    lexical = {h.memory.id: h.scores["lexical"] for h in by_count.hits if "lexical" in h.scores}
+    assert len(lexical) == 12
+    assert lexical == pytest.approx(
+        {h.memory.id: h.scores["lexical"] for h in counted.hits if "lexical" in h.scores})
+
+
 async def test_async_engine_embeds_writes_and_queries(
     pg: PostgresHandle, spectral: AgentSpec, embedder: CountingEmbedder,
 ) -> None:

@@ -124,7 +124,7 @@ def _plan(engine: Engine, tenant: str, limit: int) -> str:
             if isinstance(step, core.Embed):
                 step = op.send(step.compute())
                 continue
-            if "WITH" in step.statement.as_string(conn)[:8]:
+            if "semantic_ann AS" in step.statement.as_string(conn):  # the search, not settings
                 rows = conn.execute(sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) ") + step.statement,
                                     step.params).fetchall()
                 return "\n".join(r[0] for r in rows)

@@ -137,9 +137,21 @@ def test_every_primary_key_and_unique_index_leads_with_the_tenant_column(plan: P
 def test_gin_indexes_lead_with_the_tenant_only_with_btree_gin(spectral: AgentSpec) -> None:
     with_ext = compile_plan(spectral).render()
     without = compile_plan(spectral, capabilities=Capabilities(btree_gin=False)).render()
-    assert 'USING gin ("workspace_id", "tsv")' in with_ext
-    assert 'USING gin ("tsv")' in without
+    assert 'USING gin ("workspace_id", tsv primitives.tsvector_match_ops)' in with_ext
+    assert "USING gin (tsv primitives.tsvector_match_ops)" in without
     assert 'USING gin ("workspace_id"' not in without
+
+
+def test_the_fulltext_index_uses_the_leakproof_match_where_the_database_has_it(
+        spectral: AgentSpec) -> None:
+    plain = compile_plan(spectral, capabilities=Capabilities(text_match=False)).render()
+    assert 'USING gin ("workspace_id", "tsv")' in plain
+    assert "tsvector_match_ops" not in plain and "DROP INDEX" not in plain
+    matched = compile_plan(spectral).render()
+    drop = matched.index('DROP INDEX IF EXISTS "platform"."spectral_memories_tsv_idx"')
+    create = matched.index('"spectral_memories_tsv_match_idx" ON "platform"."spectral_memories" '
+                           'USING gin ("workspace_id", tsv primitives.tsvector_match_ops)')
+    assert drop < create  # an index an earlier plan built goes before its replacement
 
 
 def test_no_vector_types_without_pgvector(plan: Plan) -> None:

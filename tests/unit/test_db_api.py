@@ -43,12 +43,15 @@ def test_public_surface_is_pinned() -> None:
         "OWNER_ROLE",
         "OnceTransaction",
         "POLICY_SQLSTATES",
+        "SETTINGS_FILE",
         "SQLSTATE_APPEND_ONLY",
         "SQLSTATE_JOURNAL_ISOLATION",
         "SQLSTATE_LINKED_DELETE",
         "SQLSTATE_PERSISTENT_DELETE",
         "ServerStatus",
         "TENANT_SETTING",
+        "TEXT_MATCH_OPCLASS",
+        "TEXT_MATCH_OPERATOR",
         "app_dsn",
         "apply_migrations",
         "apply_plan",
@@ -56,11 +59,14 @@ def test_public_surface_is_pinned() -> None:
         "atenant_transaction",
         "auditor_dsn",
         "begin_statement",
+        "ensure_text_match",
+        "has_text_match",
         "load_migrations",
         "migrations_dir",
         "primitives_home",
         "read_once",
         "resolve_dsn",
+        "server_settings",
         "server_status",
         "set_tenant_statement",
         "start_server",
@@ -179,3 +185,16 @@ def test_translate_error_maps_policy_disk_and_other_sqlstates() -> None:
     assert isinstance(translate_error(psycopg.errors.DiskFull("full")), StorageFull)
     other = translate_error(psycopg.errors.DivisionByZero("x"))
     assert type(other) is StorageError and other.context["sqlstate"] == "22012"
+
+
+def test_server_settings_scale_with_memory_within_bounds() -> None:
+    from primitives.db import server_settings
+
+    gib = 1024**3
+    small, mid = server_settings(2 * gib), server_settings(24 * gib)
+    large = server_settings(256 * gib)
+    assert small["shared_buffers"] == "512MB" and small["maintenance_work_mem"] == "128MB"
+    assert mid["shared_buffers"] == "6144MB" and mid["maintenance_work_mem"] == "1024MB"
+    assert mid["effective_cache_size"] == "12288MB"
+    assert large["shared_buffers"] == "8192MB"  # capped
+    assert server_settings(256 * 1024**2)["shared_buffers"] == "128MB"  # floor

@@ -50,8 +50,8 @@ def test_scope_is_the_active_row_index_predicate_and_live_adds_expiry() -> None:
     assert ("live AS NOT MATERIALIZED (SELECT * FROM scope AS m WHERE m.expires_at IS NULL "
             "OR m.expires_at > now())") in text
     # BM25's N: the tenant's rows less those expired, not a scan of the table's rows
-    assert ("((SELECT count(*) FROM scope) - (SELECT count(*) FROM scope AS m WHERE "
-            "m.expires_at <= now()))::float8 AS n") in text
+    assert ("(coalesce(%(scope_rows)s::bigint, (SELECT count(*) FROM scope)) - (SELECT "
+            "count(*) FROM scope AS m WHERE m.expires_at <= now()))::float8 AS n") in text
 
 
 def test_a_restriction_filters_live_and_so_every_signal() -> None:
@@ -161,10 +161,30 @@ def test_bm25_matches_any_word_and_weighs_rare_words_by_idf() -> None:
     assert "websearch_to_tsquery" in _render(("lexical",))
 
 
+@pytest.mark.parametrize("bm25", [True, False])
+def test_with_the_leakproof_index_the_lexical_match_uses_its_operator(bm25: bool) -> None:
+    plain = _render(("semantic", "lexical"), bm25=bm25)
+    indexed = _render(("semantic", "lexical"), bm25=bm25, indexed_match=True)
+    assert "OPERATOR(primitives.@@)" not in plain
+    assert indexed.count("m.tsv OPERATOR(primitives.@@) ") == 1
+    assert " @@ " not in indexed  # no match left that row-level security keeps off the index
+    assert indexed.replace("OPERATOR(primitives.@@)", "@@") == plain
+
+
 def test_settings_plan_small_tenants_once_and_large_ones_for_themselves() -> None:
     text = hnsw_settings(TABLES).as_string(None)
     assert "set_config('hnsw.iterative_scan', 'relaxed_order', true)" in text
     assert "set_config('jit', 'off', true)" in text
-    assert ("LIMIT %(exact_below)s) AS s) < %(exact_below)s THEN 'force_generic_plan' "
+    # the count stops at the switch point, which is fixed or follows the table's size
+    assert "LIMIT (SELECT below FROM sw)) AS s)" in text
+    assert ("CASE WHEN %(exact_below)s::bigint >= 0 THEN %(exact_below)s::bigint ELSE "
+            "greatest(1000, sqrt(30 * %(cap)s::float8 * greatest(c.reltuples, 0)))") in text
+    assert ("CASE WHEN n.rows < sw.below THEN 'force_generic_plan' "
             "ELSE 'force_custom_plan' END, true)") in text
+    assert text.endswith("CASE WHEN n.rows < sw.below THEN n.rows END FROM sw, n")
     assert hnsw_settings(TABLES) is hnsw_settings(TABLES)
+
+
+def test_bm25_takes_its_n_from_the_settings_count_when_it_has_one() -> None:
+    text = _render(("semantic", "lexical"), bm25=True)
+    assert "coalesce(%(scope_rows)s::bigint, (SELECT count(*) FROM scope))" in text
