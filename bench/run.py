@@ -3,6 +3,7 @@
     python -m bench.run            # about 2 minutes: 2,000 timed single writes per system,
                                    # 8 writers for 10 s per system and mode
     python -m bench.run --quick    # about 20 s smoke run, results under bench/results/quick/
+    python -m bench.run --report   # no measuring: docs/benchmarks.md from bench/results/*.json
 
 Both systems are measured in the same run on the same server; single-writer blocks
 and concurrent rounds alternate between them, so drift on a shared machine hits
@@ -199,7 +200,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--writes", type=int, help="timed single writes per system")
     parser.add_argument("--seconds", type=float, help="concurrent seconds per system and mode")
     parser.add_argument("--out", type=Path, help="results folder (default bench/results)")
+    parser.add_argument("--report", action="store_true",
+                        help="measure nothing: rewrite docs/benchmarks.md from the results "
+                             "already in bench/results (after another benchmark ran)")
     args = parser.parse_args(argv)
+    if args.report:
+        result = json.loads((RESULTS / "writes.json").read_text(encoding="utf-8"))
+        DOCS.write_text(render_markdown(result))
+        _log(f"wrote {DOCS.relative_to(ROOT)} from {RESULTS.relative_to(ROOT)}")
+        return 0
     settings = Settings.quick() if args.quick else Settings()
     overrides = {k: v for k, v in (("writes", args.writes), ("seconds", args.seconds))
                  if v is not None}

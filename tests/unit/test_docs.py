@@ -42,3 +42,15 @@ def test_reference_notes_name_keys_that_exist() -> None:
 def test_schema_markdown_flag_prints_the_reference(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema", "--markdown"]) == 0
     assert capsys.readouterr().out == spec_reference_markdown()
+
+
+def test_benchmarks_page_is_what_the_committed_results_render_to() -> None:
+    import json
+
+    from bench._report import render_markdown
+
+    results = ROOT / "bench" / "results"
+    written = json.loads((results / "writes.json").read_text(encoding="utf-8"))
+    assert (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8") == render_markdown(
+        written), "docs/benchmarks.md is out of date with bench/results: run " \
+                  "`python -m bench.run --report`"
