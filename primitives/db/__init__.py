@@ -22,6 +22,7 @@ the leakproof full-text match ``ts_match``, operator ``@@`` and GIN operator cla
 """
 
 from primitives.db._dsn import app_dsn, auditor_dsn, resolve_dsn
+from primitives.db._json import use_fast_json
 from primitives.db._migrate import (
     Migration,
     apply_migrations,
@@ -102,4 +103,5 @@ __all__ = [
     "stop_server",
     "tenant_transaction",
     "translate_error",
+    "use_fast_json",
 ]

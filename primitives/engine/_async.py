@@ -18,7 +18,7 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from primitives.db import app_dsn, atenant_transaction, resolve_dsn
+from primitives.db import app_dsn, atenant_transaction, resolve_dsn, use_fast_json
 from primitives.db._oneshot import AsyncOnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
@@ -99,6 +99,10 @@ async def _arun_once(conn: psycopg.AsyncConnection[Any], tenant: str, op: core.O
         raise
 
 
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    use_fast_json(conn)
+
+
 class AsyncEngine(EngineBase):
     """The async twin of :class:`~primitives.engine.Engine`."""
 
@@ -118,6 +122,7 @@ class AsyncEngine(EngineBase):
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-async-{spec.agent}",
+            configure=_configure,
         )
         try:
             await pool.open(wait=True, timeout=15)

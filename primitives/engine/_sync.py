@@ -20,7 +20,7 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from primitives.db import app_dsn, resolve_dsn, tenant_transaction
+from primitives.db import app_dsn, resolve_dsn, tenant_transaction, use_fast_json
 from primitives.db._oneshot import OnceTransaction
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
@@ -129,6 +129,7 @@ class Engine(EngineBase):
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-{spec.agent}",
+            configure=use_fast_json,
         )
         try:
             pool.open(wait=True, timeout=15)

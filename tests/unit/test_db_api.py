@@ -73,6 +73,7 @@ def test_public_surface_is_pinned() -> None:
         "stop_server",
         "tenant_transaction",
         "translate_error",
+        "use_fast_json",
     ]
     for name in primitives.db.__all__:
         assert hasattr(primitives.db, name)
