@@ -10,7 +10,14 @@ from typing import Any
 import psycopg
 
 from primitives.compile import Capabilities, compile_plan, require_server_version
-from primitives.db import apply_migrations, apply_plan, ensure_text_match, resolve_dsn
+from primitives.db import (
+    TEXT_MATCH_OPCLASS,
+    apply_migrations,
+    apply_plan,
+    ensure_text_match,
+    has_text_match,
+    resolve_dsn,
+)
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
 
@@ -22,21 +29,19 @@ _CAPABILITIES = """
 SELECT current_setting('server_version_num')::int,
        coalesce(bool_or(extname = 'vector'), false),
        coalesce(bool_or(extname = 'pg_trgm'), false),
-       coalesce(bool_or(extname = 'btree_gin'), false),
-       EXISTS (SELECT 1 FROM pg_catalog.pg_opclass c
-               JOIN pg_catalog.pg_namespace n ON n.oid = c.opcnamespace
-               WHERE n.nspname = 'primitives' AND c.opcname = 'tsvector_match_ops')
+       coalesce(bool_or(extname = 'btree_gin'), false)
 FROM pg_catalog.pg_extension
 """
 
 
 def detect_capabilities(conn: psycopg.Connection[Any]) -> Capabilities:
-    """What the connected server offers: its version and the extensions installed."""
+    """What the connected server offers: its version, the extensions installed and the
+    leakproof full-text match."""
     row = conn.execute(_CAPABILITIES).fetchone()
     assert row is not None
-    version, vector, trigram, btree_gin, text_match = row
+    version, vector, trigram, btree_gin = row
     return Capabilities(vector=vector, trigram=trigram, btree_gin=btree_gin,
-                        text_match=text_match, server_version=version)
+                        text_match=has_text_match(conn), server_version=version)
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ def migrate(
         for name in report.migrations:
             progress(f"applied framework migration {name}")
         if ensure_text_match(conn) == "installed":
-            progress("installed the leakproof full-text match (primitives.tsvector_match_ops)")
+            progress(f"installed the leakproof full-text match ({TEXT_MATCH_OPCLASS})")
         caps = detect_capabilities(conn)
         require_server_version(caps)
         report.capabilities = caps

@@ -1,11 +1,11 @@
 """Faster JSON loading for the framework's connections, with the standard library's results.
 
 Every search row carries several jsonb columns (value, envelope, provenance, per-signal ranks
-and scores), and parsing them with ``json.loads`` was a third of the client's CPU time in a
-search of a small tenant. :func:`loads` parses with orjson and falls back to ``json.loads``
-wherever the two could differ: a number of 19 digits or more (orjson turns integers past
-64 bits into floats) and anything orjson refuses (numbers past the float range, which the
-standard library reads as infinity).
+and scores): about 50 values for a search of 10, each about 3.3 us with ``json.loads`` and
+1.5 us with orjson (a small envelope, timeit). :func:`loads` parses with orjson and falls back
+to ``json.loads`` wherever the two could differ: a number of 19 digits or more (orjson turns
+integers past 64 bits into floats) and anything orjson refuses (numbers past the float
+range, which the standard library reads as infinity).
 
 Example::
 
