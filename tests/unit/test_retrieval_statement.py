@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,11 @@ def test_without_the_graph_signal_the_statement_is_not_recursive() -> None:
 
 def test_vector_literal_is_pgvector_text_form() -> None:
     assert vector_literal([0.5, -1, 1e-9]) == "[0.5,-1,1e-09]"
+    assert vector_literal([]) == "[]"
+    rng = random.Random(7)
+    for dims in (1, 16, 384):
+        vector = [rng.gauss(0, 10 ** rng.randint(-8, 8)) for _ in range(dims)]
+        assert vector_literal(vector) == "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
 def test_rrf_sums_weighted_reciprocal_ranks() -> None:
