@@ -33,7 +33,12 @@ from primitives.compile._names import Table, Tables, agent_tables
 from primitives.compile._optional_tables import REQUEST_STATUSES
 from primitives.compile._plan import Plan, Step, compile_plan, table_definitions
 from primitives.compile._rls import tenant_policy_expression
-from primitives.compile._tables import CURRENT_KEY_COLUMNS, GENERATED_MEMORY_COLUMNS
+from primitives.compile._tables import (
+    CURRENT_KEY_COLUMNS,
+    GENERATED_MEMORY_COLUMNS,
+    OBSERVED_EVENT_KIND,
+    RETIRED_MEMORY_INDEXES,
+)
 from primitives.compile._views import (
     ERASED_EVENT_KIND,
     RETENTION_STATES,
@@ -49,7 +54,9 @@ __all__ = [
     "ERASED_EVENT_KIND",
     "GENERATED_MEMORY_COLUMNS",
     "MIN_SERVER_VERSION",
+    "OBSERVED_EVENT_KIND",
     "REQUEST_STATUSES",
+    "RETIRED_MEMORY_INDEXES",
     "RETENTION_STATES",
     "SANITIZED_EVENT_KIND",
     "VIEW_COLUMNS",

@@ -180,6 +180,9 @@ class TableDef:
     comment: str = ""
     functions: tuple[tuple[str, sql.Composed], ...] = ()
     """``(label, CREATE OR REPLACE FUNCTION ...)`` created before the triggers that call them."""
+    retired_indexes: tuple[tuple[str, str], ...] = ()
+    """``(name, why)`` of indexes an earlier plan built and this one no longer wants: dropped
+    if there, so an upgraded database stops paying for them on every write."""
 
     @property
     def column_names(self) -> tuple[str, ...]:

@@ -193,6 +193,8 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
     checks = replace_checks_sql(definition)
     if checks is not None:
         yield Step(f"{name}: checks (replaced, so they follow the spec)", checks)
+    for retired, why in definition.retired_indexes:
+        yield Step(f"{name}: drop index {retired} ({why})", drop_index_sql(table, retired))
     for index in definition.indexes:
         if index.replaces is not None:
             yield Step(f"{name}: drop index {index.replaces} (replaced by {index.name})",

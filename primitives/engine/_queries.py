@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from psycopg import sql
 
-from primitives.compile import Tables
+from primitives.compile import OBSERVED_EVENT_KIND, Tables
 from primitives.engine._records import MEMORY_COLUMNS
 
 __all__ = [
@@ -80,12 +80,13 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
     return sql.SQL(
         "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) RETURNING {ret}), "
         "e AS (INSERT INTO {events} ({t}, kind, memory_id, actor, payload) "
-        "SELECT %(tenant)s, 'observed', m.id, %(actor)s, %(payload)s FROM m)"
+        "SELECT %(tenant)s, {observed}, m.id, %(actor)s, %(payload)s FROM m)"
         "{scope} SELECT {ret} FROM m"
     ).format(scope=scope.format(scopes=tables.scopes.ident, t=tables.tenant),
         mem=tables.memories.ident, events=tables.events.ident, scopes=tables.scopes.ident,
         t=tables.tenant, cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
         vals=sql.SQL(", ").join(values), ret=_returning(),
+        observed=sql.Literal(OBSERVED_EVENT_KIND),
     )
 
 

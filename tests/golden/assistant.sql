@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 209 statements
+-- primitives plan for agent 'assistant': 210 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -75,6 +75,12 @@ ALTER TABLE "memory"."assistant_memories"
     ADD CONSTRAINT "assistant_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
     ADD CONSTRAINT "assistant_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
 
+-- memory.assistant_memories: drop index assistant_memories_envelope_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "memory"."assistant_memories_envelope_idx";
+
+-- memory.assistant_memories: drop index assistant_memories_tags_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "memory"."assistant_memories_tags_idx";
+
 -- memory.assistant_memories: index assistant_memories_current_key
 CREATE UNIQUE INDEX IF NOT EXISTS "assistant_memories_current_key" ON "memory"."assistant_memories" USING btree ("user_id", "tier", "namespace", "key") WHERE superseded_at IS NULL AND tombstoned_at IS NULL;
 
@@ -95,12 +101,6 @@ DROP INDEX IF EXISTS "memory"."assistant_memories_tsv_idx";
 
 -- memory.assistant_memories: index assistant_memories_tsv_match_idx
 CREATE INDEX IF NOT EXISTS "assistant_memories_tsv_match_idx" ON "memory"."assistant_memories" USING gin ("user_id", tsv primitives.tsvector_match_ops);
-
--- memory.assistant_memories: index assistant_memories_envelope_idx
-CREATE INDEX IF NOT EXISTS "assistant_memories_envelope_idx" ON "memory"."assistant_memories" USING gin ("user_id", envelope jsonb_path_ops);
-
--- memory.assistant_memories: index assistant_memories_tags_idx
-CREATE INDEX IF NOT EXISTS "assistant_memories_tags_idx" ON "memory"."assistant_memories" USING gin ("user_id", "tags");
 
 -- memory.assistant_memories: index assistant_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "assistant_memories_embedding_idx" ON "memory"."assistant_memories" USING hnsw (embedding halfvec_cosine_ops);
@@ -159,8 +159,11 @@ CREATE UNIQUE INDEX IF NOT EXISTS "assistant_memory_events_event_id_key" ON "mem
 -- memory.assistant_memory_events: index assistant_memory_events_memory_idx
 CREATE INDEX IF NOT EXISTS "assistant_memory_events_memory_idx" ON "memory"."assistant_memory_events" USING btree ("user_id", "memory_id", "seq") WHERE memory_id IS NOT NULL;
 
--- memory.assistant_memory_events: index assistant_memory_events_kind_idx
-CREATE INDEX IF NOT EXISTS "assistant_memory_events_kind_idx" ON "memory"."assistant_memory_events" USING btree ("user_id", "kind", "seq");
+-- memory.assistant_memory_events: drop index assistant_memory_events_kind_idx (replaced by assistant_memory_events_kind_rare_idx)
+DROP INDEX IF EXISTS "memory"."assistant_memory_events_kind_idx";
+
+-- memory.assistant_memory_events: index assistant_memory_events_kind_rare_idx
+CREATE INDEX IF NOT EXISTS "assistant_memory_events_kind_rare_idx" ON "memory"."assistant_memory_events" USING btree ("user_id", "kind", "seq") WHERE kind <> 'observed';
 
 -- memory.assistant_memory_events: chain function memory.assistant_chain_event
 CREATE OR REPLACE FUNCTION "memory"."assistant_chain_event"() RETURNS trigger

@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 184 statements
+-- primitives plan for agent 'mace': 185 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -73,6 +73,12 @@ ALTER TABLE "mace"."mace_memories"
     ADD CONSTRAINT "mace_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
     ADD CONSTRAINT "mace_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
 
+-- mace.mace_memories: drop index mace_memories_envelope_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "mace"."mace_memories_envelope_idx";
+
+-- mace.mace_memories: drop index mace_memories_tags_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "mace"."mace_memories_tags_idx";
+
 -- mace.mace_memories: index mace_memories_current_key
 CREATE UNIQUE INDEX IF NOT EXISTS "mace_memories_current_key" ON "mace"."mace_memories" USING btree ("user_id", "tier", "namespace", "key") WHERE superseded_at IS NULL AND tombstoned_at IS NULL;
 
@@ -93,12 +99,6 @@ DROP INDEX IF EXISTS "mace"."mace_memories_tsv_idx";
 
 -- mace.mace_memories: index mace_memories_tsv_match_idx
 CREATE INDEX IF NOT EXISTS "mace_memories_tsv_match_idx" ON "mace"."mace_memories" USING gin ("user_id", tsv primitives.tsvector_match_ops);
-
--- mace.mace_memories: index mace_memories_envelope_idx
-CREATE INDEX IF NOT EXISTS "mace_memories_envelope_idx" ON "mace"."mace_memories" USING gin ("user_id", envelope jsonb_path_ops);
-
--- mace.mace_memories: index mace_memories_tags_idx
-CREATE INDEX IF NOT EXISTS "mace_memories_tags_idx" ON "mace"."mace_memories" USING gin ("user_id", "tags");
 
 -- mace.mace_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "mace"."mace_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"mace"."mace_action_links"', 'user_id');
@@ -154,8 +154,11 @@ CREATE UNIQUE INDEX IF NOT EXISTS "mace_memory_events_event_id_key" ON "mace"."m
 -- mace.mace_memory_events: index mace_memory_events_memory_idx
 CREATE INDEX IF NOT EXISTS "mace_memory_events_memory_idx" ON "mace"."mace_memory_events" USING btree ("user_id", "memory_id", "seq") WHERE memory_id IS NOT NULL;
 
--- mace.mace_memory_events: index mace_memory_events_kind_idx
-CREATE INDEX IF NOT EXISTS "mace_memory_events_kind_idx" ON "mace"."mace_memory_events" USING btree ("user_id", "kind", "seq");
+-- mace.mace_memory_events: drop index mace_memory_events_kind_idx (replaced by mace_memory_events_kind_rare_idx)
+DROP INDEX IF EXISTS "mace"."mace_memory_events_kind_idx";
+
+-- mace.mace_memory_events: index mace_memory_events_kind_rare_idx
+CREATE INDEX IF NOT EXISTS "mace_memory_events_kind_rare_idx" ON "mace"."mace_memory_events" USING btree ("user_id", "kind", "seq") WHERE kind <> 'observed';
 
 -- mace.mace_memory_events: chain function mace.mace_chain_event
 CREATE OR REPLACE FUNCTION "mace"."mace_chain_event"() RETURNS trigger

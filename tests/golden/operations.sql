@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 159 statements
+-- primitives plan for agent 'operations': 160 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -75,6 +75,12 @@ ALTER TABLE "platform"."operations_memories"
     ADD CONSTRAINT "operations_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
     ADD CONSTRAINT "operations_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
 
+-- platform.operations_memories: drop index operations_memories_envelope_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "platform"."operations_memories_envelope_idx";
+
+-- platform.operations_memories: drop index operations_memories_tags_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "platform"."operations_memories_tags_idx";
+
 -- platform.operations_memories: index operations_memories_current_key
 CREATE UNIQUE INDEX IF NOT EXISTS "operations_memories_current_key" ON "platform"."operations_memories" USING btree ("operator_id", "tier", "namespace", "key") WHERE superseded_at IS NULL AND tombstoned_at IS NULL;
 
@@ -95,12 +101,6 @@ DROP INDEX IF EXISTS "platform"."operations_memories_tsv_idx";
 
 -- platform.operations_memories: index operations_memories_tsv_match_idx
 CREATE INDEX IF NOT EXISTS "operations_memories_tsv_match_idx" ON "platform"."operations_memories" USING gin ("operator_id", tsv primitives.tsvector_match_ops);
-
--- platform.operations_memories: index operations_memories_envelope_idx
-CREATE INDEX IF NOT EXISTS "operations_memories_envelope_idx" ON "platform"."operations_memories" USING gin ("operator_id", envelope jsonb_path_ops);
-
--- platform.operations_memories: index operations_memories_tags_idx
-CREATE INDEX IF NOT EXISTS "operations_memories_tags_idx" ON "platform"."operations_memories" USING gin ("operator_id", "tags");
 
 -- platform.operations_memories: index operations_memories_content_trgm_idx
 CREATE INDEX IF NOT EXISTS "operations_memories_content_trgm_idx" ON "platform"."operations_memories" USING gin ("operator_id", content gin_trgm_ops);
@@ -162,8 +162,11 @@ CREATE UNIQUE INDEX IF NOT EXISTS "operations_memory_events_event_id_key" ON "pl
 -- platform.operations_memory_events: index operations_memory_events_memory_idx
 CREATE INDEX IF NOT EXISTS "operations_memory_events_memory_idx" ON "platform"."operations_memory_events" USING btree ("operator_id", "memory_id", "seq") WHERE memory_id IS NOT NULL;
 
--- platform.operations_memory_events: index operations_memory_events_kind_idx
-CREATE INDEX IF NOT EXISTS "operations_memory_events_kind_idx" ON "platform"."operations_memory_events" USING btree ("operator_id", "kind", "seq");
+-- platform.operations_memory_events: drop index operations_memory_events_kind_idx (replaced by operations_memory_events_kind_rare_idx)
+DROP INDEX IF EXISTS "platform"."operations_memory_events_kind_idx";
+
+-- platform.operations_memory_events: index operations_memory_events_kind_rare_idx
+CREATE INDEX IF NOT EXISTS "operations_memory_events_kind_rare_idx" ON "platform"."operations_memory_events" USING btree ("operator_id", "kind", "seq") WHERE kind <> 'observed';
 
 -- platform.operations_memory_events: chain function platform.operations_chain_event
 CREATE OR REPLACE FUNCTION "platform"."operations_chain_event"() RETURNS trigger

@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 158 statements
+-- primitives plan for agent 'spectral': 159 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -75,6 +75,12 @@ ALTER TABLE "platform"."spectral_memories"
     ADD CONSTRAINT "spectral_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
     ADD CONSTRAINT "spectral_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
 
+-- platform.spectral_memories: drop index spectral_memories_envelope_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "platform"."spectral_memories_envelope_idx";
+
+-- platform.spectral_memories: drop index spectral_memories_tags_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "platform"."spectral_memories_tags_idx";
+
 -- platform.spectral_memories: index spectral_memories_current_key
 CREATE UNIQUE INDEX IF NOT EXISTS "spectral_memories_current_key" ON "platform"."spectral_memories" USING btree ("workspace_id", "tier", "namespace", "key") WHERE superseded_at IS NULL AND tombstoned_at IS NULL;
 
@@ -95,12 +101,6 @@ DROP INDEX IF EXISTS "platform"."spectral_memories_tsv_idx";
 
 -- platform.spectral_memories: index spectral_memories_tsv_match_idx
 CREATE INDEX IF NOT EXISTS "spectral_memories_tsv_match_idx" ON "platform"."spectral_memories" USING gin ("workspace_id", tsv primitives.tsvector_match_ops);
-
--- platform.spectral_memories: index spectral_memories_envelope_idx
-CREATE INDEX IF NOT EXISTS "spectral_memories_envelope_idx" ON "platform"."spectral_memories" USING gin ("workspace_id", envelope jsonb_path_ops);
-
--- platform.spectral_memories: index spectral_memories_tags_idx
-CREATE INDEX IF NOT EXISTS "spectral_memories_tags_idx" ON "platform"."spectral_memories" USING gin ("workspace_id", "tags");
 
 -- platform.spectral_memories: index spectral_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "spectral_memories_embedding_idx" ON "platform"."spectral_memories" USING hnsw (embedding halfvec_cosine_ops);
@@ -159,8 +159,11 @@ CREATE UNIQUE INDEX IF NOT EXISTS "spectral_memory_events_event_id_key" ON "plat
 -- platform.spectral_memory_events: index spectral_memory_events_memory_idx
 CREATE INDEX IF NOT EXISTS "spectral_memory_events_memory_idx" ON "platform"."spectral_memory_events" USING btree ("workspace_id", "memory_id", "seq") WHERE memory_id IS NOT NULL;
 
--- platform.spectral_memory_events: index spectral_memory_events_kind_idx
-CREATE INDEX IF NOT EXISTS "spectral_memory_events_kind_idx" ON "platform"."spectral_memory_events" USING btree ("workspace_id", "kind", "seq");
+-- platform.spectral_memory_events: drop index spectral_memory_events_kind_idx (replaced by spectral_memory_events_kind_rare_idx)
+DROP INDEX IF EXISTS "platform"."spectral_memory_events_kind_idx";
+
+-- platform.spectral_memory_events: index spectral_memory_events_kind_rare_idx
+CREATE INDEX IF NOT EXISTS "spectral_memory_events_kind_rare_idx" ON "platform"."spectral_memory_events" USING btree ("workspace_id", "kind", "seq") WHERE kind <> 'observed';
 
 -- platform.spectral_memory_events: chain function platform.spectral_chain_event
 CREATE OR REPLACE FUNCTION "platform"."spectral_chain_event"() RETURNS trigger

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 159 statements
+-- primitives plan for agent 'world': 160 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -75,6 +75,12 @@ ALTER TABLE "worlds"."world_agent_memories"
     ADD CONSTRAINT "world_agent_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
     ADD CONSTRAINT "world_agent_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
 
+-- worlds.world_agent_memories: drop index world_agent_memories_envelope_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "worlds"."world_agent_memories_envelope_idx";
+
+-- worlds.world_agent_memories: drop index world_agent_memories_tags_idx (no query can use it under row-level security)
+DROP INDEX IF EXISTS "worlds"."world_agent_memories_tags_idx";
+
 -- worlds.world_agent_memories: index world_agent_memories_current_key
 CREATE UNIQUE INDEX IF NOT EXISTS "world_agent_memories_current_key" ON "worlds"."world_agent_memories" USING btree ("world_id", "tier", "namespace", "key") WHERE superseded_at IS NULL AND tombstoned_at IS NULL;
 
@@ -95,12 +101,6 @@ DROP INDEX IF EXISTS "worlds"."world_agent_memories_tsv_idx";
 
 -- worlds.world_agent_memories: index world_agent_memories_tsv_match_idx
 CREATE INDEX IF NOT EXISTS "world_agent_memories_tsv_match_idx" ON "worlds"."world_agent_memories" USING gin ("world_id", tsv primitives.tsvector_match_ops);
-
--- worlds.world_agent_memories: index world_agent_memories_envelope_idx
-CREATE INDEX IF NOT EXISTS "world_agent_memories_envelope_idx" ON "worlds"."world_agent_memories" USING gin ("world_id", envelope jsonb_path_ops);
-
--- worlds.world_agent_memories: index world_agent_memories_tags_idx
-CREATE INDEX IF NOT EXISTS "world_agent_memories_tags_idx" ON "worlds"."world_agent_memories" USING gin ("world_id", "tags");
 
 -- worlds.world_agent_memories: index world_agent_memories_content_trgm_idx
 CREATE INDEX IF NOT EXISTS "world_agent_memories_content_trgm_idx" ON "worlds"."world_agent_memories" USING gin ("world_id", content gin_trgm_ops);
@@ -162,8 +162,11 @@ CREATE UNIQUE INDEX IF NOT EXISTS "world_agent_memory_events_event_id_key" ON "w
 -- worlds.world_agent_memory_events: index world_agent_memory_events_memory_idx
 CREATE INDEX IF NOT EXISTS "world_agent_memory_events_memory_idx" ON "worlds"."world_agent_memory_events" USING btree ("world_id", "memory_id", "seq") WHERE memory_id IS NOT NULL;
 
--- worlds.world_agent_memory_events: index world_agent_memory_events_kind_idx
-CREATE INDEX IF NOT EXISTS "world_agent_memory_events_kind_idx" ON "worlds"."world_agent_memory_events" USING btree ("world_id", "kind", "seq");
+-- worlds.world_agent_memory_events: drop index world_agent_memory_events_kind_idx (replaced by world_agent_memory_events_kind_rare_idx)
+DROP INDEX IF EXISTS "worlds"."world_agent_memory_events_kind_idx";
+
+-- worlds.world_agent_memory_events: index world_agent_memory_events_kind_rare_idx
+CREATE INDEX IF NOT EXISTS "world_agent_memory_events_kind_rare_idx" ON "worlds"."world_agent_memory_events" USING btree ("world_id", "kind", "seq") WHERE kind <> 'observed';
 
 -- worlds.world_agent_memory_events: chain function worlds.world_agent_chain_event
 CREATE OR REPLACE FUNCTION "worlds"."world_agent_chain_event"() RETURNS trigger

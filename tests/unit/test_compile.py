@@ -11,6 +11,7 @@ from psycopg import sql
 
 import primitives.compile as compile_pkg
 from primitives.compile import (
+    RETIRED_MEMORY_INDEXES,
     Capabilities,
     Plan,
     agent_tables,
@@ -83,7 +84,7 @@ def test_public_api_is_pinned() -> None:
     assert sorted(compile_pkg.__all__) == sorted([
         "ACTIVE_STATE_COLUMNS", "CURRENT_KEY_COLUMNS", "DEFAULT_CAPABILITIES",
         "ERASED_CONTENT_PATTERN", "ERASED_EVENT_KIND", "GENERATED_MEMORY_COLUMNS",
-        "MIN_SERVER_VERSION", "REQUEST_STATUSES", "RETENTION_STATES", "SANITIZED_EVENT_KIND",
+        "MIN_SERVER_VERSION", "OBSERVED_EVENT_KIND", "REQUEST_STATUSES", "RETIRED_MEMORY_INDEXES", "RETENTION_STATES", "SANITIZED_EVENT_KIND",
         "VIEW_COLUMNS", "Capabilities", "Column", "Constraint", "Index", "Plan", "Step",
         "Table", "TableDef", "Tables", "Trigger", "active_predicate", "agent_tables",
         "compile_citus", "compile_plan", "current_tenant_expr", "require_server_version", "table_definitions",
@@ -146,12 +147,34 @@ def test_the_fulltext_index_uses_the_leakproof_match_where_the_database_has_it(
         spectral: AgentSpec) -> None:
     plain = compile_plan(spectral, capabilities=Capabilities(text_match=False)).render()
     assert 'USING gin ("workspace_id", "tsv")' in plain
-    assert "tsvector_match_ops" not in plain and "DROP INDEX" not in plain
+    assert "tsvector_match_ops" not in plain and "_tsv_idx\"\n" not in plain
+    assert 'DROP INDEX IF EXISTS "platform"."spectral_memories_tsv_idx"' not in plain
     matched = compile_plan(spectral).render()
     drop = matched.index('DROP INDEX IF EXISTS "platform"."spectral_memories_tsv_idx"')
     create = matched.index('"spectral_memories_tsv_match_idx" ON "platform"."spectral_memories" '
                            'USING gin ("workspace_id", tsv primitives.tsvector_match_ops)')
     assert drop < create  # an index an earlier plan built goes before its replacement
+
+
+def test_envelope_and_tags_get_no_index_and_an_earlier_plans_are_dropped(
+        spectral: AgentSpec) -> None:
+    plan = compile_plan(spectral)
+    memories = next(d for d in table_definitions(spectral) if d.table.name.endswith("memories"))
+    names = {index.name for index in memories.indexes}
+    retired = {f"spectral_{n}" for n in RETIRED_MEMORY_INDEXES}
+    assert retired == {"spectral_memories_envelope_idx", "spectral_memories_tags_idx"}
+    assert not names & retired
+    assert all("envelope" not in i.elements[-1].as_string(None) for i in memories.indexes)
+    text = plan.render()
+    for name in sorted(retired):
+        assert f'DROP INDEX IF EXISTS "platform"."{name}";' in text
+        assert f'INDEX IF NOT EXISTS "{name}"' not in text
+    labels = [step.title for step in plan.steps]
+    drops = [i for i, label in enumerate(labels) if "drop index spectral_memories_" in label
+             and "tsv_idx" not in label]
+    first_create = next(i for i, label in enumerate(labels)
+                        if label.startswith("platform.spectral_memories: index "))
+    assert len(drops) == 2 and max(drops) < first_create
 
 
 def test_no_vector_types_without_pgvector(plan: Plan) -> None:
