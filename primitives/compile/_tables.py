@@ -43,9 +43,9 @@ from primitives.spec import AgentSpec
 
 __all__ = [
     "CURRENT_KEY_COLUMNS",
-    "RETIRED_MEMORY_INDEXES",
     "GENERATED_MEMORY_COLUMNS",
     "OBSERVED_EVENT_KIND",
+    "RETIRED_MEMORY_INDEXES",
     "action_links_table",
     "append_only_triggers",
     "chain_function_sql",

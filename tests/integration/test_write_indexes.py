@@ -5,10 +5,9 @@ the audit views look up are still served by it)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
-
-import uuid
 
 import psycopg
 import pytest
@@ -53,13 +52,14 @@ def test_containment_is_not_served_by_a_gin_index_under_row_level_security(
         app_conn.execute(sql.SQL(
             "INSERT INTO {} SELECT 'acme', i, jsonb_build_object('n', i), "
             "ARRAY['t' || (i % 10)] FROM generate_series(1, 200) AS i").format(table))
-    for condition, value, found in (("envelope @> %s::jsonb", '{"n": 7}', 1),
-                                    ("tags @> %s::text[]", "{t7}", 20)):
+    for condition, value, found in (
+            (sql.SQL("envelope @> %s::jsonb"), '{"n": 7}', 1),
+            (sql.SQL("tags @> %s::text[]"), "{t7}", 20)):
         with tenant_transaction(app_conn, "acme"):
             app_conn.execute("SET LOCAL enable_seqscan = off")  # an index if any is allowed
             plan = "\n".join(row[0] for row in app_conn.execute(sql.SQL(
-                "EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM {} WHERE " + condition
-            ).format(table), (value,)))
+                "EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM {} WHERE {}"
+            ).format(table, condition), (value,)))
         # The containment is not leakproof: it runs as a filter over the tenant's rows after
         # the policy, never as an index condition, whatever the planner's costs say.
         assert "Index Cond" not in plan and "notes_envelope" not in plan, plan
