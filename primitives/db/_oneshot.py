@@ -30,18 +30,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import select
 import threading
 import weakref
 from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 import psycopg
-from psycopg import sql
+from psycopg import errors, sql
 from psycopg.adapt import PyFormat, Transformer
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.pq.abc import PGresult
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from primitives.db._tenant import begin_statement, translate_error
@@ -311,6 +314,83 @@ def _message(begin: str | None, prepared: _Prepared, last: bool) -> str:
 
 _COMMIT = _END.removeprefix("; ")
 
+Fetch = Literal["none", "one", "all"]
+"""What :meth:`OnceTransaction.fetch` returns: nothing, one row (or ``None``), every row."""
+
+_OK = (ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY)
+
+
+def _exchange(conn: psycopg.Connection[Any], message: bytes) -> list[PGresult]:
+    """Send ``message`` (a simple query of several statements) and read all its results
+    straight from libpq, as psycopg's cursor would but without building one; raise the
+    error of the first failed statement (the server ran none after it).
+
+    The wait for the server is ``select`` on the socket, outside the GIL. Interrupted (Ctrl-C),
+    the query is cancelled and its results drained before the interrupt goes on, so the
+    connection is left idle or in a failed transaction, never mid-query."""
+    pgconn = conn.pgconn
+    results: list[PGresult] = []
+    with conn.lock:
+        pgconn.send_query(message)
+        try:
+            while pgconn.flush():
+                select.select([], [pgconn.socket], [])
+            while True:
+                pgconn.consume_input()
+                while not pgconn.is_busy():
+                    result = pgconn.get_result()
+                    if result is None:
+                        break
+                    results.append(result)
+                else:
+                    select.select([pgconn.socket], [], [])
+                    continue
+                break
+        except BaseException:
+            if pgconn.transaction_status == TransactionStatus.ACTIVE:
+                _cancel_and_drain(conn)
+            raise
+    for result in results:
+        if result.status not in _OK:
+            if result.status == ExecStatus.FATAL_ERROR:
+                raise errors.error_from_result(result, encoding=conn.info.encoding)
+            raise psycopg.InternalError(
+                f"unexpected result status {ExecStatus(result.status).name} from the message")
+    return results
+
+
+def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
+    pgconn = conn.pgconn
+    try:
+        conn.cancel_safe(timeout=5.0)
+        pgconn.nonblocking = 0  # a blocking read of what is left
+        while pgconn.get_result() is not None:
+            pass
+    except Exception:  # the connection is beyond use; the pool discards it
+        pass
+    finally:
+        pgconn.nonblocking = 1
+
+
+def _rows(conn: psycopg.Connection[Any], result: PGresult, fetch: Fetch) -> Any:
+    """``result``'s rows as tuples, loaded by the connection's adapters (as a cursor would)."""
+    if fetch == "none":
+        return None
+    loader = Transformer(conn)
+    loader.set_pgresult(result)
+    if fetch == "one":
+        return loader.load_row(0, tuple) if result.ntuples else None
+    return loader.load_rows(0, result.ntuples, tuple)
+
+
+def fetch_rows(cursor: psycopg.Cursor[Any], fetch: Fetch) -> Any:
+    """A cursor's rows as ``fetch`` asks: one (or ``None``), all, or nothing."""
+    if fetch == "one":
+        return cursor.fetchone()
+    if fetch == "all":
+        return cursor.fetchall()
+    return None
+
 
 class OnceTransaction:
     """A tenant transaction whose ``BEGIN; SET LOCAL`` travels with its first statement and whose
@@ -372,6 +452,42 @@ class OnceTransaction:
         for _ in range(2 if first else 0):  # past BEGIN and SET LOCAL to the EXECUTE's result
             cursor.nextset()
         return cursor
+
+    def fetch(self, statement: str, params: Mapping[str, Any] | None, *,
+              last: bool = False, fetch: Fetch = "none") -> Any:
+        """Run one statement of the transaction and return its rows as tuples (``fetch="one"``:
+        the first row or ``None``; ``"all"``: a list; ``"none"``: nothing).
+
+        The same messages as :meth:`execute`; a prepared statement's message is exchanged with
+        libpq directly, without a cursor, which saves most of the client's CPU per round trip
+        (about 80 of 320 us for a write, measured). A connection with a row factory of its
+        own goes through :meth:`execute`, so its rows keep their shape."""
+        conn = self.conn
+        if conn.row_factory is not tuple_row:
+            return fetch_rows(self.execute(statement, params, last=last), fetch)
+        if self.committed:
+            raise psycopg.ProgrammingError("this tenant transaction has committed already")
+        prepared = _prepared_call(conn, statement, params)
+        if prepared is not None and not self._ensure(prepared):
+            prepared = None
+        if prepared is None:
+            return fetch_rows(self.execute(statement, params, last=last), fetch)
+        first = not self.open
+        message = _message(self.begin if first else None, prepared, last).encode(
+            conn.info.encoding)
+        try:
+            results = _exchange(conn, message)
+        except psycopg.Error as err:
+            if err.sqlstate != _UNDEFINED_STATEMENT or not first:
+                raise
+            # as in execute: the session lost it before anything else ran; once more
+            self.rollback()
+            _mark(conn, prepared.name, False)
+            if not self._ensure(prepared):
+                raise
+            results = _exchange(conn, message)
+        self.open, self.committed = True, last
+        return _rows(conn, results[2 if first else 0], fetch)
 
     def _ensure(self, prepared: _Prepared) -> bool:
         """Prepare on the session unless done; False if the statement must run bound."""

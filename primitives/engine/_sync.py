@@ -21,7 +21,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from primitives.db import app_dsn, resolve_dsn, tenant_transaction, use_fast_json
-from primitives.db._oneshot import OnceTransaction
+from primitives.db._oneshot import OnceTransaction, fetch_rows
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _core as core
@@ -52,14 +52,6 @@ def run_op(conn: psycopg.Connection[Any], op: core.Op[R]) -> R:
     return _drive(conn, op, step)
 
 
-def _fetch(cursor: Any, fetch: core.Fetch) -> Any:
-    if fetch == "one":
-        return cursor.fetchone()
-    if fetch == "all":
-        return cursor.fetchall()
-    return None
-
-
 def _drive(conn: psycopg.Connection[Any], op: core.Op[R], step: Any) -> R:
     """Drive ``op`` on ``conn`` from ``step``, the step it yielded last."""
     try:
@@ -68,7 +60,7 @@ def _drive(conn: psycopg.Connection[Any], op: core.Op[R], step: Any) -> R:
                 step = op.send(step.compute())
                 continue
             cursor = conn.execute(render(step.statement, conn), step.params)
-            step = op.send(_fetch(cursor, step.fetch))
+            step = op.send(fetch_rows(cursor, step.fetch))
     except StopIteration as done:
         value: R = done.value
         return value
@@ -92,8 +84,8 @@ def _run_once(conn: psycopg.Connection[Any], tenant: str, op: core.Op[R], *,
                 if after_last == "refuse":
                     raise AssertionError("an operation ran a statement after its last one")
                 tx = OnceTransaction(conn, tenant)
-            cursor = tx.execute(render(step.statement, conn), step.params, last=step.last)
-            step = op.send(_fetch(cursor, step.fetch))
+            step = op.send(tx.fetch(render(step.statement, conn), step.params, last=step.last,
+                                    fetch=step.fetch))
     except StopIteration as done:
         tx.commit()
         value: R = done.value

@@ -1,0 +1,161 @@
+"""``OnceTransaction.fetch``: the one-message transaction with its results read straight from
+libpq. Same rows, same errors and the same connection state as the cursor path."""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from primitives.db import APP_ROLE, OnceTransaction, _oneshot, use_fast_json
+
+pytestmark = pytest.mark.db
+
+CURRENT_TENANT = "SELECT primitives.current_tenant()"
+VALUES = (
+    "SELECT %(i)s::int, %(t)s, %(j)s, %(u)s, %(ts)s, %(a)s::text[], %(n)s::text, "
+    "%(f)s::float8, primitives.current_tenant()"
+)
+PARAMS: dict[str, Any] = {
+    "i": 7, "t": "it's", "j": Jsonb({"k": ["x", 1, None, {"n": "ü"}]}),
+    "u": UUID("12345678-1234-5678-1234-567812345678"),
+    "ts": datetime(2026, 11, 26, 1, 2, 3, 456789, tzinfo=UTC), "a": ["a", "b,c", ""],
+    "n": None, "f": 0.1,
+}
+
+
+@pytest.fixture
+def notes(scratch_schema: str, as_owner: Callable[..., None]) -> sql.Identifier:
+    table = sql.Identifier(scratch_schema, "notes")
+    tenant = sql.SQL("tenant_id = (SELECT primitives.current_tenant())")
+    as_owner(
+        sql.SQL("CREATE TABLE {} (tenant_id text NOT NULL, n int PRIMARY KEY, body jsonb)")
+        .format(table),
+        sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(table),
+        sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(table),
+        sql.SQL("CREATE POLICY tenant_isolation ON {} USING ({}) WITH CHECK ({})").format(
+            table, tenant, tenant),
+        sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(table, sql.Identifier(APP_ROLE)),
+    )
+    return table
+
+
+def _idle_without_tenant(conn: psycopg.Connection[Any]) -> None:
+    assert conn.info.transaction_status == TransactionStatus.IDLE
+    assert conn.execute(CURRENT_TENANT).fetchone() == (None,)
+
+
+@pytest.mark.parametrize("fast_json", [False, True])
+def test_fetch_returns_the_rows_the_cursor_returns(
+    app_conn: psycopg.Connection[Any], fast_json: bool,
+) -> None:
+    if fast_json:
+        use_fast_json(app_conn)
+    by_cursor = OnceTransaction(app_conn, "acme").execute(VALUES, PARAMS, last=True).fetchone()
+    direct = OnceTransaction(app_conn, "acme").fetch(VALUES, PARAMS, last=True, fetch="one")
+    assert direct == by_cursor
+    assert direct[-1] == "acme" and direct[2] == {"k": ["x", 1, None, {"n": "ü"}]}
+    assert isinstance(direct, tuple)
+    _idle_without_tenant(app_conn)
+
+
+def test_fetch_one_all_and_none_over_a_transaction_of_several_statements(
+    app_conn: psycopg.Connection[Any], notes: sql.Identifier,
+) -> None:
+    insert = sql.SQL("INSERT INTO {} VALUES (primitives.current_tenant(), %(n)s, %(b)s) "
+                     "RETURNING n").format(notes).as_string(None)
+    select_all = sql.SQL("SELECT n, body FROM {} WHERE n >= %(low)s ORDER BY n").format(
+        notes).as_string(None)
+    tx = OnceTransaction(app_conn, "acme")
+    assert tx.fetch(insert, {"n": 1, "b": Jsonb({"a": 1})}, fetch="one") == (1,)
+    assert tx.fetch(insert, {"n": 2, "b": Jsonb([])}, fetch="none") is None
+    assert app_conn.info.transaction_status == TransactionStatus.INTRANS  # still open
+    assert tx.fetch(select_all, {"low": 0}, last=True, fetch="all") == [(1, {"a": 1}), (2, [])]
+    assert tx.committed
+    _idle_without_tenant(app_conn)
+    # nothing matches: one gives None, all an empty list
+    assert OnceTransaction(app_conn, "acme").fetch(select_all, {"low": 9}, last=True,
+                                                   fetch="one") is None
+    assert OnceTransaction(app_conn, "acme").fetch(select_all, {"low": 9}, last=True,
+                                                   fetch="all") == []
+    # the other tenant sees none of them
+    assert OnceTransaction(app_conn, "globex").fetch(select_all, {"low": 0}, last=True,
+                                                     fetch="all") == []
+    with pytest.raises(psycopg.ProgrammingError, match="committed already"):
+        tx.fetch(select_all, {"low": 0}, fetch="all")
+
+
+def test_a_failed_statement_raises_psycopgs_error_and_a_rollback_leaves_the_session_clean(
+    app_conn: psycopg.Connection[Any], notes: sql.Identifier,
+) -> None:
+    insert = sql.SQL("INSERT INTO {} VALUES (%(t)s, %(n)s, NULL)").format(notes).as_string(None)
+    OnceTransaction(app_conn, "acme").fetch(insert, {"t": "acme", "n": 10}, last=True)
+    cases: list[tuple[str, dict[str, Any], type[psycopg.Error]]] = [
+        ("SELECT 1 / %(zero)s::int", {"zero": 0}, psycopg.errors.DivisionByZero),
+        (insert, {"t": "acme", "n": 10}, psycopg.errors.UniqueViolation),
+        # another tenant's row: the policy's WITH CHECK refuses it
+        (insert, {"t": "globex", "n": 11}, psycopg.errors.InsufficientPrivilege),
+    ]
+    for statement, params, error in cases:
+        tx = OnceTransaction(app_conn, "acme")
+        with pytest.raises(error):
+            tx.fetch(statement, params, last=True, fetch="one")
+        # the server ran nothing after the failed statement: the transaction is open, failed
+        assert app_conn.info.transaction_status == TransactionStatus.INERROR
+        tx.rollback()
+        _idle_without_tenant(app_conn)
+    count = sql.SQL("SELECT count(*) FROM {}").format(notes).as_string(None)
+    assert OnceTransaction(app_conn, "acme").fetch(count, {}, last=True, fetch="one") == (1,)
+
+
+def test_a_session_that_lost_its_prepared_statement_prepares_it_again(
+    app_conn: psycopg.Connection[Any],
+) -> None:
+    assert OnceTransaction(app_conn, "acme").fetch(VALUES, PARAMS, last=True, fetch="one")
+    app_conn.execute("DEALLOCATE ALL")
+    row = OnceTransaction(app_conn, "acme").fetch(VALUES, PARAMS, last=True, fetch="one")
+    assert row[0] == 7 and row[-1] == "acme"
+    _idle_without_tenant(app_conn)
+
+
+def test_a_connection_with_a_row_factory_of_its_own_keeps_its_rows(
+    app_conn: psycopg.Connection[Any],
+) -> None:
+    app_conn.row_factory = dict_row  # type: ignore[assignment]
+    row = OnceTransaction(app_conn, "acme").fetch("SELECT %(i)s::int AS i", {"i": 3},
+                                                  last=True, fetch="one")
+    assert row == {"i": 3}
+
+
+def test_an_interrupt_while_waiting_cancels_the_query_and_leaves_no_query_running(
+    app_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = select.select
+
+    def interrupted(rlist: Any, wlist: Any, xlist: Any, *timeout: Any) -> Any:
+        if rlist:  # waiting for the server's answer
+            raise KeyboardInterrupt
+        return real(rlist, wlist, xlist, *timeout)
+
+    monkeypatch.setattr(_oneshot.select, "select", interrupted)
+    tx = OnceTransaction(app_conn, "acme")
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        tx.fetch("SELECT pg_sleep(%(s)s::float8)", {"s": 30.0}, last=True, fetch="one")
+    monkeypatch.undo()
+    assert time.monotonic() - started < 10  # cancelled, not waited out
+    assert app_conn.info.transaction_status == TransactionStatus.INERROR
+    tx.rollback()
+    _idle_without_tenant(app_conn)
+    assert OnceTransaction(app_conn, "acme").fetch("SELECT %(i)s::int", {"i": 1}, last=True,
+                                                   fetch="one") == (1,)
