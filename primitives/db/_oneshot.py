@@ -149,18 +149,8 @@ class _LazyTransformer:
         return self._transformer.get_dumper(value, format)
 
 
-def _prepared_form(conn: Any, text: str, order: tuple[str, ...], base: str,
-                   params: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(name, PREPARE statement)`` for these parameter types, or ``None``."""
-    transformer = _LazyTransformer(conn)
-    types: list[str] = []
-    for key in order:
-        if key not in params:
-            return None
-        name = _type_name(conn, transformer, params[key])
-        if name is None:
-            return None
-        types.append(name)
+def _prepared_form(conn: Any, text: str, base: str, types: list[str]) -> tuple[str, str]:
+    """``(name, PREPARE statement)`` for these parameter types, made once per signature."""
     signature = ",".join(types)
     known = _FORMS.get((base, signature))
     if known is not None:
@@ -228,11 +218,33 @@ _NEEDS_QUOTES = re.compile(
 spaces psycopg also quotes)."""
 
 
-def _arguments(conn: Any, order: tuple[str, ...], params: Mapping[str, Any]) -> str:
-    if not order:
-        return ""
+def _typed_literals(conn: Any, order: tuple[str, ...],
+                    params: Mapping[str, Any]) -> tuple[list[str], list[str]] | None:
+    """Each parameter's declared type (:func:`_type_name`) and literal (:func:`_literal`) in
+    ``$`` order, in one pass: text and NULL, the most common, without a call each. ``None``
+    when a parameter is missing or of a type psycopg cannot name."""
     plain = conn.pgconn.parameter_status(b"standard_conforming_strings") == b"on"
-    return "(" + ", ".join(_literal(conn, params[name], plain) for name in order) + ")"
+    transformer = _LazyTransformer(conn)
+    types: list[str] = []
+    literals: list[str] = []
+    for key in order:
+        try:
+            value = params[key]
+        except KeyError:
+            return None
+        if type(value) is str and plain and "\x00" not in value:
+            types.append("unknown")
+            literals.append(_quote_text(value))
+        elif value is None:
+            types.append("unknown")
+            literals.append("NULL")
+        else:
+            name = _type_name(conn, transformer, value)
+            if name is None:
+                return None
+            types.append(name)
+            literals.append(_literal(conn, value, plain))
+    return types, literals
 
 
 def _is_prepared(conn: Any, name: str) -> bool:
@@ -299,10 +311,14 @@ def _prepared_call(conn: Any, statement: str,
     if form is None or not isinstance(params, Mapping):
         return None
     base, text, order = form
-    named = _prepared_form(conn, text, order, base, params)
-    if named is None or named[0] in _unfit:
+    typed = _typed_literals(conn, order, params)
+    if typed is None:
         return None
-    return _Prepared(named[0], named[1], _arguments(conn, order, params))
+    types, literals = typed
+    name, prepare = _prepared_form(conn, text, base, types)
+    if name in _unfit:
+        return None
+    return _Prepared(name, prepare, f"({', '.join(literals)})" if literals else "")
 
 
 def _message(begin: str | None, prepared: _Prepared, last: bool) -> str:
