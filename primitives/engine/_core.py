@@ -138,8 +138,8 @@ def search_scope(spec: AgentSpec) -> dict[str, float]:
 
 def _event(ctx: Context, kind: str, memory_id: UUID | None, payload: Mapping[str, Any]) -> Step:
     return Step(q.insert_event(ctx.tables), {
-        "tenant": ctx.tenant, "kind": kind, "memory_id": memory_id, "actor": ctx.actor,
-        "payload": Jsonb(dict(payload)),
+        "tenant": ctx.tenant, "event_id": q.new_event_id(), "kind": kind,
+        "memory_id": memory_id, "actor": ctx.actor, "payload": Jsonb(dict(payload)),
     })
 
 
@@ -317,7 +317,7 @@ def observe(
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": list(tags),
         "provenance": Jsonb({}), "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
-        "payload": Jsonb({
+        "event_id": q.new_event_id(), "payload": Jsonb({
             "tier": tier, "typology": typ, "key": row_key, "namespace": ns,
             "scope_id": scope_id, "content_sha256": content_hash(content),
             "value_sha256": content_hash(value_json), "via": via,

@@ -6,6 +6,7 @@ Every statement filters by the tenant column explicitly; row-level security is t
 from __future__ import annotations
 
 from functools import lru_cache
+from uuid import UUID, uuid4
 
 from psycopg import sql
 
@@ -17,6 +18,7 @@ __all__ = [
     "current_by_key",
     "insert_event",
     "insert_memory",
+    "new_event_id",
     "select_memory",
     "supersede",
 ]
@@ -64,7 +66,8 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
                            embedding: bool = False, scoped: bool = True) -> sql.Composed:
     """One statement for the write path: the memory row, its ``observed`` journal event and,
     when ``scoped``, the scope's activity mark. Params: those of :func:`insert_memory` plus
-    ``tenant``, ``payload`` (the event's) and ``scope_id`` (NULL: no scope row is touched).
+    ``tenant``, ``event_id`` and ``payload`` (the event's) and ``scope_id`` (NULL: no scope
+    row is touched).
     A write without a scope uses ``scoped=False``: the statement then has no scope part to
     set up at all."""
     columns = (*anchor_columns, *_WRITE_COLUMNS)
@@ -79,8 +82,8 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
     ) if scoped else sql.SQL("")
     return sql.SQL(
         "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) RETURNING {ret}), "
-        "e AS (INSERT INTO {events} ({t}, kind, memory_id, actor, payload) "
-        "SELECT %(tenant)s, {observed}, m.id, %(actor)s, %(payload)s FROM m)"
+        "e AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
+        "SELECT %(tenant)s, %(event_id)s, {observed}, m.id, %(actor)s, %(payload)s FROM m)"
         "{scope} SELECT {ret} FROM m"
     ).format(scope=scope.format(scopes=tables.scopes.ident, t=tables.tenant),
         mem=tables.memories.ident, events=tables.events.ident, scopes=tables.scopes.ident,
@@ -90,12 +93,21 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
     )
 
 
+def new_event_id() -> UUID:
+    """A journal event's id, made by the client: the column's default (``gen_random_uuid``)
+    would read the server's random source with three system calls per event where
+    PostgreSQL is built without OpenSSL, as the embedded server is."""
+    return uuid4()
+
+
 @lru_cache(maxsize=64)
 def insert_event(tables: Tables) -> sql.Composed:
-    """Append one journal event; the database fills seq, prev_hash and hash."""
+    """Append one journal event; the database fills seq, prev_hash and hash. ``event_id`` comes
+    from the caller (:func:`new_event_id`)."""
     return sql.SQL(
-        "INSERT INTO {} ({}, kind, memory_id, actor, payload) "
-        "VALUES (%(tenant)s, %(kind)s, %(memory_id)s, %(actor)s, %(payload)s) RETURNING seq, hash"
+        "INSERT INTO {} ({}, event_id, kind, memory_id, actor, payload) "
+        "VALUES (%(tenant)s, %(event_id)s, %(kind)s, %(memory_id)s, %(actor)s, %(payload)s) "
+        "RETURNING seq, hash"
     ).format(tables.events.ident, tables.tenant)
 
 

@@ -209,3 +209,22 @@ async def test_async_observe_matches(pg: PostgresHandle, spectral: AgentSpec) ->
             assert (await mem.get(made.id)) == made
         with pytest.raises(TenancyError):
             await engine.observe(anchor, "no_such_tier", "x")
+
+
+def test_journal_event_ids_come_from_the_client(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from primitives.engine import _queries
+
+    made = [uuid.UUID(int=k) for k in (101, 102, 103)]
+    ids = iter(made)
+    monkeypatch.setattr(_queries, "new_event_id", lambda: next(ids))
+    anchor = _tenant()
+    first = engine.observe(anchor, "cycle", "lowering temperature removed fabrication")
+    engine.write(anchor, lambda mem: mem.tombstone(first.id, reason="test"))
+    with engine.tenant(anchor) as mem:
+        rows = mem.connection.execute(sql.SQL(
+            "SELECT kind, event_id FROM {} ORDER BY seq").format(
+            engine.tables.events.ident)).fetchall()
+    assert [kind for kind, _ in rows] == ["observed", "tombstoned"]
+    assert [event_id for _, event_id in rows] == made[:2]
