@@ -388,11 +388,29 @@ def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
         pgconn.nonblocking = 1
 
 
+_LOADER_ATTRIBUTE = "_primitives_row_loader"
+
+
+def _row_loader(conn: psycopg.Connection[Any]) -> Transformer:
+    """The connection's row loader, made once and kept on the connection: a new one would
+    look up the loader of every column's type again for each result (about 12 of 25 us per
+    row read). Kept on the connection itself, not in a weak map, because the loader refers
+    to its connection (a weak map could never let either go; the pair is collected with the
+    connection). Adapters registered on the connection after its first result here are not
+    seen for types it has loaded already; the engine registers its own when the pool opens
+    the connection."""
+    loader: Transformer | None = getattr(conn, _LOADER_ATTRIBUTE, None)
+    if loader is None:
+        loader = Transformer(conn)
+        setattr(conn, _LOADER_ATTRIBUTE, loader)
+    return loader
+
+
 def _rows(conn: psycopg.Connection[Any], result: PGresult, fetch: Fetch) -> Any:
     """``result``'s rows as tuples, loaded by the connection's adapters (as a cursor would)."""
     if fetch == "none":
         return None
-    loader = Transformer(conn)
+    loader = _row_loader(conn)
     loader.set_pgresult(result)
     if fetch == "one":
         return loader.load_row(0, tuple) if result.ntuples else None

@@ -3,8 +3,10 @@ libpq. Same rows, same errors and the same connection state as the cursor path."
 
 from __future__ import annotations
 
+import gc
 import select
 import time
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +20,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from primitives.db import APP_ROLE, OnceTransaction, _oneshot, use_fast_json
+from tests.conftest import PostgresHandle
 
 pytestmark = pytest.mark.db
 
@@ -159,3 +162,19 @@ def test_an_interrupt_while_waiting_cancels_the_query_and_leaves_no_query_runnin
     _idle_without_tenant(app_conn)
     assert OnceTransaction(app_conn, "acme").fetch("SELECT %(i)s::int", {"i": 1}, last=True,
                                                    fetch="one") == (1,)
+
+
+def test_the_row_loader_is_kept_per_connection_and_goes_with_it(pg: PostgresHandle) -> None:
+    conn = psycopg.connect(pg.app_dsn, autocommit=True)
+    first = OnceTransaction(conn, "acme").fetch(VALUES, PARAMS, last=True, fetch="one")
+    loader = _oneshot._row_loader(conn)
+    # another result shape through the same loader: its own columns, loaded right
+    assert OnceTransaction(conn, "acme").fetch("SELECT %(t)s, %(i)s::int", PARAMS, last=True,
+                                               fetch="one") == ("it's", 7)
+    assert _oneshot._row_loader(conn) is loader
+    assert OnceTransaction(conn, "acme").fetch(VALUES, PARAMS, last=True, fetch="one") == first
+    gone = weakref.ref(conn)
+    conn.close()
+    del conn, loader
+    gc.collect()
+    assert gone() is None  # the loader's reference to its connection keeps neither alive
