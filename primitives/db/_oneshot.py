@@ -41,6 +41,7 @@ from uuid import UUID
 
 import psycopg
 from psycopg import errors, sql
+from psycopg.abc import Transformer as RowLoader
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.pq.abc import PGresult
@@ -391,7 +392,7 @@ def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
 _LOADER_ATTRIBUTE = "_primitives_row_loader"
 
 
-def _row_loader(conn: psycopg.Connection[Any]) -> Transformer:
+def _row_loader(conn: psycopg.Connection[Any]) -> RowLoader:
     """The connection's row loader, made once and kept on the connection: a new one would
     look up the loader of every column's type again for each result (about 12 of 25 us per
     row read). Kept on the connection itself, not in a weak map, because the loader refers
@@ -399,7 +400,7 @@ def _row_loader(conn: psycopg.Connection[Any]) -> Transformer:
     connection). Adapters registered on the connection after its first result here are not
     seen for types it has loaded already; the engine registers its own when the pool opens
     the connection."""
-    loader: Transformer | None = getattr(conn, _LOADER_ATTRIBUTE, None)
+    loader: RowLoader | None = getattr(conn, _LOADER_ATTRIBUTE, None)
     if loader is None:
         loader = Transformer(conn)
         setattr(conn, _LOADER_ATTRIBUTE, loader)
