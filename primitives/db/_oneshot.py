@@ -193,6 +193,8 @@ def _literal(conn: Any, value: Any, plain_strings: bool) -> str:
     if kind is datetime and value.tzinfo is not None:
         return f"'{value.isoformat()}'::timestamptz"
     if kind is Jsonb and plain_strings:
+        if type(value.obj) is dict and not value.obj and value.dumps is None:
+            return "'{}'::jsonb"  # an empty object, as json.dumps writes it
         text = (value.dumps or json.dumps)(value.obj)
         if "\x00" not in text:
             return _quote_text(text) + "::jsonb"

@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 from uuid import UUID, uuid4
 
@@ -91,6 +91,8 @@ def content_hash(text: str) -> str:
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no spaces, UTF-8: the same value always gives the same text."""
+    if type(value) is dict and not value:
+        return "{}"  # most values and envelopes: what json.dumps gives, without the encoder
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=str)
 
@@ -309,7 +311,7 @@ def observe(
     insert = q.insert_memory_observed(ctx.tables, ctx.tables.anchor_columns,
                                       embedding=bool(vector), scoped=scope_id is not None)
     linked = _links_to_previous(ctx, scope_id)
-    when = event_time or datetime.now().astimezone()
+    when = event_time or datetime.now(UTC)  # an instant: the column is timestamptz
     row = yield Step(insert, {
         **ctx.anchor.as_dict(), **vector,
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from primitives.db._oneshot import server_form
+import json
+
+from psycopg.types.json import Jsonb
+
+from primitives.db._oneshot import _literal, server_form
+from primitives.engine._core import canonical_json
 
 
 def test_named_placeholders_become_numbered_parameters_in_first_use_order() -> None:
@@ -31,3 +36,13 @@ def test_each_statement_text_has_its_own_name() -> None:
     assert one is not None and two is not None
     assert one[0] != two[0]
     assert server_form("SELECT %(a)s::int") == one  # stable
+
+
+def test_an_empty_object_is_written_as_the_general_path_writes_it() -> None:
+    assert _literal(None, Jsonb({}), True) == "'" + json.dumps({}) + "'::jsonb"
+    assert canonical_json({}) == json.dumps({}, sort_keys=True, separators=(",", ":"))
+    # only a plain empty dict takes the short way: the rest goes through json.dumps
+    assert _literal(None, Jsonb({"a": 1}), True) == """'{"a": 1}'::jsonb"""
+    assert _literal(None, Jsonb([]), True) == "'[]'::jsonb"
+    assert _literal(None, Jsonb({}, dumps=lambda _: '{ }'), True) == "'{ }'::jsonb"
+    assert canonical_json({"b": 1, "a": None}) == '{"a":null,"b":1}'
