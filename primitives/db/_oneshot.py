@@ -33,10 +33,10 @@ import re
 import select
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 from uuid import UUID
 
 import psycopg
@@ -52,6 +52,8 @@ from primitives.db._tenant import begin_statement, translate_error
 
 __all__ = ["AsyncOnceTransaction", "OnceTransaction", "aread_once", "read_once", "server_form"]
 
+
+T = TypeVar("T")
 
 _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s|%s")
 _END = "; COMMIT; RESET ALL"
@@ -469,22 +471,15 @@ class OnceTransaction:
             return cursor
         first = not self.open
         message = _message(self.begin if first else None, prepared, last)
-        cursor = conn.cursor()
-        try:
+
+        def send() -> psycopg.Cursor[Any]:
+            cursor = conn.cursor()
             # prepare=False: the text differs on every call (its arguments are in it) and holds
             # several statements, so psycopg's own prepared-statement cache could never use it.
             cursor.execute(message, prepare=False)
-        except psycopg.Error as err:
-            if err.sqlstate != _UNDEFINED_STATEMENT or not first:
-                raise
-            # The session lost it (DISCARD ALL, a pooler) before anything else ran in this
-            # transaction: roll back, prepare again and send the same message once more.
-            self.rollback()
-            _mark(conn, prepared.name, False)
-            if not self._ensure(prepared):
-                raise
-            cursor = conn.cursor()
-            cursor.execute(message, prepare=False)
+            return cursor
+
+        cursor = self._sent(prepared, first, send)
         self.open, self.committed = True, last
         for _ in range(2 if first else 0):  # past BEGIN and SET LOCAL to the EXECUTE's result
             cursor.nextset()
@@ -512,19 +507,24 @@ class OnceTransaction:
         first = not self.open
         message = _message(self.begin if first else None, prepared, last).encode(
             conn.info.encoding)
+        results = self._sent(prepared, first, lambda: _exchange(conn, message))
+        self.open, self.committed = True, last
+        return _rows(conn, results[2 if first else 0], fetch)
+
+    def _sent(self, prepared: _Prepared, first: bool, send: Callable[[], T]) -> T:
+        """``send()`` of a message that executes ``prepared``. When the session lost the
+        statement (DISCARD ALL, a pooler) before anything else ran in this transaction: roll
+        back, prepare it again and send the same message once more."""
         try:
-            results = _exchange(conn, message)
+            return send()
         except psycopg.Error as err:
             if err.sqlstate != _UNDEFINED_STATEMENT or not first:
                 raise
-            # as in execute: the session lost it before anything else ran; once more
             self.rollback()
-            _mark(conn, prepared.name, False)
+            _mark(self.conn, prepared.name, False)
             if not self._ensure(prepared):
                 raise
-            results = _exchange(conn, message)
-        self.open, self.committed = True, last
-        return _rows(conn, results[2 if first else 0], fetch)
+            return send()
 
     def _ensure(self, prepared: _Prepared) -> bool:
         """Prepare on the session unless done; False if the statement must run bound."""
