@@ -142,6 +142,33 @@ def scratch_schema(
 
 
 @pytest.fixture
+def tenant_table(
+    as_owner: Callable[..., None], scratch_schema: str
+) -> Callable[..., sql.Identifier]:
+    """A factory of tables in the scratch schema shaped like the framework's own: row-level
+    security enabled and forced, one policy on the tenant column for reads and writes alike,
+    SELECT and INSERT for the application role. ``columns`` is the column list as SQL (the
+    tenant column among them), each of ``indexes`` a CREATE INDEX with ``{}`` for the table."""
+
+    def make(name: str, columns: str, *, tenant: str = "tenant",
+             indexes: tuple[str, ...] = ()) -> sql.Identifier:
+        table = sql.Identifier(scratch_schema, name)
+        mine = sql.SQL("{} = (SELECT primitives.current_tenant())").format(sql.Identifier(tenant))
+        as_owner(
+            sql.SQL("CREATE TABLE {} ({})").format(table, sql.SQL(columns)),
+            *(sql.SQL(index).format(table) for index in indexes),
+            sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(table),
+            sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(table),
+            sql.SQL("CREATE POLICY tenant_isolation ON {} USING ({}) WITH CHECK ({})").format(
+                table, mine, mine),
+            sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(table, sql.Identifier(APP_ROLE)),
+        )
+        return table
+
+    return make
+
+
+@pytest.fixture
 def fresh_database(
     admin_conn: psycopg.Connection[Any], pg: PostgresHandle
 ) -> Iterator[Callable[[], str]]:

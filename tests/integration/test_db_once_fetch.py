@@ -19,7 +19,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from primitives.db import APP_ROLE, OnceTransaction, _oneshot, use_fast_json
+from primitives.db import OnceTransaction, _oneshot, use_fast_json
 from tests.conftest import PostgresHandle
 
 pytestmark = pytest.mark.db
@@ -38,19 +38,9 @@ PARAMS: dict[str, Any] = {
 
 
 @pytest.fixture
-def notes(scratch_schema: str, as_owner: Callable[..., None]) -> sql.Identifier:
-    table = sql.Identifier(scratch_schema, "notes")
-    tenant = sql.SQL("tenant_id = (SELECT primitives.current_tenant())")
-    as_owner(
-        sql.SQL("CREATE TABLE {} (tenant_id text NOT NULL, n int PRIMARY KEY, body jsonb)")
-        .format(table),
-        sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(table),
-        sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(table),
-        sql.SQL("CREATE POLICY tenant_isolation ON {} USING ({}) WITH CHECK ({})").format(
-            table, tenant, tenant),
-        sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(table, sql.Identifier(APP_ROLE)),
-    )
-    return table
+def notes(tenant_table: Callable[..., sql.Identifier]) -> sql.Identifier:
+    return tenant_table("notes", "tenant_id text NOT NULL, n int PRIMARY KEY, body jsonb",
+                        tenant="tenant_id")
 
 
 def _idle_without_tenant(conn: psycopg.Connection[Any]) -> None:

@@ -13,7 +13,7 @@ import pytest
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from primitives.db import APP_ROLE, aread_once, read_once, tenant_transaction
+from primitives.db import aread_once, read_once, tenant_transaction
 from primitives.errors import StorageError
 
 if TYPE_CHECKING:
@@ -25,19 +25,10 @@ CURRENT_TENANT = "SELECT primitives.current_tenant()"
 
 
 @pytest.fixture
-def notes(scratch_schema: str, as_owner: Callable[..., None],
+def notes(tenant_table: Callable[..., sql.Identifier],
           app_conn: psycopg.Connection[Any]) -> str:
-    table = sql.Identifier(scratch_schema, "notes")
-    tenant = sql.SQL("tenant_id = (SELECT primitives.current_tenant())")
-    as_owner(
-        sql.SQL("CREATE TABLE {} (tenant_id text NOT NULL, n int NOT NULL, body text NOT NULL)")
-        .format(table),
-        sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(table),
-        sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(table),
-        sql.SQL("CREATE POLICY tenant_isolation ON {} USING ({}) WITH CHECK ({})").format(
-            table, tenant, tenant),
-        sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(table, sql.Identifier(APP_ROLE)),
-    )
+    table = tenant_table("notes", "tenant_id text NOT NULL, n int NOT NULL, body text NOT NULL",
+                         tenant="tenant_id")
     for owner in ("acme", "globex"):
         with tenant_transaction(app_conn, owner) as tx:
             for n in range(3):

@@ -66,23 +66,14 @@ def test_the_engine_uses_the_leakproof_match_and_finds_what_the_builtin_finds(
 
 
 def test_row_level_security_lets_the_index_serve_only_the_leakproof_match(
-    as_owner: Callable[..., None], app_conn: psycopg.Connection[Any], scratch_schema: str,
+    tenant_table: Callable[..., sql.Identifier], app_conn: psycopg.Connection[Any],
     admin_conn: psycopg.Connection[Any],
 ) -> None:
     assert ensure_text_match(admin_conn) in ("installed", "present")  # the test server's admin
     # A table shaped like a memories table (forced RLS on the tenant, the full-text index on
     # the leakproof class) and no other index, so each plan shows what the index may do.
-    table = sql.Identifier(scratch_schema, "notes")
-    as_owner(
-        sql.SQL("CREATE TABLE {} (tenant text NOT NULL, id int, tsv tsvector)").format(table),
-        sql.SQL("CREATE INDEX notes_tsv ON {} USING gin (tenant, tsv "
-                "primitives.tsvector_match_ops)").format(table),
-        sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(table),
-        sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(table),
-        sql.SQL("CREATE POLICY tenant ON {} USING (tenant = primitives.current_tenant()) "
-                "WITH CHECK (tenant = primitives.current_tenant())").format(table),
-        sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(table, sql.Identifier(APP_ROLE)),
-    )
+    table = tenant_table("notes", "tenant text NOT NULL, id int, tsv tsvector", indexes=(
+        "CREATE INDEX notes_tsv ON {} USING gin (tenant, tsv primitives.tsvector_match_ops)",))
     with tenant_transaction(app_conn, "acme"):
         app_conn.execute(sql.SQL(
             "INSERT INTO {} SELECT 'acme', i, to_tsvector('english', 'scan ' || i) "

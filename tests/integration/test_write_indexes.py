@@ -15,7 +15,7 @@ from psycopg import sql
 
 from primitives import migrate
 from primitives.compile import OBSERVED_EVENT_KIND, RETIRED_MEMORY_INDEXES
-from primitives.db import APP_ROLE, tenant_transaction
+from primitives.db import tenant_transaction
 from primitives.embeddings import HashingEmbedder
 from primitives.engine import Engine
 from primitives.spec import AgentSpec
@@ -31,23 +31,14 @@ def _index_names(conn: psycopg.Connection[Any], table: str) -> set[str]:
 
 
 def test_containment_is_not_served_by_a_gin_index_under_row_level_security(
-    as_owner: Callable[..., None], app_conn: psycopg.Connection[Any], scratch_schema: str,
+    tenant_table: Callable[..., sql.Identifier], app_conn: psycopg.Connection[Any],
 ) -> None:
     # A table shaped like a memories table: forced RLS on the tenant, GIN indexes on the
     # envelope and the tags as earlier plans built them, and no other index.
-    table = sql.Identifier(scratch_schema, "notes")
-    as_owner(
-        sql.SQL("CREATE TABLE {} (tenant text NOT NULL, id int, envelope jsonb, "
-                "tags text[])").format(table),
-        sql.SQL("CREATE INDEX notes_envelope ON {} USING gin (envelope jsonb_path_ops)"
-                ).format(table),
-        sql.SQL("CREATE INDEX notes_tags ON {} USING gin (tags)").format(table),
-        sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(table),
-        sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(table),
-        sql.SQL("CREATE POLICY tenant ON {} USING (tenant = primitives.current_tenant()) "
-                "WITH CHECK (tenant = primitives.current_tenant())").format(table),
-        sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(table, sql.Identifier(APP_ROLE)),
-    )
+    table = tenant_table("notes", "tenant text NOT NULL, id int, envelope jsonb, tags text[]",
+                         indexes=("CREATE INDEX notes_envelope ON {} USING gin "
+                                  "(envelope jsonb_path_ops)",
+                                  "CREATE INDEX notes_tags ON {} USING gin (tags)"))
     with tenant_transaction(app_conn, "acme"):
         app_conn.execute(sql.SQL(
             "INSERT INTO {} SELECT 'acme', i, jsonb_build_object('n', i), "
