@@ -323,6 +323,7 @@ def _prepared_call(conn: Any, statement: str,
     name, prepare = _prepared_form(conn, text, base, types)
     if name in _unfit:
         return None
+    # the literals are SQL already (quoted above or by psycopg): joined as text on the hot path
     return _Prepared(name, prepare, f"({', '.join(literals)})" if literals else "")
 
 
@@ -358,15 +359,13 @@ def _exchange(conn: psycopg.Connection[Any], message: bytes) -> list[PGresult]:
                 select.select([], [pgconn.socket], [])
             while True:
                 pgconn.consume_input()
-                while not pgconn.is_busy():
-                    result = pgconn.get_result()
-                    if result is None:
-                        break
-                    results.append(result)
-                else:
+                if pgconn.is_busy():  # the next result is not all here yet
                     select.select([pgconn.socket], [], [])
                     continue
-                break
+                result = pgconn.get_result()
+                if result is None:  # the message's last result was read
+                    break
+                results.append(result)
         except BaseException:
             if pgconn.transaction_status == TransactionStatus.ACTIVE:
                 _cancel_and_drain(conn)
@@ -382,6 +381,7 @@ def _exchange(conn: psycopg.Connection[Any], message: bytes) -> list[PGresult]:
 
 def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
     pgconn = conn.pgconn
+    mode = pgconn.nonblocking
     try:
         conn.cancel_safe(timeout=5.0)
         pgconn.nonblocking = 0  # a blocking read of what is left
@@ -390,7 +390,7 @@ def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
     except Exception:  # the connection is beyond use; the pool discards it
         pass
     finally:
-        pgconn.nonblocking = 1
+        pgconn.nonblocking = mode
 
 
 _LOADER_ATTRIBUTE = "_primitives_row_loader"
