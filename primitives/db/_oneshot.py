@@ -27,13 +27,14 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
 import select
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -370,6 +371,11 @@ def _exchange(conn: psycopg.Connection[Any], message: bytes) -> list[PGresult]:
             if pgconn.transaction_status == TransactionStatus.ACTIVE:
                 _cancel_and_drain(conn)
             raise
+    return _checked(conn, results)
+
+
+def _checked(conn: Any, results: list[PGresult]) -> list[PGresult]:
+    """``results``, or the error of the first that failed, as psycopg's cursor raises it."""
     for result in results:
         if result.status not in _OK:
             if result.status == ExecStatus.FATAL_ERROR:
@@ -377,6 +383,68 @@ def _exchange(conn: psycopg.Connection[Any], message: bytes) -> list[PGresult]:
             raise psycopg.InternalError(
                 f"unexpected result status {ExecStatus(result.status).name} from the message")
     return results
+
+
+async def _aexchange(conn: psycopg.AsyncConnection[Any], message: bytes) -> list[PGresult]:
+    """The async twin of :func:`_exchange`: the waits go through the event loop (a reader or
+    writer on the socket), and a cancelled task cancels the query and drains it."""
+    pgconn = conn.pgconn
+    results: list[PGresult] = []
+    async with conn.lock:
+        pgconn.send_query(message)
+        try:
+            while pgconn.flush():
+                await _socket_ready(pgconn.socket, write=True)
+            while True:
+                pgconn.consume_input()
+                if pgconn.is_busy():
+                    await _socket_ready(pgconn.socket)
+                    continue
+                result = pgconn.get_result()
+                if result is None:
+                    break
+                results.append(result)
+        except BaseException:  # CancelledError included
+            if pgconn.transaction_status == TransactionStatus.ACTIVE:
+                await _acancel_and_drain(conn)
+            raise
+    return _checked(conn, results)
+
+
+async def _socket_ready(fd: int, *, write: bool = False) -> None:
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    if write:
+        loop.add_writer(fd, wake)
+    else:
+        loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        if write:
+            loop.remove_writer(fd)
+        else:
+            loop.remove_reader(fd)
+
+
+async def _acancel_and_drain(conn: psycopg.AsyncConnection[Any]) -> None:
+    pgconn = conn.pgconn
+    try:
+        await conn.cancel_safe(timeout=5.0)
+        while True:
+            pgconn.consume_input()
+            if pgconn.is_busy():
+                await asyncio.wait_for(_socket_ready(pgconn.socket), timeout=5.0)
+                continue
+            if pgconn.get_result() is None:
+                break
+    except BaseException:  # the connection is beyond use; the pool discards it
+        pass
 
 
 def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
@@ -396,7 +464,7 @@ def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
 _LOADER_ATTRIBUTE = "_primitives_row_loader"
 
 
-def _row_loader(conn: psycopg.Connection[Any]) -> RowLoader:
+def _row_loader(conn: Any) -> RowLoader:
     """The connection's row loader, made once and kept on the connection: a new one would
     look up the loader of every column's type again for each result (about 12 of 25 us per
     row read). Kept on the connection itself, not in a weak map, because the loader refers
@@ -411,7 +479,7 @@ def _row_loader(conn: psycopg.Connection[Any]) -> RowLoader:
     return loader
 
 
-def _rows(conn: psycopg.Connection[Any], result: PGresult, fetch: Fetch) -> Any:
+def _rows(conn: Any, result: PGresult, fetch: Fetch) -> Any:
     """``result``'s rows as tuples, loaded by the connection's adapters (as a cursor would)."""
     if fetch == "none":
         return None
@@ -420,6 +488,15 @@ def _rows(conn: psycopg.Connection[Any], result: PGresult, fetch: Fetch) -> Any:
     if fetch == "one":
         return loader.load_row(0, tuple) if result.ntuples else None
     return loader.load_rows(0, result.ntuples, tuple)
+
+
+async def afetch_rows(cursor: psycopg.AsyncCursor[Any], fetch: Fetch) -> Any:
+    """The async twin of :func:`fetch_rows`."""
+    if fetch == "one":
+        return await cursor.fetchone()
+    if fetch == "all":
+        return await cursor.fetchall()
+    return None
 
 
 def fetch_rows(cursor: psycopg.Cursor[Any], fetch: Fetch) -> Any:
@@ -587,22 +664,51 @@ class AsyncOnceTransaction:
             return cursor
         first = not self.open
         message = _message(self.begin if first else None, prepared, last)
-        cursor = conn.cursor()
-        try:
-            await cursor.execute(message, prepare=False)
-        except psycopg.Error as err:
-            if err.sqlstate != _UNDEFINED_STATEMENT or not first:
-                raise
-            await self.rollback()
-            _mark(conn, prepared.name, False)
-            if not await self._ensure(prepared):
-                raise
+
+        async def send() -> psycopg.AsyncCursor[Any]:
             cursor = conn.cursor()
             await cursor.execute(message, prepare=False)
+            return cursor
+
+        cursor = await self._sent(prepared, first, send)
         self.open, self.committed = True, last
         for _ in range(2 if first else 0):
             cursor.nextset()
         return cursor
+
+    async def fetch(self, statement: str, params: Mapping[str, Any] | None, *,
+                    last: bool = False, fetch: Fetch = "none") -> Any:
+        """The async twin of :meth:`OnceTransaction.fetch`."""
+        conn = self.conn
+        if conn.row_factory is not tuple_row:
+            return await afetch_rows(await self.execute(statement, params, last=last), fetch)
+        if self.committed:
+            raise psycopg.ProgrammingError("this tenant transaction has committed already")
+        prepared = _prepared_call(conn, statement, params)
+        if prepared is not None and not await self._ensure(prepared):
+            prepared = None
+        if prepared is None:
+            return await afetch_rows(await self.execute(statement, params, last=last), fetch)
+        first = not self.open
+        message = _message(self.begin if first else None, prepared, last).encode(
+            conn.info.encoding)
+        results = await self._sent(prepared, first, lambda: _aexchange(conn, message))
+        self.open, self.committed = True, last
+        return _rows(conn, results[2 if first else 0], fetch)
+
+    async def _sent(self, prepared: _Prepared, first: bool,
+                    send: Callable[[], Awaitable[T]]) -> T:
+        """The async twin of :meth:`OnceTransaction._sent`."""
+        try:
+            return await send()
+        except psycopg.Error as err:
+            if err.sqlstate != _UNDEFINED_STATEMENT or not first:
+                raise
+            await self.rollback()
+            _mark(self.conn, prepared.name, False)
+            if not await self._ensure(prepared):
+                raise
+            return await send()
 
     async def _ensure(self, prepared: _Prepared) -> bool:
         if _is_prepared(self.conn, prepared.name):

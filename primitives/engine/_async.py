@@ -19,7 +19,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from primitives.db import app_dsn, atenant_transaction, resolve_dsn, use_fast_json
-from primitives.db._oneshot import AsyncOnceTransaction
+from primitives.db._oneshot import AsyncOnceTransaction, afetch_rows
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _core as core
@@ -50,14 +50,6 @@ async def arun_op(conn: psycopg.AsyncConnection[Any], op: core.Op[R]) -> R:
     return await _adrive(conn, op, step)
 
 
-async def _afetch(cursor: Any, fetch: core.Fetch) -> Any:
-    if fetch == "one":
-        return await cursor.fetchone()
-    if fetch == "all":
-        return await cursor.fetchall()
-    return None
-
-
 async def _adrive(conn: psycopg.AsyncConnection[Any], op: core.Op[R], step: Any) -> R:
     """Drive ``op`` on ``conn`` from ``step``, the step it yielded last."""
     try:
@@ -67,7 +59,7 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], op: core.Op[R], step: Any)
                 step = op.send(await asyncio.to_thread(step.compute))
                 continue
             cursor = await conn.execute(render(step.statement, conn), step.params)
-            step = op.send(await _afetch(cursor, step.fetch))
+            step = op.send(await afetch_rows(cursor, step.fetch))
     except StopIteration as done:
         value: R = done.value
         return value
@@ -87,9 +79,8 @@ async def _arun_once(conn: psycopg.AsyncConnection[Any], tenant: str, op: core.O
                 if after_last == "refuse":
                     raise AssertionError("an operation ran a statement after its last one")
                 tx = AsyncOnceTransaction(conn, tenant)
-            cursor = await tx.execute(render(step.statement, conn), step.params,
-                                      last=step.last)
-            step = op.send(await _afetch(cursor, step.fetch))
+            step = op.send(await tx.fetch(render(step.statement, conn), step.params,
+                                          last=step.last, fetch=step.fetch))
     except StopIteration as done:
         await tx.commit()
         value: R = done.value

@@ -3,6 +3,7 @@ libpq. Same rows, same errors and the same connection state as the cursor path."
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import select
 import time
@@ -19,7 +20,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from primitives.db import OnceTransaction, _oneshot, use_fast_json
+from primitives.db import AsyncOnceTransaction, OnceTransaction, _oneshot, use_fast_json
 from tests.conftest import PostgresHandle
 
 pytestmark = pytest.mark.db
@@ -168,3 +169,53 @@ def test_the_row_loader_is_kept_per_connection_and_goes_with_it(pg: PostgresHand
     del conn, loader
     gc.collect()
     assert gone() is None  # the loader's reference to its connection keeps neither alive
+
+
+# -- the async twin -------------------------------------------------------------------------------
+async def test_async_fetch_returns_the_rows_the_cursor_returns(pg: PostgresHandle) -> None:
+    async with await psycopg.AsyncConnection.connect(pg.app_dsn, autocommit=True) as conn:
+        use_fast_json(conn)
+        cursor = await AsyncOnceTransaction(conn, "acme").execute(VALUES, PARAMS, last=True)
+        by_cursor = await cursor.fetchone()
+        direct = await AsyncOnceTransaction(conn, "acme").fetch(VALUES, PARAMS, last=True,
+                                                                fetch="one")
+        assert direct == by_cursor and direct[-1] == "acme"
+        many = await AsyncOnceTransaction(conn, "acme").fetch(
+            "SELECT g FROM generate_series(1, %(n)s::int) AS g", {"n": 3}, last=True,
+            fetch="all")
+        assert many == [(1,), (2,), (3,)]
+        assert conn.info.transaction_status == TransactionStatus.IDLE
+        cur = await conn.execute(CURRENT_TENANT)
+        assert await cur.fetchone() == (None,)
+
+
+async def test_async_fetch_errors_and_a_lost_prepared_statement(pg: PostgresHandle) -> None:
+    async with await psycopg.AsyncConnection.connect(pg.app_dsn, autocommit=True) as conn:
+        tx = AsyncOnceTransaction(conn, "acme")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            await tx.fetch("SELECT 1 / %(zero)s::int", {"zero": 0}, last=True, fetch="one")
+        assert conn.info.transaction_status == TransactionStatus.INERROR
+        await tx.rollback()
+        assert conn.info.transaction_status == TransactionStatus.IDLE
+        await conn.execute("DEALLOCATE ALL")
+        row = await AsyncOnceTransaction(conn, "acme").fetch(VALUES, PARAMS, last=True,
+                                                             fetch="one")
+        assert row[0] == 7 and row[-1] == "acme"
+
+
+async def test_a_cancelled_async_fetch_cancels_the_query(pg: PostgresHandle) -> None:
+    async with await psycopg.AsyncConnection.connect(pg.app_dsn, autocommit=True) as conn:
+        tx = AsyncOnceTransaction(conn, "acme")
+        task = asyncio.create_task(tx.fetch("SELECT pg_sleep(%(s)s::float8)", {"s": 30.0},
+                                            last=True, fetch="one"))
+        await asyncio.sleep(0.3)  # the query is running on the server
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < 10  # cancelled, not waited out
+        assert conn.info.transaction_status == TransactionStatus.INERROR
+        await tx.rollback()
+        row = await AsyncOnceTransaction(conn, "acme").fetch("SELECT %(i)s::int", {"i": 1},
+                                                             last=True, fetch="one")
+        assert row == (1,)
