@@ -13,7 +13,7 @@ import json
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from psycopg import sql
@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from primitives import retrieval
 from primitives.compile import Tables
+from primitives.db._oneshot import Fetch
 from primitives.embeddings import Embedder
 from primitives.engine import _queries as q
 from primitives.engine._anchor import Anchor
@@ -30,9 +31,6 @@ from primitives.spec import AgentSpec
 
 __all__ = ["Compute", "Context", "Embed", "Op", "Rerank", "Step", "canonical_json",
            "content_hash"]
-
-Fetch = Literal["none", "one", "all"]
-
 
 @dataclass(frozen=True)
 class Step:

@@ -337,11 +337,9 @@ def confirm_memory(ctx: Context, memory_id: UUID, *, reason: str | None = None) 
                               "active memory can be confirmed", memory_id=str(memory_id))
     row = yield Step(q.confirm_memory(ctx.tables), {"tenant": ctx.tenant, "id": memory_id},
                      "one")
-    yield Step(q.insert_event(ctx.tables), {
-        "tenant": ctx.tenant, "event_id": q.new_event_id(), "kind": "confirmed",
-        "memory_id": memory_id, "actor": ctx.actor,
-        "payload": Jsonb({"previous_confidence": memory.confidence, "confidence": 1.0,
-                          "decay_rate": 0.0, "reason": reason})})
+    yield core._event(ctx, "confirmed", memory_id, {
+        "previous_confidence": memory.confidence, "confidence": 1.0, "decay_rate": 0.0,
+        "reason": reason})
     return Memory.from_row(row)
 
 
