@@ -35,6 +35,16 @@ def _yes(flag: bool | None) -> str:
     return {True: "met", False: "**missed**", None: "n/a"}[flag]
 
 
+def _writers_goal_rows(params: dict[str, Any], met: dict[str, Any],
+                       goals: dict[str, Any]) -> list[str]:
+    """One row per mode when the results judge each mode (older results: one, best mode)."""
+    goal = f"{params['writers']} writers ≥ {goals['writes_per_s_8']:,.0f} writes/s"
+    by_mode = met.get("writes_per_s_8_by_mode")
+    if by_mode is None:
+        return [f"| {goal} (best mode) | {_yes(met.get('writes_per_s_8'))} |"]
+    return [f"| {goal}, {mode} | {_yes(flag)} |" for mode, flag in by_mode.items()]
+
+
 def _single_table(result: dict[str, Any]) -> list[str]:
     rows = {r["target"]: r for r in result["single_writer"]}
     lines = [
@@ -156,8 +166,7 @@ def render_markdown(result: dict[str, Any], *, table_only: bool = False) -> str:
         "|---|---|",
         f"| single write p50 ≤ {goals['single_p50_ms']:g} ms | {_yes(met.get('single_p50_ms'))} |",
         f"| single write p95 ≤ {goals['single_p95_ms']:g} ms | {_yes(met.get('single_p95_ms'))} |",
-        f"| {params['writers']} writers ≥ {goals['writes_per_s_8']:,.0f} writes/s (best mode) "
-        f"| {_yes(met.get('writes_per_s_8'))} |",
+        *_writers_goal_rows(params, met, goals),
         "",
         "What the figures mean for scaling, and where the write time goes, is discussed in "
         "[scaling.md](scaling.md).",

@@ -123,13 +123,18 @@ def _comparisons(single: list[LatencyResult],
 
 
 def _targets_met(single: list[LatencyResult], load: list[ThroughputResult]) -> dict[str, Any]:
+    """Each goal met or not. The writers goal is judged per mode: ``writes_per_s_8_by_mode``
+    says it for threads and for processes, and ``writes_per_s_8`` is true only when every
+    mode measured reached it (a single fast mode does not carry the other)."""
     engine = next((r for r in single if r.target == "engine"), None)
-    best = max((r.writes_per_s for r in load if r.target == "engine"), default=0.0)
     met: dict[str, Any] = {"goals": TARGETS}
     if engine is not None:
         met["single_p50_ms"] = engine.latency["p50_ms"] <= TARGETS["single_p50_ms"]
         met["single_p95_ms"] = engine.latency["p95_ms"] <= TARGETS["single_p95_ms"]
-    met["writes_per_s_8"] = best >= TARGETS["writes_per_s_8"]
+    by_mode = {r.mode: r.writes_per_s >= TARGETS["writes_per_s_8"]
+               for r in load if r.target == "engine"}
+    met["writes_per_s_8_by_mode"] = by_mode
+    met["writes_per_s_8"] = bool(by_mode) and all(by_mode.values())
     return met
 
 

@@ -143,6 +143,44 @@ def _event(ctx: Context, kind: str, memory_id: UUID | None, payload: Mapping[str
     })
 
 
+def _text(value: str, what: str) -> str:
+    """``value`` as a plain string, as the database stores it (a ``str`` subclass, such as a
+    string enum member, becomes the text it holds); anything else is refused."""
+    if type(value) is str:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    raise PolicyViolation(f"{what} must be a string, not {type(value).__name__} ({value!r})")
+
+
+def _memory_id(memory_id: UUID | str | None) -> UUID:
+    """A new row's id: the caller's (a UUID, or its text) or a fresh random one."""
+    if memory_id is None:
+        return uuid4()
+    if type(memory_id) is UUID:
+        return memory_id
+    try:
+        return UUID(str(memory_id))
+    except ValueError:
+        raise PolicyViolation(f"memory_id must be a UUID, not {memory_id!r}") from None
+
+
+def _labels(items: Sequence[str], what: str) -> list[str]:
+    """``items`` as a list of plain strings (a ``str`` subclass, such as a string enum member,
+    becomes the text it holds, as the database stores it); anything else is refused."""
+    if isinstance(items, str):
+        raise PolicyViolation(f"a {what} list must be a sequence of strings, not one string "
+                              f"({items!r})")
+    labels = list(items)
+    for k, item in enumerate(labels):
+        if type(item) is not str:
+            if not isinstance(item, str):
+                raise PolicyViolation(f"{what}s must be strings; item {k} is "
+                                      f"{type(item).__name__} ({item!r})")
+            labels[k] = str.__str__(item)
+    return labels
+
+
 def _typology(spec: AgentSpec, tier: str, typology: str | None) -> str:
     kinds = spec.typology.get(tier)
     if kinds is None:
@@ -266,7 +304,7 @@ def observe(
     key: str | None = None, namespace: Sequence[str] = (),
     value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
-    source: str | None = None, memory_id: UUID | None = None, via: str = "direct",
+    source: str | None = None, memory_id: UUID | str | None = None, via: str = "direct",
     embedding: Sequence[float] | None = None, final: bool = False,
 ) -> Op[Memory]:
     """Write a memory. With ``key``, an unchanged write returns the current row (no event)
@@ -274,12 +312,16 @@ def observe(
     stores its vector and the model's id (``embedding`` when the caller already has it).
     ``final``: this operation is the whole transaction, so its insert is marked ``last``."""
     spec = ctx.spec
-    typ = _typology(spec, tier, typology)
+    # Plain strings from here on: the memory returned is built from them (Memory.from_written).
+    tier, content = _text(tier, "tier"), _text(content, "content")
+    typ = _text(_typology(spec, tier, typology), "typology")
     check_write_policy(spec, tier, typ, via=via)
     value, envelope = dict(value or {}), dict(envelope or {})
     value_json = canonical_json(value)
     check_limits(spec, content, value, envelope, value_json=value_json)
-    ns = list(namespace)
+    ns, tag_list = _labels(namespace, "namespace label"), _labels(tags, "tag")
+    key = None if key is None else _text(key, "key")
+    scope_id = None if scope_id is None else _text(scope_id, "scope_id")
     previous: Memory | None = None
     if key is not None:
         row = yield Step(q.current_by_key(ctx.tables), {
@@ -287,9 +329,9 @@ def observe(
         if row is not None:
             previous = Memory.from_row(row)
             if (previous.content, previous.value, previous.envelope, previous.typology,
-                    list(previous.tags)) == (content, value, envelope, typ, list(tags)):
+                    list(previous.tags)) == (content, value, envelope, typ, tag_list):
                 return previous
-    new_id = memory_id or uuid4()
+    new_id = _memory_id(memory_id)
     vector: dict[str, Any] = {}
     if ctx.embeds:
         assert ctx.embedder is not None
@@ -314,7 +356,7 @@ def observe(
         **ctx.anchor.as_dict(), **vector,
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content,
-        "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": list(tags),
+        "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": tag_list,
         "provenance": Jsonb({}), "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
         "event_id": q.new_event_id(), "payload": Jsonb({
@@ -327,7 +369,10 @@ def observe(
         yield Step(q.temporal_edge(ctx.tables), {
             "tenant": ctx.tenant, "tier": tier, "scope_id": scope_id, "id": new_id,
             "event_time": when, "actor": ctx.actor}, last=final)
-    return Memory.from_row(row)
+    # The insert read back what the server set or normalized; the rest is what it wrote.
+    return Memory.from_written({
+        "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
+        "key": row_key, "content": content, "tags": tag_list}, row)
 
 
 def _links_to_previous(ctx: Context, scope_id: str | None) -> bool:

@@ -11,7 +11,7 @@ from uuid import UUID, uuid4
 from psycopg import sql
 
 from primitives.compile import OBSERVED_EVENT_KIND, Tables
-from primitives.engine._records import MEMORY_COLUMNS
+from primitives.engine._records import MEMORY_COLUMNS, READ_BACK_COLUMNS
 
 __all__ = [
     "ACTIVE",
@@ -67,7 +67,8 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
     """One statement for the write path: the memory row, its ``observed`` journal event and,
     when ``scoped``, the scope's activity mark. Params: those of :func:`insert_memory` plus
     ``tenant``, ``event_id`` and ``payload`` (the event's) and ``scope_id`` (NULL: no scope
-    row is touched).
+    row is touched). Returns the row's :data:`READ_BACK_COLUMNS` only (the caller has the
+    rest: :meth:`~primitives.engine.Memory.from_written`).
     A write without a scope uses ``scoped=False``: the statement then has no scope part to
     set up at all."""
     columns = (*anchor_columns, *_WRITE_COLUMNS)
@@ -81,14 +82,15 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
         "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET last_activity_at = now())"
     ) if scoped else sql.SQL("")
     return sql.SQL(
-        "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) RETURNING {ret}), "
+        "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) RETURNING id, {ret}), "
         "e AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
         "SELECT %(tenant)s, %(event_id)s, {observed}, m.id, %(actor)s, %(payload)s FROM m)"
         "{scope} SELECT {ret} FROM m"
     ).format(scope=scope.format(scopes=tables.scopes.ident, t=tables.tenant),
         mem=tables.memories.ident, events=tables.events.ident, scopes=tables.scopes.ident,
         t=tables.tenant, cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
-        vals=sql.SQL(", ").join(values), ret=_returning(),
+        vals=sql.SQL(", ").join(values),
+        ret=sql.SQL(", ").join(sql.Identifier(c) for c in READ_BACK_COLUMNS),
         observed=sql.Literal(OBSERVED_EVENT_KIND),
     )
 

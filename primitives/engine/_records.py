@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-__all__ = ["MEMORY_COLUMNS", "Edge", "Entity", "Explanation", "Hit", "Memory"]
+__all__ = ["MEMORY_COLUMNS", "READ_BACK_COLUMNS", "Edge", "Entity", "Explanation", "Hit",
+           "Memory"]
 
 MEMORY_COLUMNS = (
     "id", "tier", "typology", "scope_id", "namespace", "key", "content", "value", "envelope",
@@ -16,6 +17,17 @@ MEMORY_COLUMNS = (
     "invalidated_at", "archived_at", "tombstoned_at", "persistent",
 )
 """Columns read back into :class:`Memory`, in this order."""
+
+READ_BACK_COLUMNS = (
+    "value", "envelope", "confidence", "event_time", "created_at", "updated_at",
+    "superseded_at", "invalidated_at", "archived_at", "tombstoned_at", "persistent",
+)
+"""The columns the write path reads back from a row it has just inserted: those the database
+decides (defaults, the generated ``persistent``, the state columns), those it normalizes (the
+``jsonb`` value and envelope: key order, numbers such as ``1.5e300`` kept as exact decimals;
+the event time as a ``timestamptz`` in the session's time zone). Every other column (id, tier,
+typology, scope, namespace, key, content, tags) is stored exactly as sent, so the write path
+takes it from what it sent (:meth:`Memory.from_written`)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,18 @@ class Memory:
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Memory:
         values = dict(zip(MEMORY_COLUMNS, row, strict=False))
+        values["namespace"] = tuple(values["namespace"] or ())
+        values["tags"] = tuple(values["tags"] or ())
+        return cls(**values)
+
+    @classmethod
+    def from_written(cls, written: dict[str, Any], row: tuple[Any, ...]) -> Memory:
+        """The memory an insert just wrote: ``written`` holds the values it sent for the
+        columns outside :data:`READ_BACK_COLUMNS` (``id``, ``tier``, ``content``, ``tags``
+        ...), ``row`` the columns it read back, in that order. The same memory as
+        :meth:`from_row` of a fresh read, without loading the text the caller already has."""
+        values = dict(zip(READ_BACK_COLUMNS, row, strict=True))
+        values.update(written)
         values["namespace"] = tuple(values["namespace"] or ())
         values["tags"] = tuple(values["tags"] or ())
         return cls(**values)

@@ -62,7 +62,8 @@ def test_bench_run_writes_json_with_machine_parameters_and_every_measurement(
         "single_p99_ms_ours_over_theirs", "writes_per_s_threads_ours_over_theirs",
         "writes_per_s_processes_ours_over_theirs"}
     assert set(stored["targets_met"]) == {"goals", "single_p50_ms", "single_p95_ms",
-                                          "writes_per_s_8"}
+                                          "writes_per_s_8", "writes_per_s_8_by_mode"}
+    assert set(stored["targets_met"]["writes_per_s_8_by_mode"]) == {"threads", "processes"}
     assert stored["breakdown"]["total"]["p50_ms"] > 0
 
 
