@@ -359,9 +359,11 @@ def _exchange(conn: psycopg.Connection[Any], message: bytes) -> list[PGresult]:
             while pgconn.flush():
                 select.select([], [pgconn.socket], [])
             while True:
-                pgconn.consume_input()
+                # The socket is read only once select says there is something to read: a read
+                # before the reply (or between results already buffered) is a wasted call.
                 if pgconn.is_busy():  # the next result is not all here yet
                     select.select([pgconn.socket], [], [])
+                    pgconn.consume_input()
                     continue
                 result = pgconn.get_result()
                 if result is None:  # the message's last result was read
@@ -396,9 +398,9 @@ async def _aexchange(conn: psycopg.AsyncConnection[Any], message: bytes) -> list
             while pgconn.flush():
                 await _socket_ready(pgconn.socket, write=True)
             while True:
-                pgconn.consume_input()
-                if pgconn.is_busy():
+                if pgconn.is_busy():  # as in _exchange: read only what the socket has
                     await _socket_ready(pgconn.socket)
+                    pgconn.consume_input()
                     continue
                 result = pgconn.get_result()
                 if result is None:

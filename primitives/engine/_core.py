@@ -14,7 +14,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -25,6 +25,7 @@ from primitives.db._oneshot import Fetch
 from primitives.embeddings import Embedder
 from primitives.engine import _queries as q
 from primitives.engine._anchor import Anchor
+from primitives.engine._ids import new_uuid
 from primitives.engine._records import MEMORY_COLUMNS, Explanation, Hit, Memory
 from primitives.errors import GovernanceError, ModelMismatch, PolicyViolation, TenancyError
 from primitives.spec import AgentSpec
@@ -156,7 +157,7 @@ def _text(value: str, what: str) -> str:
 def _memory_id(memory_id: UUID | str | None) -> UUID:
     """A new row's id: the caller's (a UUID, or its text) or a fresh random one."""
     if memory_id is None:
-        return uuid4()
+        return new_uuid()
     if type(memory_id) is UUID:
         return memory_id
     try:

@@ -6,11 +6,12 @@ Every statement filters by the tenant column explicitly; row-level security is t
 from __future__ import annotations
 
 from functools import lru_cache
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from psycopg import sql
 
 from primitives.compile import OBSERVED_EVENT_KIND, Tables
+from primitives.engine._ids import new_uuid
 from primitives.engine._records import MEMORY_COLUMNS, READ_BACK_COLUMNS
 
 __all__ = [
@@ -99,7 +100,7 @@ def new_event_id() -> UUID:
     """A journal event's id, made by the client: the column's default (``gen_random_uuid``)
     would read the server's random source with three system calls per event where
     PostgreSQL is built without OpenSSL, as the embedded server is."""
-    return uuid4()
+    return new_uuid()
 
 
 @lru_cache(maxsize=64)
