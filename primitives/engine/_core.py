@@ -167,18 +167,14 @@ def _memory_id(memory_id: UUID | str | None) -> UUID:
 
 
 def _labels(items: Sequence[str], what: str) -> list[str]:
-    """``items`` as a list of plain strings (a ``str`` subclass, such as a string enum member,
-    becomes the text it holds, as the database stores it); anything else is refused."""
+    """``items`` as a list of plain strings, each as :func:`_text` makes it."""
     if isinstance(items, str):
         raise PolicyViolation(f"a {what} list must be a sequence of strings, not one string "
                               f"({items!r})")
     labels = list(items)
     for k, item in enumerate(labels):
         if type(item) is not str:
-            if not isinstance(item, str):
-                raise PolicyViolation(f"{what}s must be strings; item {k} is "
-                                      f"{type(item).__name__} ({item!r})")
-            labels[k] = str.__str__(item)
+            labels[k] = _text(item, f"{what} {k}")
     return labels
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from primitives._project import migrate
+from primitives.engine import Engine
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
 
@@ -19,3 +21,14 @@ def spectral(pg: PostgresHandle) -> AgentSpec:
     spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
     migrate([spec], dsn=pg.admin_dsn)
     return spec
+
+
+@pytest.fixture
+def engine(pg: PostgresHandle, spectral: AgentSpec) -> Iterator[Engine]:
+    """A sync engine on the Spectral spec as the application role, without an embedder (the
+    semantic signal stands down with its warning, checked here). Modules that need another
+    engine define their own ``engine``."""
+    with pytest.warns(RuntimeWarning, match="semantic signal needs an embedder"):
+        eng = Engine.connect(spectral, pg.app_dsn, max_connections=8)
+    with eng:
+        yield eng

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,6 @@ from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def engine(pg: PostgresHandle, spectral: AgentSpec) -> Iterator[Engine]:
-    with pytest.warns(RuntimeWarning, match="semantic signal needs an embedder"):
-        eng = Engine.connect(spectral, pg.app_dsn)
-    with eng:
-        yield eng
 
 
 def _tenant() -> dict[str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import uuid
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -22,14 +21,6 @@ from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
 pytestmark = pytest.mark.db
-
-
-@pytest.fixture
-def engine(pg: PostgresHandle, spectral: AgentSpec) -> Iterator[Engine]:
-    with pytest.warns(RuntimeWarning, match="semantic signal needs an embedder"):
-        eng = Engine.connect(spectral, pg.app_dsn, max_connections=8)
-    with eng:
-        yield eng
 
 
 def _tenant() -> dict[str, str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import enum
 import uuid
 import warnings
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -25,14 +24,6 @@ pytestmark = pytest.mark.db
 
 class Label(enum.StrEnum):
     URGENT = "urgent"
-
-
-@pytest.fixture
-def engine(pg: PostgresHandle, spectral: AgentSpec) -> Iterator[Engine]:
-    with pytest.warns(RuntimeWarning, match="semantic signal needs an embedder"):
-        eng = Engine.connect(spectral, pg.app_dsn, max_connections=2)
-    with eng:
-        yield eng
 
 
 def _anchor() -> dict[str, str]:
@@ -128,9 +119,9 @@ def test_a_memory_id_given_as_text_comes_back_as_a_uuid(engine: Engine) -> None:
 
 
 @pytest.mark.parametrize(("field", "bad", "message"), [
-    ("tags", ["ok", 3], "tags must be strings; item 1 is int"),
+    ("tags", ["ok", 3], "tag 1 must be a string, not int"),
     ("tags", "urgent", "tag list must be a sequence of strings, not one string"),
-    ("namespace", [None], "namespace labels must be strings; item 0 is NoneType"),
+    ("namespace", [None], "namespace label 0 must be a string, not NoneType"),
     ("key", 7, "key must be a string, not int"),
     ("scope_id", 7, "scope_id must be a string, not int"),
     ("memory_id", "not-a-uuid", "memory_id must be a UUID"),
