@@ -161,3 +161,14 @@ async def test_async_observe_returns_exactly_the_row_a_read_gives(
         async with engine.tenant(anchor) as mem:
             assert (await mem.get(made.id)) == made
         assert made.value == {"pair": [1, 2]}
+
+
+def test_a_keyed_write_that_supersedes_returns_the_new_current_row(engine: Engine) -> None:
+    anchor = _anchor()
+    first = engine.observe(anchor, "workspace", "policy v1", typology="semantic", key="policy",
+                           via="promotion", value={"v": 1})
+    second = engine.observe(anchor, "workspace", "policy v2", typology="semantic", key="policy",
+                            via="promotion", value={"v": 2.0})
+    assert second == _read(engine, anchor, second)
+    assert second.key == "policy" and second.value == {"v": 2.0} and second.active
+    assert _read(engine, anchor, first).superseded_at is not None
