@@ -54,10 +54,7 @@ class Memory:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Memory:
-        values = dict(zip(MEMORY_COLUMNS, row, strict=False))
-        values["namespace"] = tuple(values["namespace"] or ())
-        values["tags"] = tuple(values["tags"] or ())
-        return cls(**values)
+        return cls._of(dict(zip(MEMORY_COLUMNS, row, strict=False)))
 
     @classmethod
     def from_written(cls, written: dict[str, Any], row: tuple[Any, ...]) -> Memory:
@@ -67,6 +64,11 @@ class Memory:
         :meth:`from_row` of a fresh read, without loading the text the caller already has."""
         values = dict(zip(READ_BACK_COLUMNS, row, strict=True))
         values.update(written)
+        return cls._of(values)
+
+    @classmethod
+    def _of(cls, values: dict[str, Any]) -> Memory:
+        """A memory from its column values (the array columns become tuples)."""
         values["namespace"] = tuple(values["namespace"] or ())
         values["tags"] = tuple(values["tags"] or ())
         return cls(**values)
