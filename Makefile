@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(PY) -m bench.store_speed
 	$(PY) -m bench.retrieval_speed
 	$(PY) -m bench.locomo --sweep
+	$(PY) -m bench.ceiling
 	$(PY) -m bench.run
 
 golden: $(STAMP)

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from primitives._project import migrate
 from primitives.db import app_dsn, start_server, stop_server
 from primitives.spec import load_spec
 
-__all__ = ["BenchDatabases", "bench_databases", "machine_info"]
+__all__ = ["BenchDatabases", "bench_databases", "flush_latency_us", "machine_info"]
 
 _SETTINGS = ("shared_buffers", "synchronous_commit", "fsync", "wal_sync_method",
              "max_connections", "work_mem")
@@ -111,6 +112,35 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+def flush_latency_us(folder: str | None = None, *, seconds: float = 0.5) -> float | None:
+    """Median microseconds of one 8 kB write and ``fdatasync`` in ``folder`` (default: the
+    temp folder, where an embedded benchmark server keeps its data) over ``seconds``: what
+    a commit waits for on this disk at this moment. ``None`` when the folder is not writable.
+
+    A durable commit flushes the WAL the same way, so on a shared machine this figure moves
+    with the neighbours' disk load, and the writers' throughput with it."""
+    try:
+        fd, path = tempfile.mkstemp(prefix="primitives-flush-", dir=folder)
+    except OSError:
+        return None
+    samples: list[float] = []
+    try:
+        block = b"\0" * 8192
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end and len(samples) < 10_000:
+            start = time.perf_counter()
+            os.pwrite(fd, block, 0)
+            os.fdatasync(fd)
+            samples.append(time.perf_counter() - start)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    samples.sort()
+    return round(samples[len(samples) // 2] * 1e6, 1) if samples else None
+
+
 def machine_info(dsn: str, *, embedded: bool) -> dict[str, Any]:
     """Cores, memory, Python, PostgreSQL and its durability settings, package versions."""
     with psycopg.connect(dsn) as conn:
@@ -127,6 +157,8 @@ def machine_info(dsn: str, *, embedded: bool) -> dict[str, Any]:
     return {
         "cores": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        # the embedded server's data lives in the temp folder; another server's disk is elsewhere
+        "disk_flush_us_at_start": flush_latency_us() if embedded else None,
         "memory_gib": memory_gib,
         "platform": platform.platform(),
         "python": sys.version.split()[0],

@@ -31,6 +31,15 @@ def _load(machine: dict[str, Any], when: str) -> str:
     return "n/a" if not values else "/".join(f"{v:.1f}" for v in values)
 
 
+def _flush(machine: dict[str, Any]) -> str:
+    """The disk's flush latency at the start and end, where the results have it."""
+    start, end = machine.get("disk_flush_us_at_start"), machine.get("disk_flush_us_at_end")
+    if start is None or end is None:
+        return ""
+    return (f" One 8 kB write and fdatasync in the server's folder took {start:.0f} us at the "
+            f"start and {end:.0f} us at the end (median over 0.5 s).")
+
+
 def _yes(flag: bool | None) -> str:
     return {True: "met", False: "**missed**", None: "n/a"}[flag]
 
@@ -131,7 +140,7 @@ def render_markdown(result: dict[str, Any], *, table_only: bool = False) -> str:
         f"({machine['postgresql_server']}; {settings}); {packages}; "
         f"commit {machine['git_commit']}. Load average (1, 5, 15 min) at the start "
         f"{_load(machine, 'start')}, at the end {_load(machine, 'end')}: the machine may be "
-        "shared, and commit latency follows its disk load.",
+        f"shared, and commit latency follows its disk load.{_flush(machine)}",
         "",
         "What is measured, on one server in one run:",
         "",

@@ -53,7 +53,7 @@ def payload(i: int) -> tuple[str, dict[str, Any], list[str]]:
 class TargetSpec:
     """Which system, on which database. ``shared_store``: LangGraph threads share one store."""
 
-    kind: Literal["engine", "langgraph"]
+    kind: Literal["engine", "langgraph", "replay", "replay-relaxed"]
     dsn: str
     shared_store: bool = False
 
@@ -124,4 +124,16 @@ class LangGraphTarget:
 def open_target(spec: TargetSpec, connections: int) -> Target:
     if spec.kind == "engine":
         return EngineTarget(spec.dsn, connections)
+    if spec.kind in ("replay", "replay-relaxed"):
+        # the engine's own message from a client that does nothing else (bench/_replay.py);
+        # one connection per target: each writer process opens its own
+        from bench._replay import ReplayTarget
+
+        if connections != 1:
+            raise ValueError("a replay target writes on one connection: measure it in "
+                             "processes mode (one writer per process)")
+        content, envelope, tags = payload(0)
+        return ReplayTarget(spec.dsn, BENCH_SPEC, BENCH_TIER,
+                            {"content": content, "envelope": envelope, "tags": tags},
+                            relaxed=spec.kind == "replay-relaxed")
     return LangGraphTarget(spec.dsn, connections, shared_store=spec.shared_store)

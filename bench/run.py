@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._breakdown import write_breakdown
-from bench._env import bench_databases, machine_info
+from bench._env import bench_databases, flush_latency_us, machine_info
 from bench._report import render_markdown
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, TargetSpec
 from bench.writes import (
@@ -186,6 +186,8 @@ def run(settings: Settings, *, out_dir: Path, docs: Path | None, command: str) -
         "targets_met": _targets_met(single, load),
     }
     machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    if machine["disk_flush_us_at_start"] is not None:
+        machine["disk_flush_us_at_end"] = flush_latency_us()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "writes.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
