@@ -1,10 +1,11 @@
 """Where one engine write spends its time: the Python before it is sent, and its one message.
 
-It drives the engine's own core operation (``primitives.engine._core.observe``) on one
-application-role connection, exactly as ``Engine.observe`` does: the operation builds its
-statement, then ``BEGIN; SET LOCAL`` tenant, ``EXECUTE`` of the prepared insert (row,
-journal event with its chain trigger, scope mark) and ``COMMIT; RESET ALL`` travel as one
-message, with a clock around each part. Diagnostic only: the headline numbers come from the
+It takes the steps ``Engine.observe`` takes for this write on one application-role
+connection, with a clock around each part: the checks and the message built
+(``primitives.engine._observe_message.observe_call``), then ``BEGIN; SET LOCAL`` tenant,
+``EXECUTE`` of the prepared insert (row, journal event with its chain trigger, scope mark)
+and ``COMMIT; RESET ALL`` as one message, and the returned memory made from what was sent
+and read back. Diagnostic only: the headline numbers come from the
 real engine.
 """
 
@@ -20,16 +21,15 @@ import psycopg
 from bench._targets import BENCH_SPEC, BENCH_TIER, payload
 from bench.writes import latency_summary
 from primitives.db._oneshot import OnceTransaction
-from primitives.engine import Engine
-from primitives.engine import _core as core
+from primitives.engine import Engine, Memory
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import render
+from primitives.engine._observe_message import observe_call
 from primitives.spec import load_spec
 
 __all__ = ["PARTS", "write_breakdown"]
 
 PARTS = (
-    ("python_checks", "Python: policy and limit checks, statement and event built"),
+    ("python_checks", "Python: policy and limit checks, the message written"),
     ("message", "one message: BEGIN; SET LOCAL; EXECUTE insert (row + journal event with chain "
                 "trigger + scope mark); COMMIT (WAL flush); RESET ALL"),
     ("total", "total"),
@@ -57,22 +57,19 @@ def write_breakdown(dsn: str, *, writes: int, warmup: int,
 def _one(conn: psycopg.Connection[Any], engine: Engine, spec: Any, tenant: str, i: int,
          parts: dict[str, list[float]] | None) -> None:
     content, envelope, tags = payload(i)
-    ctx = engine.context(resolve_anchor(spec, {"workspace_id": tenant}), "agent")
     marks = [time.perf_counter()]
-    tx = OnceTransaction(conn, ctx.tenant)
-    op = core.observe(ctx, BENCH_TIER, content, envelope=envelope, tags=tags, final=True)
-    step = next(op)
-    if isinstance(step, core.Embed) or not step.last:
-        raise AssertionError("observe is expected to be one statement marked last (no embedder, "
-                             "no key): update bench/_breakdown.py")
-    statement = render(step.statement, conn)
+    anchor = resolve_anchor(spec, {"workspace_id": tenant})
+    call = observe_call(engine, conn, anchor, BENCH_TIER, content, "agent",
+                        {"envelope": envelope, "tags": tags})
+    if call is None:
+        raise AssertionError("Engine.observe is expected to write this in its one-message form "
+                             "(primitives.engine._observe_message): update bench/_breakdown.py")
     marks.append(time.perf_counter())
-    row = tx.execute(statement, step.params, last=True).fetchone()
+    row = OnceTransaction(conn, call.tenant).fetch_prepared(call.prepared, last=True,
+                                                             fetch="one")
     marks.append(time.perf_counter())
-    try:
-        op.send(row)
-    except StopIteration:
-        pass
+    Memory.from_written(call.written, row)
+    marks.append(time.perf_counter())
     if parts is not None:
         parts["python_checks"].append(marks[1] - marks[0])
         parts["message"].append(marks[2] - marks[1])

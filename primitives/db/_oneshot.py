@@ -337,6 +337,9 @@ def _message(begin: str | None, prepared: _Prepared, last: bool) -> str:
 
 _COMMIT = _END.removeprefix("; ")
 
+NOT_SENT: Any = object()
+"""What ``fetch_prepared`` returns when the call must go through ``fetch`` instead."""
+
 Fetch = Literal["none", "one", "all"]
 """What :meth:`OnceTransaction.fetch` returns: nothing, one row (or ``None``), every row."""
 
@@ -583,6 +586,23 @@ class OnceTransaction:
             prepared = None
         if prepared is None:
             return fetch_rows(self.execute(statement, params, last=last), fetch)
+        return self._fetch(prepared, last, fetch)
+
+    def fetch_prepared(self, prepared: _Prepared, *, last: bool = False,
+                       fetch: Fetch = "none") -> Any:
+        """:meth:`fetch` of a call its caller put in prepared form already (its arguments
+        written as literals, as :func:`_prepared_call` writes them). :data:`NOT_SENT` when it
+        cannot go that way (a connection with a row factory of its own, a statement the
+        server would not prepare): nothing was sent, and the caller runs the statement
+        through :meth:`fetch` instead."""
+        if self.committed:
+            raise psycopg.ProgrammingError("this tenant transaction has committed already")
+        if self.conn.row_factory is not tuple_row or not self._ensure(prepared):
+            return NOT_SENT
+        return self._fetch(prepared, last, fetch)
+
+    def _fetch(self, prepared: _Prepared, last: bool, fetch: Fetch) -> Any:
+        conn = self.conn
         first = not self.open
         message = _message(self.begin if first else None, prepared, last).encode(
             conn.info.encoding)
@@ -691,6 +711,19 @@ class AsyncOnceTransaction:
             prepared = None
         if prepared is None:
             return await afetch_rows(await self.execute(statement, params, last=last), fetch)
+        return await self._fetch(prepared, last, fetch)
+
+    async def fetch_prepared(self, prepared: _Prepared, *, last: bool = False,
+                             fetch: Fetch = "none") -> Any:
+        """The async twin of :meth:`OnceTransaction.fetch_prepared`."""
+        if self.committed:
+            raise psycopg.ProgrammingError("this tenant transaction has committed already")
+        if self.conn.row_factory is not tuple_row or not await self._ensure(prepared):
+            return NOT_SENT
+        return await self._fetch(prepared, last, fetch)
+
+    async def _fetch(self, prepared: _Prepared, last: bool, fetch: Fetch) -> Any:
+        conn = self.conn
         first = not self.open
         message = _message(self.begin if first else None, prepared, last).encode(
             conn.info.encoding)

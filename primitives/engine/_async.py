@@ -19,7 +19,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from primitives.db import app_dsn, atenant_transaction, resolve_dsn, use_fast_json
-from primitives.db._oneshot import AsyncOnceTransaction, afetch_rows
+from primitives.db._oneshot import NOT_SENT, AsyncOnceTransaction, afetch_rows
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _core as core
@@ -27,6 +27,7 @@ from primitives.engine import _graph as graph
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, aschema_features, render
+from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
@@ -88,6 +89,17 @@ async def _arun_once(conn: psycopg.AsyncConnection[Any], tenant: str, op: core.O
     except BaseException:
         await tx.rollback()
         raise
+
+
+async def _arun_call(conn: psycopg.AsyncConnection[Any], call: ObserveCall) -> Memory | None:
+    """The async twin of :func:`primitives.engine._sync._run_call`."""
+    tx = AsyncOnceTransaction(conn, call.tenant)
+    try:
+        row = await tx.fetch_prepared(call.prepared, last=True, fetch="one")
+    except BaseException:
+        await tx.rollback()
+        raise
+    return None if row is NOT_SENT else Memory.from_written(call.written, row)
 
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -188,16 +200,23 @@ class AsyncEngine(EngineBase):
     async def observe(self, anchor: Mapping[str, object], tier: str, content: str, *,
                       actor: str = "agent", seed: str | None = None, **fields: Any) -> Memory:
         """Like :meth:`Engine.observe`: one memory in a transaction of its own."""
-        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
-        seed = seed or f"{self.spec.agent}:{ctx.tenant}"
+        resolved = resolve_anchor(self.spec, anchor)
+        seed = seed or f"{self.spec.agent}:{resolved.tenant}"
         for attempt in (1, 2):
             try:
                 async with self._pool.connection() as conn:
+                    call = observe_call(self, conn, resolved, tier, content, actor, fields)
+                    if call is not None:
+                        memory = await _arun_call(conn, call)
+                        if memory is not None:
+                            return memory
+                    ctx = self.context(resolved, actor)
                     return await _arun_once(
                         conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
                         after_last="refuse")
             except RETRYABLE as err:
-                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed, tenant=ctx.tenant))
+                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
+                                                 tenant=resolved.tenant))
         raise AssertionError("unreachable")
 
     async def write(self, anchor: Mapping[str, object],

@@ -13,7 +13,7 @@ import json
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
 
 from psycopg import sql
@@ -296,6 +296,53 @@ def _require(memory: Memory | None, memory_id: UUID) -> Memory:
 
 
 # writes -----------------------------------------------------------------------------------------
+class WriteInput(NamedTuple):
+    """A write's fields as :func:`checked_write` checked and normalized them."""
+
+    tier: str
+    typology: str
+    content: str
+    value: dict[str, Any]
+    envelope: dict[str, Any]
+    value_json: str
+    namespace: list[str]
+    tags: list[str]
+    key: str | None
+    scope_id: str | None
+
+
+def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | None,
+                  key: str | None, namespace: Sequence[str], value: Mapping[str, Any] | None,
+                  envelope: Mapping[str, Any] | None, tags: Sequence[str],
+                  scope_id: str | None, via: str) -> WriteInput:
+    """Check a write against the spec (tier, typology, write policy, size limits) and turn its
+    fields into what the row will hold: plain strings (the memory returned is built from
+    them, :meth:`Memory.from_written`), lists of labels, the value's canonical JSON."""
+    tier, content = _text(tier, "tier"), _text(content, "content")
+    typ = _text(_typology(spec, tier, typology), "typology")
+    check_write_policy(spec, tier, typ, via=via)
+    value, envelope = dict(value or {}), dict(envelope or {})
+    value_json = canonical_json(value)
+    check_limits(spec, content, value, envelope, value_json=value_json)
+    return WriteInput(tier, typ, content, value, envelope, value_json,
+                      _labels(namespace, "namespace label"), _labels(tags, "tag"),
+                      None if key is None else _text(key, "key"),
+                      None if scope_id is None else _text(scope_id, "scope_id"))
+
+
+_EMPTY_VALUE_SHA256 = content_hash("{}")
+
+
+def observed_payload(w: WriteInput, row_key: str, via: str) -> dict[str, Any]:
+    """The ``observed`` journal event's payload: where the row went, with hashes of its
+    content and value instead of the text."""
+    return {"tier": w.tier, "typology": w.typology, "key": row_key, "namespace": w.namespace,
+            "scope_id": w.scope_id, "content_sha256": content_hash(w.content),
+            "value_sha256": (_EMPTY_VALUE_SHA256 if w.value_json == "{}"
+                             else content_hash(w.value_json)),
+            "via": via}
+
+
 def observe(
     ctx: Context, tier: str, content: str, *, typology: str | None = None,
     key: str | None = None, namespace: Sequence[str] = (),
@@ -309,16 +356,10 @@ def observe(
     stores its vector and the model's id (``embedding`` when the caller already has it).
     ``final``: this operation is the whole transaction, so its insert is marked ``last``."""
     spec = ctx.spec
-    # Plain strings from here on: the memory returned is built from them (Memory.from_written).
-    tier, content = _text(tier, "tier"), _text(content, "content")
-    typ = _text(_typology(spec, tier, typology), "typology")
-    check_write_policy(spec, tier, typ, via=via)
-    value, envelope = dict(value or {}), dict(envelope or {})
-    value_json = canonical_json(value)
-    check_limits(spec, content, value, envelope, value_json=value_json)
-    ns, tag_list = _labels(namespace, "namespace label"), _labels(tags, "tag")
-    key = None if key is None else _text(key, "key")
-    scope_id = None if scope_id is None else _text(scope_id, "scope_id")
+    w = checked_write(spec, tier, content, typology=typology, key=key, namespace=namespace,
+                      value=value, envelope=envelope, tags=tags, scope_id=scope_id, via=via)
+    tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
+    ns, tag_list, key, scope_id = w.namespace, w.tags, w.key, w.scope_id
     previous: Memory | None = None
     if key is not None:
         row = yield Step(q.current_by_key(ctx.tables), {
@@ -356,11 +397,7 @@ def observe(
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": tag_list,
         "provenance": Jsonb({}), "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
-        "event_id": q.new_event_id(), "payload": Jsonb({
-            "tier": tier, "typology": typ, "key": row_key, "namespace": ns,
-            "scope_id": scope_id, "content_sha256": content_hash(content),
-            "value_sha256": content_hash(value_json), "via": via,
-        }),
+        "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
     }, "one", last=final and not linked)
     if linked:
         yield Step(q.temporal_edge(ctx.tables), {
@@ -373,9 +410,13 @@ def observe(
 
 
 def _links_to_previous(ctx: Context, scope_id: str | None) -> bool:
+    return links_to_previous(ctx.spec, scope_id)
+
+
+def links_to_previous(spec: AgentSpec, scope_id: str | None) -> bool:
     """A write in a scope links to the scope's previous row by a temporal edge when the spec
     asks (``graph.temporal_edges_on_write``, ``temporal`` among ``graph.edges``)."""
-    graph = ctx.spec.graph
+    graph = spec.graph
     return (scope_id is not None and graph is not None and graph.temporal_edges_on_write
             and "temporal" in graph.edges)
 

@@ -21,7 +21,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from primitives.db import app_dsn, resolve_dsn, tenant_transaction, use_fast_json
-from primitives.db._oneshot import OnceTransaction, fetch_rows
+from primitives.db._oneshot import NOT_SENT, OnceTransaction, fetch_rows
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _core as core
@@ -29,6 +29,7 @@ from primitives.engine import _graph as graph
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, render, schema_features
+from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
@@ -93,6 +94,18 @@ def _run_once(conn: psycopg.Connection[Any], tenant: str, op: core.Op[R], *,
     except BaseException:
         tx.rollback()
         raise
+
+
+def _run_call(conn: psycopg.Connection[Any], call: ObserveCall) -> Memory | None:
+    """Send ``call`` (:func:`~primitives.engine._observe_message.observe_call`) as its
+    whole transaction; ``None`` when it must take the general path (nothing was sent)."""
+    tx = OnceTransaction(conn, call.tenant)
+    try:
+        row = tx.fetch_prepared(call.prepared, last=True, fetch="one")
+    except BaseException:
+        tx.rollback()
+        raise
+    return None if row is NOT_SENT else Memory.from_written(call.written, row)
 
 
 class Engine(EngineBase):
@@ -204,16 +217,22 @@ class Engine(EngineBase):
         retried like :meth:`write`. Without ``key`` and without an embedder it is one round
         trip: ``BEGIN; SET LOCAL``, the insert (row, journal event, scope mark) and ``COMMIT``
         in one message."""
-        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
-        seed = seed or f"{self.spec.agent}:{ctx.tenant}"
+        resolved = resolve_anchor(self.spec, anchor)
+        seed = seed or f"{self.spec.agent}:{resolved.tenant}"
         for attempt in (1, 2):
             try:
                 with self._pool.connection() as conn:
+                    call = observe_call(self, conn, resolved, tier, content, actor, fields)
+                    if call is not None:
+                        memory = _run_call(conn, call)
+                        if memory is not None:
+                            return memory
+                    ctx = self.context(resolved, actor)
                     return _run_once(conn, ctx.tenant,
                                      core.observe(ctx, tier, content, final=True, **fields),
                                      after_last="refuse")
             except RETRYABLE as err:
-                sleep(before_retry(err, attempt=attempt, seed=seed, tenant=ctx.tenant))
+                sleep(before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant))
         raise AssertionError("unreachable")
 
     def write(self, anchor: Mapping[str, object], fn: Callable[[TenantMemory], T], *,
