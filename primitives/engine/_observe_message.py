@@ -24,6 +24,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii as _json_string
+from operator import itemgetter
 from typing import Any
 
 from psycopg.rows import tuple_row
@@ -73,10 +75,31 @@ def _text(value: str) -> str:
     return _quote_text(value)
 
 
+_ENCODER = json.JSONEncoder()
+"""``json.dumps`` with its defaults, without re-reading its options on every call."""
+
+
 def _json(value: dict[str, Any]) -> str:
     if not value:
         return "'{}'::jsonb"
-    return _text(json.dumps(value)) + "::jsonb"
+    return _text(_ENCODER.encode(value)) + "::jsonb"
+
+
+def _payload(payload: dict[str, Any]) -> str:
+    """The ``observed`` payload as ``json.dumps`` writes it (its keys and their order are
+    :func:`~primitives.engine._core.observed_payload`'s; strings escaped to ASCII as
+    ``json.dumps`` escapes them), as a ``jsonb`` literal."""
+    scope = payload["scope_id"]
+    text = (
+        f'{{"tier": {_json_string(payload["tier"])}, '
+        f'"typology": {_json_string(payload["typology"])}, '
+        f'"key": {_json_string(payload["key"])}, '
+        f'"namespace": [{", ".join(map(_json_string, payload["namespace"]))}], '
+        f'"scope_id": {"null" if scope is None else _json_string(scope)}, '
+        f'"content_sha256": "{payload["content_sha256"]}", '
+        f'"value_sha256": "{payload["value_sha256"]}", '
+        f'"via": {_json_string(payload["via"])}}}')
+    return _text(text) + "::jsonb"
 
 
 def _labels(items: list[str]) -> str:
@@ -84,6 +107,28 @@ def _labels(items: list[str]) -> str:
         if "\x00" in item:
             raise _Unfit
     return _quote_text(_text_array(items))
+
+
+_GETTERS: dict[tuple[str, ...], Any] = {}
+_BY_TEXT: dict[str, tuple[str, str]] = {}
+
+
+def _getter(order: tuple[str, ...]) -> Any:
+    """The literals of ``order``'s parameters, in that order, as one C-level lookup."""
+    getter = _GETTERS.get(order)
+    if getter is None:
+        getter = itemgetter(*order) if len(order) > 1 else (lambda d: (d[order[0]],))
+        _GETTERS[order] = getter
+    return getter
+
+
+def _form(conn: Any, text: str, base: str, order: tuple[str, ...]) -> tuple[str, str]:
+    """``(name, PREPARE)`` of the insert: its types are this module's for every call."""
+    form = _BY_TEXT.get(text)
+    if form is None:
+        form = _prepared_form(conn, text, base, [_TYPES.get(n, "unknown") for n in order])
+        _BY_TEXT[text] = form
+    return form
 
 
 def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, content: str,
@@ -131,12 +176,12 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
             "provenance": "'{}'::jsonb", "event_time": f"'{when.isoformat()}'::timestamptz",
             "source": "NULL" if source is None else _text(source), "actor": _text(actor),
             "tenant": _text(anchor.tenant), "event_id": f"'{q.new_event_id()}'::uuid",
-            "payload": _json(observed_payload(w, row_key, via)),
+            "payload": _payload(observed_payload(w, row_key, via)),
         })
-        arguments = "(" + ", ".join(literals[name] for name in order) + ")"
+        arguments = "(" + ", ".join(_getter(order)(literals)) + ")"
     except (_Unfit, TypeError, ValueError, KeyError):
         return None  # JSON cannot encode a value, or the statement has a parameter not here
-    name, prepare = _prepared_form(conn, text, base, [_TYPES.get(n, "unknown") for n in order])
+    name, prepare = _form(conn, text, base, order)
     if name in _unfit:
         return None
     return ObserveCall(anchor.tenant, _Prepared(name, prepare, arguments), {

@@ -67,7 +67,8 @@ CASES: list[tuple[str, Any, dict[str, Any]]] = [
         "namespace": ["team's", "x y"]}),
     ("unicode", "café \u2013 naïve ✓ 日本語 \u2028 line", {
         "envelope": {"who": "Zoë", "n": 3, "nested": {"list": [1, 2.5, None, True]}},
-        "tags": ["\u3000wide space", "ok"]}),
+        "tags": ["\u3000wide space", "ok"], "namespace": ["Zoë's \x01 \u2028", "\\"],
+        "scope_id": "scope \u00e9 \"q\""}),
     ("value and source", "with a value", {
         "value": {"b": 1, "a": [1, 2, {"c": "d"}], "f": 1.5e300, "big": 10**20},
         "source": "scan-7", "typology": "episodic"}),
@@ -98,18 +99,22 @@ def test_the_message_is_byte_for_byte_the_general_paths(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=st.text(min_size=1, max_size=80).filter(str.strip),
        tags=st.lists(st.text(max_size=12), max_size=4),
+       namespace=st.lists(st.text(max_size=10), max_size=3),
+       scope_id=st.one_of(st.none(), st.text(min_size=1, max_size=10)),
        envelope=st.dictionaries(st.text(max_size=8),
                                 st.one_of(st.text(max_size=12), st.integers(),
                                           st.booleans(), st.none()), max_size=3))
 def test_any_text_gives_the_general_paths_message_or_the_general_path(
     engine: Engine, conn: psycopg.Connection[Any], fixed_event_id: None,
-    content: str, tags: list[str], envelope: dict[str, Any],
+    content: str, tags: list[str], namespace: list[str], scope_id: str | None,
+    envelope: dict[str, Any],
 ) -> None:
     anchor = {"workspace_id": "ws-prop"}
-    fields = {"memory_id": MEMORY_ID, "event_time": WHEN, "tags": tags, "envelope": envelope}
+    fields = {"memory_id": MEMORY_ID, "event_time": WHEN, "tags": tags, "envelope": envelope,
+              "namespace": namespace, "scope_id": scope_id}
     call = observe_call(engine, conn, resolve_anchor(engine.spec, anchor), "cycle", content,
                         "agent", fields)
-    if any("\x00" in text for text in (content, *tags)):
+    if any("\x00" in text for text in (content, *tags, *namespace, scope_id or "")):
         assert call is None  # the general path says why PostgreSQL text cannot hold it
         return
     assert call is not None
