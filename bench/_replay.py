@@ -1,8 +1,9 @@
 """The engine's own write message, sent by a client that does nothing else.
 
 :class:`ReplayTarget` asks the engine once for the message of one ``observe`` (exactly as
-``Engine.observe`` builds it: ``BEGIN; SET LOCAL`` tenant, ``EXECUTE`` of the prepared insert
-of row, journal event and scope mark, ``COMMIT; RESET ALL``) and then sends that message
+``Engine.observe`` builds it, :func:`~primitives.engine._observe_message.observe_call`:
+``BEGIN; SET LOCAL`` tenant, ``EXECUTE`` of the prepared insert of row, journal event and
+scope mark, ``COMMIT; RESET ALL``) and then sends that message
 again and again, with the tenant, the memory id and the event id replaced for each write.
 The server does all the work of a real write (row-level security, chain trigger, text
 index, commit); the client spends a few microseconds per write instead of the engine's
@@ -21,15 +22,14 @@ from __future__ import annotations
 import re
 import warnings
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 import psycopg
 
-from primitives.db._oneshot import _begin, _exchange, _Prepared, _prepared_call
+from primitives.db._oneshot import _begin, _exchange, _Prepared
 from primitives.engine import Engine
-from primitives.engine import _core as core
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import render
+from primitives.engine._observe_message import observe_call
 from primitives.spec import load_spec
 
 __all__ = ["ReplayTarget", "write_message"]
@@ -43,26 +43,21 @@ _RELAX = "SET LOCAL synchronous_commit = off"
 
 def write_message(conn: psycopg.Connection[Any], engine: Engine, tier: str,
                   fields: dict[str, Any]) -> tuple[_Prepared, tuple[str, str]]:
-    """The prepared insert of one ``engine.observe(anchor, tier, **fields)`` (its ``PREPARE``
-    and its ``EXECUTE`` arguments, for the tenant :data:`_MARK`) and the two ids in it
-    (memory, event), as the engine makes them on ``conn``. Nothing is sent."""
-    spec = engine.spec
-    ctx = engine.context(resolve_anchor(spec, {spec.anchor.tenant_key: _MARK}), "agent")
-    op = core.observe(ctx, tier, final=True, **fields)
-    step = next(op)
-    if not isinstance(step, core.Step) or not step.last:
-        raise AssertionError("observe is expected to be one statement marked last (no embedder, "
-                             "no key): the replay cannot stand in for it")
-    prepared = _prepared_call(conn, render(step.statement, conn), step.params)
-    if prepared is None:
-        raise AssertionError("the engine's insert is expected to run as a prepared statement")
-    memory_id, event_id = step.params["id"], step.params["event_id"]
-    assert isinstance(memory_id, UUID) and isinstance(event_id, UUID)
-    found = set(_UUID.findall(prepared.arguments))
-    if found != {str(memory_id), str(event_id)}:
-        raise AssertionError(f"unexpected ids in the insert's arguments: {sorted(found)}")
-    op.close()
-    return prepared, (str(memory_id), str(event_id))
+    """The prepared call ``engine.observe({tenant: _MARK}, tier, **fields)`` sends on ``conn``
+    (its ``PREPARE`` and its ``EXECUTE`` arguments) and the two ids in it (memory, event).
+    Nothing is sent."""
+    fields = dict(fields)
+    content = fields.pop("content")
+    anchor = resolve_anchor(engine.spec, {engine.spec.anchor.tenant_key: _MARK})
+    call = observe_call(engine, conn, anchor, tier, content, "agent", fields)
+    if call is None:
+        raise AssertionError("Engine.observe is expected to write this in its one-message form "
+                             "(no key, no embedder): the replay cannot stand in for it")
+    memory_id = str(call.written["id"])
+    others = set(_UUID.findall(call.prepared.arguments)) - {memory_id}
+    if len(others) != 1:
+        raise AssertionError(f"expected one event id besides the memory id, found {others}")
+    return call.prepared, (memory_id, others.pop())
 
 
 class ReplayTarget:

@@ -69,7 +69,7 @@ class ObserveCall:
     written: dict[str, Any]
 
 
-def _text(value: str) -> str:
+def _quoted(value: str) -> str:
     if "\x00" in value:
         raise _Unfit  # PostgreSQL text holds no NUL: the general path says so
     return _quote_text(value)
@@ -79,10 +79,10 @@ _ENCODER = json.JSONEncoder()
 """``json.dumps`` with its defaults, without re-reading its options on every call."""
 
 
-def _json(value: dict[str, Any]) -> str:
+def _jsonb(value: dict[str, Any]) -> str:
     if not value:
         return "'{}'::jsonb"
-    return _text(_ENCODER.encode(value)) + "::jsonb"
+    return _quoted(_ENCODER.encode(value)) + "::jsonb"
 
 
 def _payload(payload: dict[str, Any]) -> str:
@@ -99,10 +99,10 @@ def _payload(payload: dict[str, Any]) -> str:
         f'"content_sha256": "{payload["content_sha256"]}", '
         f'"value_sha256": "{payload["value_sha256"]}", '
         f'"via": {_json_string(payload["via"])}}}')
-    return _text(text) + "::jsonb"
+    return _quoted(text) + "::jsonb"
 
 
-def _labels(items: list[str]) -> str:
+def _quoted_labels(items: list[str]) -> str:
     for item in items:
         if "\x00" in item:
             raise _Unfit
@@ -165,17 +165,17 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
     row_key = str(new_id)
     when = event_time or datetime.now(UTC)  # an instant: the column is timestamptz
     try:
-        literals = {column: "NULL" if value is None else _text(value)
+        literals = {column: "NULL" if value is None else _quoted(value)
                     for column, value in anchor.values}
         literals.update({
-            "id": f"'{row_key}'::uuid", "tier": _text(w.tier), "typology": _text(w.typology),
-            "scope_id": "NULL" if w.scope_id is None else _text(w.scope_id),
-            "namespace": _labels(w.namespace), "key": _text(row_key),
-            "content": _text(w.content), "value": _json(w.value),
-            "envelope": _json(w.envelope), "tags": _labels(w.tags),
+            "id": f"'{row_key}'::uuid", "tier": _quoted(w.tier), "typology": _quoted(w.typology),
+            "scope_id": "NULL" if w.scope_id is None else _quoted(w.scope_id),
+            "namespace": _quoted_labels(w.namespace), "key": _quoted(row_key),
+            "content": _quoted(w.content), "value": _jsonb(w.value),
+            "envelope": _jsonb(w.envelope), "tags": _quoted_labels(w.tags),
             "provenance": "'{}'::jsonb", "event_time": f"'{when.isoformat()}'::timestamptz",
-            "source": "NULL" if source is None else _text(source), "actor": _text(actor),
-            "tenant": _text(anchor.tenant), "event_id": f"'{q.new_event_id()}'::uuid",
+            "source": "NULL" if source is None else _quoted(source), "actor": _quoted(actor),
+            "tenant": _quoted(anchor.tenant), "event_id": f"'{q.new_event_id()}'::uuid",
             "payload": _payload(observed_payload(w, row_key, via)),
         })
         arguments = "(" + ", ".join(_getter(order)(literals)) + ")"
