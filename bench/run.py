@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench._breakdown import write_breakdown
-from bench._env import bench_databases, flush_latency_us, machine_info
+from bench._env import bench_databases, machine_at_end, machine_info, result_header
 from bench._report import render_markdown
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, TargetSpec
 from bench.writes import (
@@ -162,11 +160,7 @@ def run(settings: Settings, *, out_dir: Path, docs: Path | None, command: str) -
         breakdown = write_breakdown(dbs.engine_app_dsn, writes=settings.breakdown_writes,
                                     warmup=50, tenants=tenants)
     result = {
-        "benchmark": "writes",
-        "command": command,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "duration_s": round(time.monotonic() - started, 1),
-        "machine": machine,
+        **result_header("writes", command, started, machine),
         "parameters": {
             **{k: list(v) if isinstance(v, tuple) else v for k, v in vars(settings).items()},
             "spec": str(BENCH_SPEC.relative_to(ROOT)),
@@ -185,9 +179,7 @@ def run(settings: Settings, *, out_dir: Path, docs: Path | None, command: str) -
         "ratios": _comparisons(single, load),
         "targets_met": _targets_met(single, load),
     }
-    machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    if machine["disk_flush_us_at_start"] is not None:
-        machine["disk_flush_us_at_end"] = flush_latency_us()
+    machine_at_end(machine)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "writes.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
