@@ -388,7 +388,7 @@ def observe(
     # The row, its journal event and the scope mark: one statement, one round trip.
     insert = q.insert_memory_observed(ctx.tables, ctx.tables.anchor_columns,
                                       embedding=bool(vector), scoped=scope_id is not None)
-    linked = _links_to_previous(ctx, scope_id)
+    linked = links_to_previous(spec, scope_id)
     when = event_time or datetime.now(UTC)  # an instant: the column is timestamptz
     row = yield Step(insert, {
         **ctx.anchor.as_dict(), **vector,
@@ -407,10 +407,6 @@ def observe(
     return Memory.from_written({
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content, "tags": tag_list}, row)
-
-
-def _links_to_previous(ctx: Context, scope_id: str | None) -> bool:
-    return links_to_previous(ctx.spec, scope_id)
 
 
 def links_to_previous(spec: AgentSpec, scope_id: str | None) -> bool:
