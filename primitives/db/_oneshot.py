@@ -17,7 +17,9 @@ explicit transaction, and the session is reset afterwards.
 
 Only statements written with named placeholders (``%(name)s``) are prepared. One the server
 cannot prepare, or with a parameter of a type psycopg cannot name, runs as an ordinary bound
-statement inside the same transaction: nothing is lost, only the saved round trips.
+statement inside the same transaction: nothing is lost, only the saved round trips. A session
+that lost its statement, or holds one whose result type a migration changed, prepares it
+again (``OnceTransaction._sent``).
 
 Example::
 
@@ -60,12 +62,21 @@ _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s|%s")
 _END = "; COMMIT; RESET ALL"
 _ROLLBACK = "ROLLBACK; RESET ALL"
 _UNDEFINED_STATEMENT = "26000"  # invalid_sql_statement_name: not prepared on this session
+_PLAN_CHANGED = "0A000"
+"""feature_not_supported, what ``EXECUTE`` raises as "cached plan must not change result
+type" when a migration changed the type of a column the statement returns after the session
+prepared it. The session keeps the old statement until it is deallocated."""
+_PREPARE_AGAIN = frozenset({_UNDEFINED_STATEMENT, _PLAN_CHANGED})
+_IS_PREPARED = "SELECT 1 FROM pg_catalog.pg_prepared_statements WHERE name = %s"
 
 # Per connection, the names prepared on its session. Connections are not hashable by
 # value, so the map holds them weakly by identity; a closed and reopened connection is a
 # new object with an empty set.
 _prepared: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 _unfit: set[str] = set()
+# Per connection, the names whose statement on the session is out of date (its result type
+# changed since it was prepared): deallocated before they are prepared again.
+_stale: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -265,6 +276,29 @@ def _mark(conn: Any, name: str, prepared: bool) -> None:
             names.add(name)
         else:
             names.discard(name)
+
+
+def _forget(conn: Any, name: str, err: psycopg.Error) -> None:
+    """After ``err`` from executing ``name``: when the session's statement is out of date,
+    it is no longer taken as prepared, and is deallocated before it is prepared again."""
+    if err.sqlstate == _PLAN_CHANGED:
+        with _lock:
+            _prepared.setdefault(conn, set()).discard(name)
+            _stale.setdefault(conn, set()).add(name)
+
+
+def _is_stale(conn: Any, name: str) -> bool:
+    with _lock:
+        return name in _stale.get(conn, ())
+
+
+def _unstale(conn: Any, name: str) -> None:
+    with _lock:
+        _stale.get(conn, set()).discard(name)
+
+
+def _deallocate(name: str) -> sql.Composed:
+    return sql.SQL("DEALLOCATE {}").format(sql.Identifier(name))
 
 
 @lru_cache(maxsize=4096)
@@ -612,12 +646,18 @@ class OnceTransaction:
 
     def _sent(self, prepared: _Prepared, first: bool, send: Callable[[], T]) -> T:
         """``send()`` of a message that executes ``prepared``. When the session lost the
-        statement (DISCARD ALL, a pooler) before anything else ran in this transaction: roll
-        back, prepare it again and send the same message once more."""
+        statement (DISCARD ALL, a pooler) or holds it with a result type that a migration has
+        changed since, and nothing else ran in this transaction before it: roll back,
+        prepare it again and send the same message once more. Later in a transaction the
+        error stands (the transaction's earlier work is lost with it, so the caller decides)
+        and the next transaction prepares the statement afresh."""
         try:
             return send()
         except psycopg.Error as err:
-            if err.sqlstate != _UNDEFINED_STATEMENT or not first:
+            if err.sqlstate not in _PREPARE_AGAIN:
+                raise
+            _forget(self.conn, prepared.name, err)
+            if not first:
                 raise
             self.rollback()
             _mark(self.conn, prepared.name, False)
@@ -627,11 +667,16 @@ class OnceTransaction:
 
     def _ensure(self, prepared: _Prepared) -> bool:
         """Prepare on the session unless done; False if the statement must run bound."""
-        if _is_prepared(self.conn, prepared.name):
+        conn, name = self.conn, prepared.name
+        if _is_prepared(conn, name):
             return True
-        idle = self.conn.info.transaction_status == TransactionStatus.IDLE
+        if _is_stale(conn, name):  # the out-of-date statement goes first, if still there
+            if conn.execute(_IS_PREPARED, (name,), prepare=False).fetchone():
+                conn.execute(_deallocate(name))
+            _unstale(conn, name)
+        idle = conn.info.transaction_status == TransactionStatus.IDLE
         try:
-            self.conn.execute(prepared.prepare)  # session-level: survives the transaction
+            conn.execute(prepared.prepare)  # session-level: survives the transaction
         except psycopg.Error:
             if not idle:
                 # Inside the transaction the failed PREPARE aborted it. Its types are those
@@ -737,7 +782,10 @@ class AsyncOnceTransaction:
         try:
             return await send()
         except psycopg.Error as err:
-            if err.sqlstate != _UNDEFINED_STATEMENT or not first:
+            if err.sqlstate not in _PREPARE_AGAIN:
+                raise
+            _forget(self.conn, prepared.name, err)
+            if not first:
                 raise
             await self.rollback()
             _mark(self.conn, prepared.name, False)
@@ -746,11 +794,17 @@ class AsyncOnceTransaction:
             return await send()
 
     async def _ensure(self, prepared: _Prepared) -> bool:
-        if _is_prepared(self.conn, prepared.name):
+        conn, name = self.conn, prepared.name
+        if _is_prepared(conn, name):
             return True
-        idle = self.conn.info.transaction_status == TransactionStatus.IDLE
+        if _is_stale(conn, name):
+            cursor = await conn.execute(_IS_PREPARED, (name,), prepare=False)
+            if await cursor.fetchone():
+                await conn.execute(_deallocate(name))
+            _unstale(conn, name)
+        idle = conn.info.transaction_status == TransactionStatus.IDLE
         try:
-            await self.conn.execute(prepared.prepare)
+            await conn.execute(prepared.prepare)
         except psycopg.Error:
             if not idle:
                 raise

@@ -122,6 +122,66 @@ def test_a_session_that_lost_its_prepared_statement_prepares_it_again(
     _idle_without_tenant(app_conn)
 
 
+def _read_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:
+    """The session's prepared copies of this module's read: name and result types."""
+    return conn.execute(
+        "SELECT name, result_types::text FROM pg_prepared_statements "
+        "WHERE statement LIKE %s ORDER BY name", ["%SELECT n, body FROM%"],
+        prepare=False).fetchall()
+
+
+def test_a_statement_whose_result_type_a_migration_changed_is_prepared_again(
+    app_conn: psycopg.Connection[Any], notes: sql.Identifier, as_owner: Callable[..., None],
+) -> None:
+    insert = sql.SQL("INSERT INTO {} VALUES (primitives.current_tenant(), %(n)s, %(b)s) "
+                     "RETURNING n, body").format(notes).as_string(None)
+    read = sql.SQL("SELECT n, body FROM {} WHERE n = %(n)s").format(notes).as_string(None)
+    assert OnceTransaction(app_conn, "acme").fetch(
+        insert, {"n": 1, "b": Jsonb({"a": 1})}, last=True, fetch="one") == (1, {"a": 1})
+    assert OnceTransaction(app_conn, "acme").fetch(read, {"n": 1}, last=True,
+                                                   fetch="one") == (1, {"a": 1})
+    [(name, types)] = _read_statements(app_conn)
+    assert types == "{integer,jsonb}"
+    # the returned column changes type under the session's prepared statements
+    as_owner(sql.SQL("ALTER TABLE {} ALTER COLUMN body TYPE text USING body::text").format(
+        notes))
+    # first in its transaction: rolled back, deallocated, prepared again and sent once more
+    assert OnceTransaction(app_conn, "acme").fetch(read, {"n": 1}, last=True,
+                                                   fetch="one") == (1, '{"a": 1}')
+    assert OnceTransaction(app_conn, "acme").fetch(
+        insert, {"n": 2, "b": "two"}, last=True, fetch="one") == (2, "two")
+    _idle_without_tenant(app_conn)
+    # one copy of the read on the session, under its name, with the new result type
+    assert _read_statements(app_conn) == [(name, "{integer,text}")]
+    count = sql.SQL("SELECT count(*) FROM {}").format(notes).as_string(None)
+    assert OnceTransaction(app_conn, "acme").fetch(count, {}, last=True, fetch="one") == (2,)
+
+
+def test_a_changed_result_type_later_in_a_transaction_raises_and_the_next_one_works(
+    app_conn: psycopg.Connection[Any], notes: sql.Identifier, as_owner: Callable[..., None],
+) -> None:
+    insert = sql.SQL("INSERT INTO {} VALUES (primitives.current_tenant(), %(n)s, %(b)s)").format(
+        notes).as_string(None)
+    read = sql.SQL("SELECT body FROM {} WHERE n = %(n)s").format(notes).as_string(None)
+    OnceTransaction(app_conn, "acme").fetch(insert, {"n": 1, "b": Jsonb([1])}, last=True)
+    assert OnceTransaction(app_conn, "acme").fetch(read, {"n": 1}, last=True,
+                                                   fetch="one") == ([1],)
+    as_owner(sql.SQL("ALTER TABLE {} ALTER COLUMN body TYPE text USING body::text").format(
+        notes))
+    tx = OnceTransaction(app_conn, "acme")
+    tx.fetch(insert, {"n": 2, "b": "lost"})  # the transaction's earlier work ...
+    with pytest.raises(psycopg.errors.FeatureNotSupported):
+        tx.fetch(read, {"n": 1}, last=True, fetch="one")
+    tx.rollback()  # ... goes with it: not retried behind the caller's back
+    _idle_without_tenant(app_conn)
+    tx = OnceTransaction(app_conn, "acme")
+    assert tx.fetch(insert, {"n": 3, "b": "kept"}) is None
+    assert tx.fetch(read, {"n": 1}, last=True, fetch="one") == ("[1]",)
+    numbers = sql.SQL("SELECT n FROM {} ORDER BY n").format(notes).as_string(None)
+    assert OnceTransaction(app_conn, "acme").fetch(numbers, {}, last=True,
+                                                   fetch="all") == [(1,), (3,)]
+
+
 def test_a_connection_with_a_row_factory_of_its_own_keeps_its_rows(
     app_conn: psycopg.Connection[Any],
 ) -> None:
@@ -201,6 +261,24 @@ async def test_async_fetch_errors_and_a_lost_prepared_statement(pg: PostgresHand
         row = await AsyncOnceTransaction(conn, "acme").fetch(VALUES, PARAMS, last=True,
                                                              fetch="one")
         assert row[0] == 7 and row[-1] == "acme"
+
+
+async def test_async_fetch_prepares_a_statement_with_a_changed_result_type_again(
+    pg: PostgresHandle, notes: sql.Identifier, as_owner: Callable[..., None],
+) -> None:
+    read = sql.SQL("SELECT body FROM {} WHERE n = %(n)s").format(notes).as_string(None)
+    insert = sql.SQL("INSERT INTO {} VALUES (primitives.current_tenant(), %(n)s, %(b)s)").format(
+        notes).as_string(None)
+    async with await psycopg.AsyncConnection.connect(pg.app_dsn, autocommit=True) as conn:
+        await AsyncOnceTransaction(conn, "acme").fetch(insert, {"n": 1, "b": Jsonb({"x": 2})},
+                                                       last=True)
+        assert await AsyncOnceTransaction(conn, "acme").fetch(
+            read, {"n": 1}, last=True, fetch="one") == ({"x": 2},)
+        as_owner(sql.SQL("ALTER TABLE {} ALTER COLUMN body TYPE text USING body::text").format(
+            notes))
+        assert await AsyncOnceTransaction(conn, "acme").fetch(
+            read, {"n": 1}, last=True, fetch="one") == ('{"x": 2}',)
+        assert conn.info.transaction_status == TransactionStatus.IDLE
 
 
 async def test_a_cancelled_async_fetch_cancels_the_query(pg: PostgresHandle) -> None:

@@ -15,6 +15,7 @@ from psycopg import sql
 from primitives._project import migrate
 from primitives.db import OWNER_ROLE, app_dsn
 from primitives.engine import Engine, TenantMemory
+from primitives.engine import _core as core
 from primitives.errors import StorageFull
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
@@ -73,6 +74,38 @@ def test_full_disk_raises_storage_full_without_retry_and_drops_nothing_silently(
     assert calls == 1
     assert caught.value.envelope()["error"] == "STORAGE_FULL"
     assert caught.value.context["sqlstate"] == "53100"
+
+
+def test_writes_and_reads_go_on_after_a_migration_changes_a_returned_columns_type(
+    spectral: AgentSpec, fresh_database: Callable[[], str]
+) -> None:
+    """The engine's statements stay prepared on pooled sessions; a plan that changes the type
+    of a column they return must not leave those sessions failing every call."""
+    admin = fresh_database()
+    migrate([spectral], dsn=admin)
+    anchor = _anchor()
+    with Engine.connect(spectral, app_dsn(admin), max_connections=1) as engine:
+        first = engine.observe(anchor, "cycle", "before the migration")
+        assert engine.read(anchor, lambda ctx: core.get(ctx, first.id)) == first  # prepared too
+        with psycopg.connect(admin, autocommit=True) as conn, conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(OWNER_ROLE)))
+            views = conn.execute(
+                "SELECT DISTINCT v.oid::regclass::text FROM pg_depend d "
+                "JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class "
+                "WHERE d.refobjid = 'platform.spectral_memories'::regclass "
+                "AND v.oid <> d.refobjid").fetchall()
+            assert views  # the compliance views read the column: they go for this test
+            for (view,) in views:
+                conn.execute(f"DROP VIEW IF EXISTS {view} CASCADE")
+            conn.execute("ALTER TABLE platform.spectral_memories "
+                         "ALTER COLUMN confidence TYPE double precision")
+        second = engine.observe(anchor, "cycle", "after the migration")
+        assert second.confidence == 1.0 and second.content == "after the migration"
+        again = engine.read(anchor, lambda ctx: core.get(ctx, first.id))
+        assert again is not None and again.content == "before the migration"
+        found = {hit.memory.id for hit in engine.search(anchor, "migration", limit=5)}
+        assert found == {first.id, second.id}
+        assert _counts(engine, anchor) == (2, 2)  # each write once: nothing sent twice
 
 
 def test_connection_lost_mid_transaction_leaves_no_memory_and_no_event(
