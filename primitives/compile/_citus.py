@@ -16,7 +16,9 @@ What differs from the single-node plan, and why:
   (the journal and delete-guard triggers fire on the shards) and sequential
   shard DDL (distributing tables and adding foreign keys in one transaction).
 - ``primitives.event_hash`` is distributed explicitly: ``chain_event`` calls it from
-  PL/pgSQL, which records no dependency Citus could follow to the workers.
+  PL/pgSQL, which records no dependency Citus could follow to the workers. So is each
+  agent's bounds function (``<prefix>_memories_bounds``), which the memories shards'
+  CHECK constraint calls on the workers.
 - Tables are created without their foreign keys, each is distributed right after
   its indexes, triggers, policies and grants (so the shards get them), and the
   foreign keys are added once every table is distributed. Each one includes the
@@ -46,7 +48,7 @@ from typing import Final
 from psycopg import sql
 
 from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
-from primitives.compile._ddl import Constraint, TableDef
+from primitives.compile._ddl import Constraint, TableDef, bounds_signature
 from primitives.compile._names import APP_ROLE, FRAMEWORK_SCHEMA, Table, Tables
 from primitives.compile._plan import (
     Plan,
@@ -160,7 +162,11 @@ def distribute_table_sql(
 
 
 def _distribute_function_sql(signature: str) -> sql.Composed:
-    regprocedure = sql.Literal(f"{FRAMEWORK_SCHEMA}.{signature}")
+    return _distributed_function_sql(f"{FRAMEWORK_SCHEMA}.{signature}")
+
+
+def _distributed_function_sql(qualified_signature: str) -> sql.Composed:
+    regprocedure = sql.Literal(qualified_signature)
     return sql.SQL(
         "SELECT pg_catalog.create_distributed_function({}::regprocedure) WHERE NOT EXISTS "
         "(SELECT 1 FROM pg_catalog.pg_dist_object WHERE classid = 'pg_catalog.pg_proc'::regclass "
@@ -269,6 +275,11 @@ def compile_citus(
         without_fks = replace(definition, constraints=tuple(
             c for c in definition.constraints if c.kind != "foreign_key"))
         steps += _table_steps(tables, without_fks)
+        if definition.bounds:
+            # the shards' CHECK calls it on the workers
+            steps.append(Step(
+                f"{definition.table.qualified}: bounds function on every node",
+                _distributed_function_sql(bounds_signature(definition).as_string(None))))
         colocate = None if definition.table == tables.memories else tables.memories
         steps.append(Step(
             f"{definition.table.qualified}: distribute by {tables.tenant_column}"

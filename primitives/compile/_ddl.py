@@ -39,6 +39,12 @@ __all__ = [
     "Privilege",
     "TableDef",
     "Trigger",
+    "bounds_constraint_name",
+    "bounds_function_name",
+    "bounds_function_sql",
+    "bounds_grant_sql",
+    "bounds_revoke_sql",
+    "bounds_signature",
     "check",
     "column_sql",
     "columns_sql",
@@ -104,12 +110,14 @@ def column_sql(column: Column) -> sql.Composed:
 
 @dataclass(frozen=True)
 class Constraint:
-    """A named table constraint. ``columns`` are the key columns (empty for a CHECK)."""
+    """A named table constraint. ``columns`` are the key columns (empty for a CHECK);
+    ``expression`` is a CHECK's condition (its body is ``CHECK (expression)``)."""
 
     name: str
     kind: Literal["primary_key", "unique", "foreign_key", "check"]
     body: sql.Composable
     columns: tuple[str, ...] = ()
+    expression: sql.Composable | None = None
 
 
 def primary_key(name: str, columns: Sequence[str]) -> Constraint:
@@ -134,7 +142,8 @@ def foreign_key(
 
 
 def check(name: str, expression: sql.Composable) -> Constraint:
-    return Constraint(name, "check", sql.SQL("CHECK ({})").format(expression))
+    return Constraint(name, "check", sql.SQL("CHECK ({})").format(expression),
+                      expression=expression)
 
 
 @dataclass(frozen=True)
@@ -183,6 +192,10 @@ class TableDef:
     retired_indexes: tuple[tuple[str, str], ...] = ()
     """``(name, why)`` of indexes an earlier plan built and this one no longer wants: dropped
     if there, so an upgraded database stops paying for them on every write."""
+    bounds: tuple[str, ...] = ()
+    """When set, the columns the table's CHECK constraints read: the checks are then
+    evaluated by one compiled function (:func:`bounds_function_sql`) under one constraint
+    (:func:`replace_checks_sql`), for a table written on every observation."""
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -222,16 +235,115 @@ def replace_checks_sql(table: TableDef) -> sql.Composed | None:
 
     One statement, so the existing rows are validated in a single scan, and a row that
     violates the new definition makes the whole plan fail rather than leave the table
-    without its checks. ``None`` when the table has no CHECK constraint.
+    without its checks. ``None`` when the table has no CHECK constraint. A table with
+    ``bounds`` gets one constraint that calls its bounds function instead; the separate
+    constraints an earlier plan made are dropped.
     """
     checks = [c for c in table.constraints if c.kind == "check"]
     if not checks:
         return None
-    drops = [sql.SQL("DROP CONSTRAINT IF EXISTS {}").format(sql.Identifier(c.name))
-             for c in checks]
-    adds = [sql.SQL("ADD CONSTRAINT {} {}").format(sql.Identifier(c.name), c.body)
-            for c in checks]
+    names = [c.name for c in checks]
+    if table.bounds:
+        names.append(bounds_constraint_name(table.table))
+        call = sql.SQL("CHECK ({}({}))").format(
+            _bounds_function(table.table), columns_sql(table.bounds))
+        added: list[tuple[str, sql.Composable]] = [(bounds_constraint_name(table.table), call)]
+    else:
+        added = [(c.name, c.body) for c in checks]
+    drops = [sql.SQL("DROP CONSTRAINT IF EXISTS {}").format(sql.Identifier(n)) for n in names]
+    adds = [sql.SQL("ADD CONSTRAINT {} {}").format(sql.Identifier(name), body)
+            for name, body in added]
     return sql.SQL("ALTER TABLE {}\n    {}").format(table.table.ident, _INDENT.join(drops + adds))
+
+
+def bounds_function_name(table: Table) -> str:
+    """``<table>_bounds``: the function that evaluates a table's CHECK constraints."""
+    return f"{table.name}_bounds"
+
+
+def bounds_constraint_name(table: Table) -> str:
+    """``<table>_bounds_check``: the one CHECK constraint that calls it."""
+    return f"{table.name}_bounds_check"
+
+
+def _bounds_function(table: Table) -> sql.Identifier:
+    return sql.Identifier(table.schema, bounds_function_name(table))
+
+
+def _bounds_types(table: TableDef) -> list[sql.Composable]:
+    types = {c.name: c.type for c in table.columns}
+    return [types[name] for name in table.bounds]
+
+
+def bounds_signature(table: TableDef) -> sql.Composed:
+    """``"schema"."<table>_bounds"(text, ...)``, for grants."""
+    return sql.SQL("{}({})").format(_bounds_function(table.table),
+                                     sql.SQL(", ").join(_bounds_types(table)))
+
+
+def bounds_function_sql(table: TableDef) -> sql.Composed:
+    """``CREATE OR REPLACE FUNCTION <table>_bounds(<the columns the checks read>)``.
+
+    PostgreSQL reads each CHECK constraint of a table back from its stored text and plans it
+    at every statement that writes the table; a PL/pgSQL function plans its expression
+    once per session. The function is true when every check holds (a check that is NULL
+    holds, as for a constraint); otherwise it raises ``check_violation`` as PostgreSQL would
+    for the first broken constraint, under that constraint's own name and message, so
+    errors read as they did with separate constraints. IMMUTABLE: it reads its arguments
+    only.
+    """
+    checks = [c for c in table.constraints if c.kind == "check"]
+    missing = [c.name for c in checks if c.expression is None]
+    if missing or not table.bounds:
+        raise ValueError(f"{table.table.qualified}: bounds need every CHECK's expression "
+                         f"and the columns they read (missing: {missing})")
+    conditions = [sql.SQL("({})").format(c.expression) for c in checks]
+    raises = [
+        sql.SQL(
+            "    IF {condition} IS FALSE THEN\n"
+            "        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = {schema},\n"
+            "            TABLE = {table}, CONSTRAINT = {name},\n"
+            "            MESSAGE = {message};\n"
+            "    END IF;\n"
+        ).format(
+            condition=condition, schema=sql.Literal(table.table.schema),
+            table=sql.Literal(table.table.name), name=sql.Literal(c.name),
+            message=sql.Literal(f'new row for relation "{table.table.name}" violates check '
+                                f'constraint "{c.name}"'),
+        )
+        for c, condition in zip(checks, conditions, strict=True)
+    ]
+    arguments = sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(name), kind)
+        for name, kind in zip(table.bounds, _bounds_types(table), strict=True))
+    body = sql.SQL(
+        "BEGIN\n"
+        "    -- every bound at once: one expression, the common case\n"
+        "    IF ({all}) IS NOT FALSE THEN\n"
+        "        RETURN true;\n"
+        "    END IF;\n"
+        "    -- a bound is broken: fail as its own constraint would\n"
+        "{raises}"
+        "    RETURN true;\n"
+        "END\n"
+    ).format(all=sql.SQL("\n        AND ").join(conditions), raises=sql.Composed(raises))
+    if "$bounds$" in body.as_string(None):  # a spec literal cannot end the quoted body
+        raise ValueError(f"{table.table.qualified}: a CHECK holds the text $bounds$")
+    return sql.SQL(
+        "CREATE OR REPLACE FUNCTION {function}({arguments}) RETURNS boolean\n"
+        "LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE\n"
+        "AS $bounds$\n{body}$bounds$"
+    ).format(function=_bounds_function(table.table), arguments=arguments, body=body)
+
+
+def bounds_revoke_sql(table: TableDef) -> sql.Composed:
+    return sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(bounds_signature(table))
+
+
+def bounds_grant_sql(table: TableDef, role: str) -> sql.Composed:
+    """``GRANT EXECUTE``: whoever writes the table evaluates its constraint."""
+    return sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(
+        bounds_signature(table), sql.Identifier(role))
 
 
 def create_index_sql(table: Table, index: Index) -> sql.Composed:

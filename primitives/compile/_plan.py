@@ -23,6 +23,11 @@ from primitives.compile._capabilities import (
 from primitives.compile._checkpointer import checkpointer_definitions
 from primitives.compile._ddl import (
     TableDef,
+    bounds_constraint_name,
+    bounds_function_name,
+    bounds_function_sql,
+    bounds_grant_sql,
+    bounds_revoke_sql,
     comment_sql,
     create_index_sql,
     create_table_sql,
@@ -30,7 +35,13 @@ from primitives.compile._ddl import (
     drop_index_sql,
     replace_checks_sql,
 )
-from primitives.compile._names import Table, Tables, agent_tables, check_name_length
+from primitives.compile._names import (
+    APP_ROLE,
+    Table,
+    Tables,
+    agent_tables,
+    check_name_length,
+)
 from primitives.compile._optional_tables import (
     action_requests_table,
     approvals_table,
@@ -167,7 +178,10 @@ def _check_names(spec: AgentSpec, tables: Tables, definitions: tuple[TableDef, .
                 f"{definition.table.name}; rename the anchor key (e.g. '{duplicated[0]}_id')",
                 file=spec.source, field="anchor.keys",
             )
+        bounds = ((bounds_function_name(definition.table),
+                   bounds_constraint_name(definition.table)) if definition.bounds else ())
         for name in (
+            *bounds,
             *(c.name for c in definition.constraints),
             *(i.name for i in definition.indexes),
             *(t.name for t in definition.triggers),
@@ -190,6 +204,14 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
     table = definition.table
     name = table.qualified
     yield Step(f"{name}: table", create_table_sql(definition))
+    if definition.bounds:
+        bounds = f"{table.schema}.{bounds_function_name(table)}"
+        yield Step(f"{name}: bounds function {bounds} (its CHECKs, planned once per session)",
+                   bounds_function_sql(definition))
+        yield Step(f"{name}: bounds function: not callable by PUBLIC",
+                   bounds_revoke_sql(definition))
+        yield Step(f"{name}: bounds function: the app role writes the table",
+                   bounds_grant_sql(definition, APP_ROLE))
     checks = replace_checks_sql(definition)
     if checks is not None:
         yield Step(f"{name}: checks (replaced, so they follow the spec)", checks)

@@ -177,6 +177,13 @@ def _tier_pairs(spec: AgentSpec) -> sql.Composed:
     return sql.SQL("{}::text[]").format(sql.Literal("{" + ",".join(pairs) + "}"))
 
 
+MEMORY_BOUNDS_COLUMNS = ("tier", "typology", "content", "value", "envelope", "provenance",
+                         "confidence", "erased_at", "erasure_reason")
+"""The columns the memories table's CHECK constraints read, in the order its bounds function
+takes them: every observation writes the table, so its checks run as one compiled function
+(:func:`~primitives.compile._ddl.bounds_function_sql`)."""
+
+
 def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) -> TableDef:
     """``<prefix>_memories``: one row per memory, every state change kept (soft supersession)."""
     t, name = tables.tenant_column, tables.object_name
@@ -238,6 +245,7 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         app_privileges=("SELECT", "INSERT", "UPDATE", "DELETE"),
         comment=_memories_comment(spec, tables),
         retired_indexes=tuple((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
+        bounds=MEMORY_BOUNDS_COLUMNS,
     )
 
 

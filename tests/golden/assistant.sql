@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 210 statements
+-- primitives plan for agent 'assistant': 213 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -56,6 +56,73 @@ CREATE TABLE IF NOT EXISTS "memory"."assistant_memories" (
     CONSTRAINT "assistant_memories_pkey" PRIMARY KEY ("user_id", "id")
 );
 
+-- memory.assistant_memories: bounds function memory.assistant_memories_bounds (its CHECKs, planned once per session)
+CREATE OR REPLACE FUNCTION "memory"."assistant_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $bounds$
+BEGIN
+    -- every bound at once: one expression, the common case
+    IF ((tier IN ('session', 'long_term'))
+        AND ((tier || ':' || typology) = ANY ('{session:episodic,long_term:episodic,long_term:semantic,long_term:procedural,long_term:opinion}'::text[]))
+        AND (char_length(content) <= 4000)
+        AND (octet_length("value"::text) <= 32768)
+        AND (octet_length("envelope"::text) <= 8192)
+        AND (octet_length("provenance"::text) <= 32768)
+        AND (confidence BETWEEN 0 AND 1)
+        AND (erased_at IS NULL OR erasure_reason IS NOT NULL)) IS NOT FALSE THEN
+        RETURN true;
+    END IF;
+    -- a bound is broken: fail as its own constraint would
+    IF (tier IN ('session', 'long_term')) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'memory',
+            TABLE = 'assistant_memories', CONSTRAINT = 'assistant_memories_tier_check',
+            MESSAGE = 'new row for relation "assistant_memories" violates check constraint "assistant_memories_tier_check"';
+    END IF;
+    IF ((tier || ':' || typology) = ANY ('{session:episodic,long_term:episodic,long_term:semantic,long_term:procedural,long_term:opinion}'::text[])) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'memory',
+            TABLE = 'assistant_memories', CONSTRAINT = 'assistant_memories_typology_check',
+            MESSAGE = 'new row for relation "assistant_memories" violates check constraint "assistant_memories_typology_check"';
+    END IF;
+    IF (char_length(content) <= 4000) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'memory',
+            TABLE = 'assistant_memories', CONSTRAINT = 'assistant_memories_content_check',
+            MESSAGE = 'new row for relation "assistant_memories" violates check constraint "assistant_memories_content_check"';
+    END IF;
+    IF (octet_length("value"::text) <= 32768) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'memory',
+            TABLE = 'assistant_memories', CONSTRAINT = 'assistant_memories_value_check',
+            MESSAGE = 'new row for relation "assistant_memories" violates check constraint "assistant_memories_value_check"';
+    END IF;
+    IF (octet_length("envelope"::text) <= 8192) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'memory',
+            TABLE = 'assistant_memories', CONSTRAINT = 'assistant_memories_envelope_check',
+            MESSAGE = 'new row for relation "assistant_memories" violates check constraint "assistant_memories_envelope_check"';
+    END IF;
+    IF (octet_length("provenance"::text) <= 32768) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'memory',
+            TABLE = 'assistant_memories', CONSTRAINT = 'assistant_memories_provenance_check',
+            MESSAGE = 'new row for relation "assistant_memories" violates check constraint "assistant_memories_provenance_check"';
+    END IF;
+    IF (confidence BETWEEN 0 AND 1) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'memory',
+            TABLE = 'assistant_memories', CONSTRAINT = 'assistant_memories_confidence_check',
+            MESSAGE = 'new row for relation "assistant_memories" violates check constraint "assistant_memories_confidence_check"';
+    END IF;
+    IF (erased_at IS NULL OR erasure_reason IS NOT NULL) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'memory',
+            TABLE = 'assistant_memories', CONSTRAINT = 'assistant_memories_erasure_check',
+            MESSAGE = 'new row for relation "assistant_memories" violates check constraint "assistant_memories_erasure_check"';
+    END IF;
+    RETURN true;
+END
+$bounds$;
+
+-- memory.assistant_memories: bounds function: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "memory"."assistant_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) FROM PUBLIC;
+
+-- memory.assistant_memories: bounds function: the app role writes the table
+GRANT EXECUTE ON FUNCTION "memory"."assistant_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_app";
+
 -- memory.assistant_memories: checks (replaced, so they follow the spec)
 ALTER TABLE "memory"."assistant_memories"
     DROP CONSTRAINT IF EXISTS "assistant_memories_tier_check",
@@ -66,14 +133,8 @@ ALTER TABLE "memory"."assistant_memories"
     DROP CONSTRAINT IF EXISTS "assistant_memories_provenance_check",
     DROP CONSTRAINT IF EXISTS "assistant_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "assistant_memories_erasure_check",
-    ADD CONSTRAINT "assistant_memories_tier_check" CHECK (tier IN ('session', 'long_term')),
-    ADD CONSTRAINT "assistant_memories_typology_check" CHECK ((tier || ':' || typology) = ANY ('{session:episodic,long_term:episodic,long_term:semantic,long_term:procedural,long_term:opinion}'::text[])),
-    ADD CONSTRAINT "assistant_memories_content_check" CHECK (char_length(content) <= 4000),
-    ADD CONSTRAINT "assistant_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
-    ADD CONSTRAINT "assistant_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),
-    ADD CONSTRAINT "assistant_memories_provenance_check" CHECK (octet_length("provenance"::text) <= 32768),
-    ADD CONSTRAINT "assistant_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
-    ADD CONSTRAINT "assistant_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
+    DROP CONSTRAINT IF EXISTS "assistant_memories_bounds_check",
+    ADD CONSTRAINT "assistant_memories_bounds_check" CHECK ("memory"."assistant_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason"));
 
 -- memory.assistant_memories: drop index assistant_memories_envelope_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "memory"."assistant_memories_envelope_idx";

@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 185 statements
+-- primitives plan for agent 'mace': 188 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -54,6 +54,73 @@ CREATE TABLE IF NOT EXISTS "mace"."mace_memories" (
     CONSTRAINT "mace_memories_pkey" PRIMARY KEY ("user_id", "id")
 );
 
+-- mace.mace_memories: bounds function mace.mace_memories_bounds (its CHECKs, planned once per session)
+CREATE OR REPLACE FUNCTION "mace"."mace_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $bounds$
+BEGIN
+    -- every bound at once: one expression, the common case
+    IF ((tier IN ('wm', 'cwm', 'long_term'))
+        AND ((tier || ':' || typology) = ANY ('{wm:episodic,cwm:episodic,long_term:episodic,long_term:semantic}'::text[]))
+        AND (char_length(content) <= 4000)
+        AND (octet_length("value"::text) <= 32768)
+        AND (octet_length("envelope"::text) <= 8192)
+        AND (octet_length("provenance"::text) <= 32768)
+        AND (confidence BETWEEN 0 AND 1)
+        AND (erased_at IS NULL OR erasure_reason IS NOT NULL)) IS NOT FALSE THEN
+        RETURN true;
+    END IF;
+    -- a bound is broken: fail as its own constraint would
+    IF (tier IN ('wm', 'cwm', 'long_term')) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'mace',
+            TABLE = 'mace_memories', CONSTRAINT = 'mace_memories_tier_check',
+            MESSAGE = 'new row for relation "mace_memories" violates check constraint "mace_memories_tier_check"';
+    END IF;
+    IF ((tier || ':' || typology) = ANY ('{wm:episodic,cwm:episodic,long_term:episodic,long_term:semantic}'::text[])) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'mace',
+            TABLE = 'mace_memories', CONSTRAINT = 'mace_memories_typology_check',
+            MESSAGE = 'new row for relation "mace_memories" violates check constraint "mace_memories_typology_check"';
+    END IF;
+    IF (char_length(content) <= 4000) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'mace',
+            TABLE = 'mace_memories', CONSTRAINT = 'mace_memories_content_check',
+            MESSAGE = 'new row for relation "mace_memories" violates check constraint "mace_memories_content_check"';
+    END IF;
+    IF (octet_length("value"::text) <= 32768) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'mace',
+            TABLE = 'mace_memories', CONSTRAINT = 'mace_memories_value_check',
+            MESSAGE = 'new row for relation "mace_memories" violates check constraint "mace_memories_value_check"';
+    END IF;
+    IF (octet_length("envelope"::text) <= 8192) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'mace',
+            TABLE = 'mace_memories', CONSTRAINT = 'mace_memories_envelope_check',
+            MESSAGE = 'new row for relation "mace_memories" violates check constraint "mace_memories_envelope_check"';
+    END IF;
+    IF (octet_length("provenance"::text) <= 32768) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'mace',
+            TABLE = 'mace_memories', CONSTRAINT = 'mace_memories_provenance_check',
+            MESSAGE = 'new row for relation "mace_memories" violates check constraint "mace_memories_provenance_check"';
+    END IF;
+    IF (confidence BETWEEN 0 AND 1) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'mace',
+            TABLE = 'mace_memories', CONSTRAINT = 'mace_memories_confidence_check',
+            MESSAGE = 'new row for relation "mace_memories" violates check constraint "mace_memories_confidence_check"';
+    END IF;
+    IF (erased_at IS NULL OR erasure_reason IS NOT NULL) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'mace',
+            TABLE = 'mace_memories', CONSTRAINT = 'mace_memories_erasure_check',
+            MESSAGE = 'new row for relation "mace_memories" violates check constraint "mace_memories_erasure_check"';
+    END IF;
+    RETURN true;
+END
+$bounds$;
+
+-- mace.mace_memories: bounds function: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "mace"."mace_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) FROM PUBLIC;
+
+-- mace.mace_memories: bounds function: the app role writes the table
+GRANT EXECUTE ON FUNCTION "mace"."mace_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_app";
+
 -- mace.mace_memories: checks (replaced, so they follow the spec)
 ALTER TABLE "mace"."mace_memories"
     DROP CONSTRAINT IF EXISTS "mace_memories_tier_check",
@@ -64,14 +131,8 @@ ALTER TABLE "mace"."mace_memories"
     DROP CONSTRAINT IF EXISTS "mace_memories_provenance_check",
     DROP CONSTRAINT IF EXISTS "mace_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "mace_memories_erasure_check",
-    ADD CONSTRAINT "mace_memories_tier_check" CHECK (tier IN ('wm', 'cwm', 'long_term')),
-    ADD CONSTRAINT "mace_memories_typology_check" CHECK ((tier || ':' || typology) = ANY ('{wm:episodic,cwm:episodic,long_term:episodic,long_term:semantic}'::text[])),
-    ADD CONSTRAINT "mace_memories_content_check" CHECK (char_length(content) <= 4000),
-    ADD CONSTRAINT "mace_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
-    ADD CONSTRAINT "mace_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),
-    ADD CONSTRAINT "mace_memories_provenance_check" CHECK (octet_length("provenance"::text) <= 32768),
-    ADD CONSTRAINT "mace_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
-    ADD CONSTRAINT "mace_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
+    DROP CONSTRAINT IF EXISTS "mace_memories_bounds_check",
+    ADD CONSTRAINT "mace_memories_bounds_check" CHECK ("mace"."mace_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason"));
 
 -- mace.mace_memories: drop index mace_memories_envelope_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "mace"."mace_memories_envelope_idx";

@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 160 statements
+-- primitives plan for agent 'operations': 163 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -56,6 +56,73 @@ CREATE TABLE IF NOT EXISTS "platform"."operations_memories" (
     CONSTRAINT "operations_memories_pkey" PRIMARY KEY ("operator_id", "id")
 );
 
+-- platform.operations_memories: bounds function platform.operations_memories_bounds (its CHECKs, planned once per session)
+CREATE OR REPLACE FUNCTION "platform"."operations_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $bounds$
+BEGIN
+    -- every bound at once: one expression, the common case
+    IF ((tier IN ('conversation', 'operator_session', 'operator'))
+        AND ((tier || ':' || typology) = ANY ('{conversation:episodic,operator_session:episodic,operator_session:semantic,operator:procedural,operator:semantic,operator:episodic}'::text[]))
+        AND (char_length(content) <= 4000)
+        AND (octet_length("value"::text) <= 32768)
+        AND (octet_length("envelope"::text) <= 8192)
+        AND (octet_length("provenance"::text) <= 32768)
+        AND (confidence BETWEEN 0 AND 1)
+        AND (erased_at IS NULL OR erasure_reason IS NOT NULL)) IS NOT FALSE THEN
+        RETURN true;
+    END IF;
+    -- a bound is broken: fail as its own constraint would
+    IF (tier IN ('conversation', 'operator_session', 'operator')) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'platform',
+            TABLE = 'operations_memories', CONSTRAINT = 'operations_memories_tier_check',
+            MESSAGE = 'new row for relation "operations_memories" violates check constraint "operations_memories_tier_check"';
+    END IF;
+    IF ((tier || ':' || typology) = ANY ('{conversation:episodic,operator_session:episodic,operator_session:semantic,operator:procedural,operator:semantic,operator:episodic}'::text[])) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'platform',
+            TABLE = 'operations_memories', CONSTRAINT = 'operations_memories_typology_check',
+            MESSAGE = 'new row for relation "operations_memories" violates check constraint "operations_memories_typology_check"';
+    END IF;
+    IF (char_length(content) <= 4000) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'platform',
+            TABLE = 'operations_memories', CONSTRAINT = 'operations_memories_content_check',
+            MESSAGE = 'new row for relation "operations_memories" violates check constraint "operations_memories_content_check"';
+    END IF;
+    IF (octet_length("value"::text) <= 32768) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'platform',
+            TABLE = 'operations_memories', CONSTRAINT = 'operations_memories_value_check',
+            MESSAGE = 'new row for relation "operations_memories" violates check constraint "operations_memories_value_check"';
+    END IF;
+    IF (octet_length("envelope"::text) <= 8192) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'platform',
+            TABLE = 'operations_memories', CONSTRAINT = 'operations_memories_envelope_check',
+            MESSAGE = 'new row for relation "operations_memories" violates check constraint "operations_memories_envelope_check"';
+    END IF;
+    IF (octet_length("provenance"::text) <= 32768) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'platform',
+            TABLE = 'operations_memories', CONSTRAINT = 'operations_memories_provenance_check',
+            MESSAGE = 'new row for relation "operations_memories" violates check constraint "operations_memories_provenance_check"';
+    END IF;
+    IF (confidence BETWEEN 0 AND 1) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'platform',
+            TABLE = 'operations_memories', CONSTRAINT = 'operations_memories_confidence_check',
+            MESSAGE = 'new row for relation "operations_memories" violates check constraint "operations_memories_confidence_check"';
+    END IF;
+    IF (erased_at IS NULL OR erasure_reason IS NOT NULL) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'platform',
+            TABLE = 'operations_memories', CONSTRAINT = 'operations_memories_erasure_check',
+            MESSAGE = 'new row for relation "operations_memories" violates check constraint "operations_memories_erasure_check"';
+    END IF;
+    RETURN true;
+END
+$bounds$;
+
+-- platform.operations_memories: bounds function: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."operations_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) FROM PUBLIC;
+
+-- platform.operations_memories: bounds function: the app role writes the table
+GRANT EXECUTE ON FUNCTION "platform"."operations_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_app";
+
 -- platform.operations_memories: checks (replaced, so they follow the spec)
 ALTER TABLE "platform"."operations_memories"
     DROP CONSTRAINT IF EXISTS "operations_memories_tier_check",
@@ -66,14 +133,8 @@ ALTER TABLE "platform"."operations_memories"
     DROP CONSTRAINT IF EXISTS "operations_memories_provenance_check",
     DROP CONSTRAINT IF EXISTS "operations_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "operations_memories_erasure_check",
-    ADD CONSTRAINT "operations_memories_tier_check" CHECK (tier IN ('conversation', 'operator_session', 'operator')),
-    ADD CONSTRAINT "operations_memories_typology_check" CHECK ((tier || ':' || typology) = ANY ('{conversation:episodic,operator_session:episodic,operator_session:semantic,operator:procedural,operator:semantic,operator:episodic}'::text[])),
-    ADD CONSTRAINT "operations_memories_content_check" CHECK (char_length(content) <= 4000),
-    ADD CONSTRAINT "operations_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
-    ADD CONSTRAINT "operations_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),
-    ADD CONSTRAINT "operations_memories_provenance_check" CHECK (octet_length("provenance"::text) <= 32768),
-    ADD CONSTRAINT "operations_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
-    ADD CONSTRAINT "operations_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
+    DROP CONSTRAINT IF EXISTS "operations_memories_bounds_check",
+    ADD CONSTRAINT "operations_memories_bounds_check" CHECK ("platform"."operations_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason"));
 
 -- platform.operations_memories: drop index operations_memories_envelope_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "platform"."operations_memories_envelope_idx";

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 160 statements
+-- primitives plan for agent 'world': 163 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -56,6 +56,73 @@ CREATE TABLE IF NOT EXISTS "worlds"."world_agent_memories" (
     CONSTRAINT "world_agent_memories_pkey" PRIMARY KEY ("world_id", "id")
 );
 
+-- worlds.world_agent_memories: bounds function worlds.world_agent_memories_bounds (its CHECKs, planned once per session)
+CREATE OR REPLACE FUNCTION "worlds"."world_agent_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $bounds$
+BEGIN
+    -- every bound at once: one expression, the common case
+    IF ((tier IN ('interaction', 'session', 'world'))
+        AND ((tier || ':' || typology) = ANY ('{interaction:episodic,session:episodic,world:semantic,world:procedural}'::text[]))
+        AND (char_length(content) <= 1000)
+        AND (octet_length("value"::text) <= 32768)
+        AND (octet_length("envelope"::text) <= 8192)
+        AND (octet_length("provenance"::text) <= 32768)
+        AND (confidence BETWEEN 0 AND 1)
+        AND (erased_at IS NULL OR erasure_reason IS NOT NULL)) IS NOT FALSE THEN
+        RETURN true;
+    END IF;
+    -- a bound is broken: fail as its own constraint would
+    IF (tier IN ('interaction', 'session', 'world')) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'worlds',
+            TABLE = 'world_agent_memories', CONSTRAINT = 'world_agent_memories_tier_check',
+            MESSAGE = 'new row for relation "world_agent_memories" violates check constraint "world_agent_memories_tier_check"';
+    END IF;
+    IF ((tier || ':' || typology) = ANY ('{interaction:episodic,session:episodic,world:semantic,world:procedural}'::text[])) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'worlds',
+            TABLE = 'world_agent_memories', CONSTRAINT = 'world_agent_memories_typology_check',
+            MESSAGE = 'new row for relation "world_agent_memories" violates check constraint "world_agent_memories_typology_check"';
+    END IF;
+    IF (char_length(content) <= 1000) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'worlds',
+            TABLE = 'world_agent_memories', CONSTRAINT = 'world_agent_memories_content_check',
+            MESSAGE = 'new row for relation "world_agent_memories" violates check constraint "world_agent_memories_content_check"';
+    END IF;
+    IF (octet_length("value"::text) <= 32768) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'worlds',
+            TABLE = 'world_agent_memories', CONSTRAINT = 'world_agent_memories_value_check',
+            MESSAGE = 'new row for relation "world_agent_memories" violates check constraint "world_agent_memories_value_check"';
+    END IF;
+    IF (octet_length("envelope"::text) <= 8192) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'worlds',
+            TABLE = 'world_agent_memories', CONSTRAINT = 'world_agent_memories_envelope_check',
+            MESSAGE = 'new row for relation "world_agent_memories" violates check constraint "world_agent_memories_envelope_check"';
+    END IF;
+    IF (octet_length("provenance"::text) <= 32768) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'worlds',
+            TABLE = 'world_agent_memories', CONSTRAINT = 'world_agent_memories_provenance_check',
+            MESSAGE = 'new row for relation "world_agent_memories" violates check constraint "world_agent_memories_provenance_check"';
+    END IF;
+    IF (confidence BETWEEN 0 AND 1) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'worlds',
+            TABLE = 'world_agent_memories', CONSTRAINT = 'world_agent_memories_confidence_check',
+            MESSAGE = 'new row for relation "world_agent_memories" violates check constraint "world_agent_memories_confidence_check"';
+    END IF;
+    IF (erased_at IS NULL OR erasure_reason IS NOT NULL) IS FALSE THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', SCHEMA = 'worlds',
+            TABLE = 'world_agent_memories', CONSTRAINT = 'world_agent_memories_erasure_check',
+            MESSAGE = 'new row for relation "world_agent_memories" violates check constraint "world_agent_memories_erasure_check"';
+    END IF;
+    RETURN true;
+END
+$bounds$;
+
+-- worlds.world_agent_memories: bounds function: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "worlds"."world_agent_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) FROM PUBLIC;
+
+-- worlds.world_agent_memories: bounds function: the app role writes the table
+GRANT EXECUTE ON FUNCTION "worlds"."world_agent_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_app";
+
 -- worlds.world_agent_memories: checks (replaced, so they follow the spec)
 ALTER TABLE "worlds"."world_agent_memories"
     DROP CONSTRAINT IF EXISTS "world_agent_memories_tier_check",
@@ -66,14 +133,8 @@ ALTER TABLE "worlds"."world_agent_memories"
     DROP CONSTRAINT IF EXISTS "world_agent_memories_provenance_check",
     DROP CONSTRAINT IF EXISTS "world_agent_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "world_agent_memories_erasure_check",
-    ADD CONSTRAINT "world_agent_memories_tier_check" CHECK (tier IN ('interaction', 'session', 'world')),
-    ADD CONSTRAINT "world_agent_memories_typology_check" CHECK ((tier || ':' || typology) = ANY ('{interaction:episodic,session:episodic,world:semantic,world:procedural}'::text[])),
-    ADD CONSTRAINT "world_agent_memories_content_check" CHECK (char_length(content) <= 1000),
-    ADD CONSTRAINT "world_agent_memories_value_check" CHECK (octet_length("value"::text) <= 32768),
-    ADD CONSTRAINT "world_agent_memories_envelope_check" CHECK (octet_length("envelope"::text) <= 8192),
-    ADD CONSTRAINT "world_agent_memories_provenance_check" CHECK (octet_length("provenance"::text) <= 32768),
-    ADD CONSTRAINT "world_agent_memories_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
-    ADD CONSTRAINT "world_agent_memories_erasure_check" CHECK (erased_at IS NULL OR erasure_reason IS NOT NULL);
+    DROP CONSTRAINT IF EXISTS "world_agent_memories_bounds_check",
+    ADD CONSTRAINT "world_agent_memories_bounds_check" CHECK ("worlds"."world_agent_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason"));
 
 -- worlds.world_agent_memories: drop index world_agent_memories_envelope_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "worlds"."world_agent_memories_envelope_idx";

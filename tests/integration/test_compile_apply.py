@@ -321,3 +321,72 @@ def test_reapplying_a_changed_spec_replaces_its_checks(
     assert apply(admin_conn, after) is True
     with tenant_transaction(app_conn, "u1"):
         app_conn.execute(insert)
+
+
+BROKEN_BOUNDS = [
+    # (the separate constraint an earlier plan had, the column, a value that breaks it)
+    ("spectral_memories_tier_check", "tier", "no_such_tier"),
+    ("spectral_memories_typology_check", "typology", "semantic"),  # not a 'run' typology
+    ("spectral_memories_content_check", "content", "x" * 4001),
+    ("spectral_memories_value_check", "value", {"v": "x" * 40_000}),
+    ("spectral_memories_envelope_check", "envelope", {"e": "x" * 9000}),
+    ("spectral_memories_provenance_check", "provenance", {"p": "x" * 40_000}),
+    ("spectral_memories_confidence_check", "confidence", 1.5),
+    ("spectral_memories_erasure_check", "erased_at", "2026-11-26T00:00:00Z"),
+]
+
+
+@pytest.mark.parametrize(("constraint", "column", "value"), BROKEN_BOUNDS,
+                         ids=[b[0].removeprefix("spectral_memories_") for b in BROKEN_BOUNDS])
+def test_each_broken_bound_fails_under_its_own_constraint_name_as_the_app_role(
+    spectral_plan: Plan, app_conn: psycopg.Connection[Any], constraint: str, column: str,
+    value: Any,
+) -> None:
+    tables = spectral_plan.tables
+    literal = psycopg.types.json.Jsonb(value) if isinstance(value, dict) else value
+    with pytest.raises(StorageError) as caught, tenant_transaction(app_conn, "bounds-t1"):
+        app_conn.execute(sql.SQL(
+            "INSERT INTO {} ({}, tier, typology, key, content) "
+            "VALUES (%s, 'run', 'episodic', %s, 'fits') RETURNING id").format(
+                tables.memories.ident, tables.tenant), ("bounds-t1", f"k-{uuid.uuid4().hex}"))
+        # the same row, one column changed: an UPDATE is held to the bounds as an INSERT is
+        app_conn.execute(sql.SQL("UPDATE {} SET {} = %s WHERE {} = %s").format(
+            tables.memories.ident, sql.Identifier(column), tables.tenant),
+            (literal, "bounds-t1"))
+    cause = caught.value.__cause__
+    assert isinstance(cause, psycopg.errors.CheckViolation)
+    assert cause.diag.constraint_name == constraint
+    assert cause.diag.table_name == "spectral_memories"
+    assert str(caught.value).endswith(
+        f'new row for relation "spectral_memories" violates check constraint "{constraint}"')
+    with tenant_transaction(app_conn, "bounds-t1"):  # nothing of the failed transaction stayed
+        assert app_conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
+            tables.memories.ident)).fetchone() == (0,)
+
+
+def test_an_earlier_plans_separate_checks_give_way_to_the_bounds_function(
+    admin_conn: psycopg.Connection[Any], spectral_plan: Plan, as_owner: Any,
+) -> None:
+    memories = spectral_plan.tables.memories.ident
+    # what a database migrated by an earlier plan holds: the checks as separate constraints
+    as_owner(sql.SQL("ALTER TABLE {} DROP CONSTRAINT spectral_memories_bounds_check, "
+                     "ADD CONSTRAINT spectral_memories_tier_check "
+                     "CHECK (tier IN ('cycle', 'run', 'workspace')), "
+                     "ADD CONSTRAINT spectral_memories_content_check "
+                     "CHECK (char_length(content) <= 4000)").format(memories))
+    apply(admin_conn, spectral_plan, force=True)
+    checks = admin_conn.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conrelid = %s::regclass AND contype = 'c'",
+        [memories.as_string(None)]).fetchall()
+    assert [name for name, _ in checks] == ["spectral_memories_bounds_check"]
+    assert "spectral_memories_bounds(tier, typology, content" in checks[0][1]
+    # owned by the owner, executable by the app role and by no one else
+    owner, public, app, auditor = admin_conn.execute(
+        "SELECT pg_get_userbyid(p.proowner), "
+        "has_function_privilege('public', p.oid, 'EXECUTE'), "
+        "has_function_privilege('primitives_app', p.oid, 'EXECUTE'), "
+        "has_function_privilege('primitives_auditor', p.oid, 'EXECUTE') "
+        "FROM pg_proc p WHERE p.proname = 'spectral_memories_bounds'").fetchone() or ()
+    assert (owner, app, auditor) == (OWNER_ROLE, True, False)
+    assert public is False

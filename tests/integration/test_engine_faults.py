@@ -97,10 +97,11 @@ def test_writes_and_reads_go_on_after_a_migration_changes_a_returned_columns_typ
             assert views  # the compliance views read the column: they go for this test
             for (view,) in views:
                 conn.execute(f"DROP VIEW IF EXISTS {view} CASCADE")
+            # a column the write reads back, outside the bounds function's arguments
             conn.execute("ALTER TABLE platform.spectral_memories "
-                         "ALTER COLUMN confidence TYPE double precision")
+                         "ALTER COLUMN superseded_at TYPE timestamp(3) with time zone")
         second = engine.observe(anchor, "cycle", "after the migration")
-        assert second.confidence == 1.0 and second.content == "after the migration"
+        assert second.superseded_at is None and second.content == "after the migration"
         again = engine.read(anchor, lambda ctx: core.get(ctx, first.id))
         assert again is not None and again.content == "before the migration"
         found = {hit.memory.id for hit in engine.search(anchor, "migration", limit=5)}

@@ -192,9 +192,11 @@ def test_no_vector_types_without_pgvector(plan: Plan) -> None:
 
 def test_limits_from_the_spec_appear_in_checks() -> None:
     text = compile_plan(odd_spec()).render()
-    assert "CHECK (char_length(content) <= 1234)" in text
-    assert 'CHECK (octet_length("value"::text) <= 4321)' in text
-    assert 'CHECK (octet_length("envelope"::text) <= 999)' in text
+    # the memories table's bounds, in its bounds function (each as its own test too)
+    for bound in ("(char_length(content) <= 1234)", '(octet_length("value"::text) <= 4321)',
+                  '(octet_length("envelope"::text) <= 999)'):
+        assert f"IF {bound} IS FALSE THEN" in text
+        assert f"        AND {bound}" in text or f"IF ({bound}" in text
     assert "halfvec(8)" in text
     assert "to_tsvector('simple'::regconfig" in text
 
@@ -206,17 +208,37 @@ def test_checks_are_replaced_in_one_statement_so_they_follow_the_spec(spectral: 
     assert "CHECK" not in create
     replace = next(s for s in statements if s.startswith('ALTER TABLE "platform".'
                                                           '"spectral_memories"\n'))
-    assert statements.index(replace) == statements.index(create) + 1
+    # the bounds function, its grants, then the one statement that replaces the checks
+    function, revoke, grant = statements[statements.index(create) + 1:][:3]
+    assert function.startswith('CREATE OR REPLACE FUNCTION "platform"."spectral_memories_bounds"(')
+    assert revoke.startswith("REVOKE ALL ON FUNCTION") and grant.startswith("GRANT EXECUTE")
+    assert statements.index(replace) == statements.index(create) + 4
     drops = re.findall(r'DROP CONSTRAINT IF EXISTS "(\w+)"', replace)
     adds = re.findall(r'ADD CONSTRAINT "(\w+)" CHECK', replace)
-    assert drops == adds and "spectral_memories_tier_check" in adds
+    separate = [f"spectral_memories_{n}_check" for n in (
+        "tier", "typology", "content", "value", "envelope", "provenance", "confidence",
+        "erasure")]
+    # an earlier plan's separate constraints go; one constraint calls the function
+    assert drops == [*separate, "spectral_memories_bounds_check"]
+    assert adds == ["spectral_memories_bounds_check"]
+    assert ('CHECK ("platform"."spectral_memories_bounds"("tier", "typology", "content", '
+            '"value", "envelope", "provenance", "confidence", "erased_at", '
+            '"erasure_reason"))') in replace
+    for name in separate:  # a broken bound fails under its own name
+        assert f"CONSTRAINT = '{name}'" in function
+    # the other tables keep separate constraints, replaced the same way
+    scopes = next(s for s in statements if s.startswith('ALTER TABLE "platform".'
+                                                         '"spectral_scopes"\n'))
+    scope_drops = re.findall(r'DROP CONSTRAINT IF EXISTS "(\w+)"', scopes)
+    assert scope_drops == re.findall(r'ADD CONSTRAINT "(\w+)" CHECK', scopes) != []
 
 
 def test_tier_and_typology_checks_list_the_spec(spectral: AgentSpec) -> None:
     text = compile_plan(spectral).render()
-    assert "CHECK (tier IN ('cycle', 'run', 'workspace'))" in text
-    assert ("CHECK ((tier || ':' || typology) = ANY ('{cycle:episodic,run:episodic,"
-            "workspace:episodic,workspace:semantic,workspace:procedural}'::text[]))") in text
+    assert "IF (tier IN ('cycle', 'run', 'workspace')) IS FALSE THEN" in text
+    assert ("IF ((tier || ':' || typology) = ANY ('{cycle:episodic,run:episodic,"
+            "workspace:episodic,workspace:semantic,workspace:procedural}'::text[])) IS FALSE"
+            ) in text
     assert """GENERATED ALWAYS AS ("tier" = 'workspace') STORED""" in text
 
 
@@ -245,7 +267,8 @@ def test_statements_are_idempotent(plan: Plan) -> None:
     statements = rendered(plan)
     assert statements[0] == 'SET LOCAL ROLE "primitives_owner"'
     for index, statement in enumerate(statements):
-        code = re.sub(r"\$fn\$.*?\$fn\$", "$fn$$fn$", statement, flags=re.S)  # function bodies
+        code = re.sub(r"\$(fn|bounds)\$.*?\$\1\$", "$fn$$fn$", statement,
+                      flags=re.S)  # function bodies
         code = re.sub(r"'(?:[^']|'')*'", "''", code)
         assert ";" not in code, "one statement per step"
         if statement.startswith("CREATE"):
@@ -261,6 +284,9 @@ def test_statements_are_idempotent(plan: Plan) -> None:
             target = statement.split(" ON TABLE ")[1].split(" TO ")[0]
             assert any(s == f'REVOKE ALL ON TABLE {target} FROM "primitives_app", '
                        '"primitives_auditor"' for s in statements[:index])
+        if statement.startswith("GRANT") and " ON FUNCTION " in statement:
+            target = statement.split(" ON FUNCTION ")[1].split(" TO ")[0]
+            assert statements[index - 1] == f"REVOKE ALL ON FUNCTION {target} FROM PUBLIC"
 
 
 def test_schemas_are_created_for_the_owner_checkpointer_only_when_enabled(
@@ -281,7 +307,13 @@ def test_app_grants_are_least_privilege(spectral: AgentSpec) -> None:
     grants = {
         s.split(" ON TABLE ")[1].split(" TO ")[0]: s.split("GRANT ")[1].split(" ON ")[0]
         for s in rendered(plan) if s.startswith("GRANT") and s.endswith('TO "primitives_app"')
+        and " ON TABLE " in s
     }
+    functions = [s for s in rendered(plan) if s.startswith("GRANT") and " ON FUNCTION " in s]
+    assert [s.split(" ON FUNCTION ")[1].split("(")[0] for s in functions] == [
+        '"table"."limit_memories_bounds"']  # the one the memories table's constraint calls
+    assert all(s.startswith("GRANT EXECUTE") and s.endswith('TO "primitives_app"')
+               for s in functions)
 
     def granted(table: object) -> str:
         assert tables is not None
