@@ -15,10 +15,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from primitives._project import migrate
 from primitives.compile import Capabilities, Plan, Tables, compile_plan
 from primitives.db import OWNER_ROLE, apply_plan, tenant_transaction
 from primitives.errors import PolicyViolation, StorageError
 from primitives.spec import AgentSpec, load_spec, load_spec_text
+from tests.conftest import PostgresHandle
 
 pytestmark = pytest.mark.db
 
@@ -72,6 +74,13 @@ def apply(conn: psycopg.Connection[Any], plan: Plan, *, force: bool = False) -> 
     if force:
         apply_plan(conn, plan.agent, plan.checksum + ":forced", plan.statements)
     return apply_plan(conn, plan.agent, plan.checksum, plan.statements)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def framework_migrated(pg: PostgresHandle) -> None:
+    """The framework's own migrations (roles, functions, operator classes) that every plan
+    uses: applied here, so this module runs alone as well as after the others."""
+    migrate([], dsn=pg.admin_dsn)
 
 
 @pytest.fixture(scope="module")
