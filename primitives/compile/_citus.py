@@ -161,11 +161,7 @@ def distribute_table_sql(
     ).format(sql.SQL(", ").join(args), _literal_name(table))
 
 
-def _distribute_function_sql(signature: str) -> sql.Composed:
-    return _distributed_function_sql(f"{FRAMEWORK_SCHEMA}.{signature}")
-
-
-def _distributed_function_sql(qualified_signature: str) -> sql.Composed:
+def _distribute_function_sql(qualified_signature: str) -> sql.Composed:
     regprocedure = sql.Literal(qualified_signature)
     return sql.SQL(
         "SELECT pg_catalog.create_distributed_function({}::regprocedure) WHERE NOT EXISTS "
@@ -192,7 +188,7 @@ def _cluster_steps() -> Iterator[Step]:
                _fixed("SET LOCAL citus.multi_shard_modify_mode = 'sequential'"))
     for signature in _DISTRIBUTED_FUNCTIONS:
         yield Step(f"{FRAMEWORK_SCHEMA}.{signature}: on every node",
-                   _distribute_function_sql(signature))
+                   _distribute_function_sql(f"{FRAMEWORK_SCHEMA}.{signature}"))
 
 
 def _guard_function_sql() -> sql.Composed:
@@ -279,7 +275,7 @@ def compile_citus(
             # the shards' CHECK calls it on the workers
             steps.append(Step(
                 f"{definition.table.qualified}: bounds function on every node",
-                _distributed_function_sql(bounds_signature(definition).as_string(None))))
+                _distribute_function_sql(bounds_signature(definition).as_string(None))))
         colocate = None if definition.table == tables.memories else tables.memories
         steps.append(Step(
             f"{definition.table.qualified}: distribute by {tables.tenant_column}"

@@ -282,8 +282,8 @@ def _forget(conn: Any, name: str, err: psycopg.Error) -> None:
     """After ``err`` from executing ``name``: when the session's statement is out of date,
     it is no longer taken as prepared, and is deallocated before it is prepared again."""
     if err.sqlstate == _PLAN_CHANGED:
+        _mark(conn, name, False)
         with _lock:
-            _prepared.setdefault(conn, set()).discard(name)
             _stale.setdefault(conn, set()).add(name)
 
 

@@ -155,6 +155,18 @@ def test_triggers_on_shards_are_enabled_and_the_delete_guard_is_shard_local(plan
     assert not any(plan.tables.chain_function.as_string(None) in s for s in statements)
 
 
+def test_the_bounds_function_reaches_the_workers_before_the_memories_shards(plan: Plan) -> None:
+    statements = _statements(plan)
+    memories = plan.tables.memories
+    function = f'"{memories.schema}"."{memories.name}_bounds"'
+    create = _find(statements, f"CREATE OR REPLACE FUNCTION {function}(")
+    distributed = _find(statements, f"create_distributed_function('{function}(text, text, ")
+    constraint = _find(statements, f"CHECK ({function}(")
+    shards = _find(statements, f"create_distributed_table('{memories.ident.as_string(None)}'")
+    assert create < constraint < distributed < shards
+    assert "WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object" in statements[distributed]
+
+
 def test_the_single_node_plan_is_contained_in_the_citus_plan(plan: Plan) -> None:
     spec = load_spec(next(p for p in SPECS if load_spec(p).agent == plan.agent))
     single = compile_plan(spec)
