@@ -27,8 +27,8 @@ from primitives.compile._rls import tenant_policy_name
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
 
-__all__ = ["CHECKS", "Catalog", "DoctorReport", "Finding", "collect_catalog", "diagnose",
-           "run_doctor"]
+__all__ = ["CHECKS", "Catalog", "Creator", "DoctorReport", "Finding", "collect_catalog",
+           "diagnose", "run_doctor"]
 
 CHECKS: Final[Mapping[str, str]] = {
     "present": "every table and view the spec compiles into exists",
@@ -40,6 +40,9 @@ CHECKS: Final[Mapping[str, str]] = {
                     "policies are SELECT only",
     "runtime_role": "no runtime role (app, auditor, or a member of either) is superuser or "
                     "has BYPASSRLS",
+    "runtime_create": "no runtime role may create schemas in the database or objects in a "
+                      "schema (its functions or operators could stand in for the built-ins "
+                      "the compiled PL/pgSQL functions call)",
     "owner": "no runtime role owns an agent table, view or partition",
     "grants": "the app role holds at most SELECT, INSERT, UPDATE, DELETE and the auditor "
               "only SELECT (TRUNCATE would bypass row level security); nothing for PUBLIC",
@@ -88,6 +91,11 @@ class Role(NamedTuple):
     via: list[str]  # the runtime roles it is (a member of)
 
 
+class Creator(NamedTuple):
+    role: str
+    where: str  # 'database <name>' or 'schema <name>'
+
+
 class Grant(NamedTuple):
     table_oid: int
     grantee: str  # 'PUBLIC' for PUBLIC
@@ -127,6 +135,7 @@ class Catalog:
     indexes: Sequence[UniqueIndex] = ()
     triggers: Sequence[Trigger] = ()
     children: Sequence[Child] = ()
+    creators: Sequence[Creator] = ()
 
 
 @dataclass(frozen=True)
@@ -194,6 +203,24 @@ FROM runtime JOIN pg_catalog.pg_roles AS r ON r.oid = runtime.oid
 GROUP BY 1, 2, 3
 """
 
+# Where the runtime roles may create: a schema of their own, or a function or operator in a
+# schema on their search_path, could stand in for a built-in that the compiled PL/pgSQL
+# functions (chain trigger, bounds) resolve when they are planned. Temporary schemas are left
+# out: PostgreSQL never looks up functions or operators there.
+_CREATORS: Final = """
+SELECT r.rolname::text, 'database ' || pg_catalog.current_database()
+FROM pg_catalog.pg_roles AS r
+WHERE r.rolname = ANY (%(roles)s::text[])
+  AND pg_catalog.has_database_privilege(r.oid, pg_catalog.current_database(), 'CREATE')
+UNION ALL
+SELECT r.rolname::text, 'schema ' || n.nspname
+FROM pg_catalog.pg_roles AS r CROSS JOIN pg_catalog.pg_namespace AS n
+WHERE r.rolname = ANY (%(roles)s::text[])
+  AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND n.nspname NOT LIKE 'pg\\_toast\\_temp\\_%%'
+  AND pg_catalog.has_schema_privilege(r.oid, n.oid, 'CREATE')
+ORDER BY 1, 2
+"""
+
 _GRANTS: Final = """
 SELECT c.oid::bigint,
        CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END,
@@ -230,11 +257,13 @@ def collect_catalog(conn: psycopg.Connection[Any], agents: Sequence[Tables]) -> 
     oids = [r.oid for r in relations if r.oid is not None]
     children = [Child(*row) for row in conn.execute(_CHILDREN, {"oids": oids})]
     everything = oids + [c.oid for c in children]
-    roles = [APP_ROLE, AUDITOR_ROLE]
+    roles = [Role(*row) for row in conn.execute(_ROLES, {"roles": [APP_ROLE, AUDITOR_ROLE]})]
     return Catalog(
         relations=relations,
         policies=[Policy(*row) for row in conn.execute(_POLICIES, {"oids": oids})],
-        roles=[Role(*row) for row in conn.execute(_ROLES, {"roles": roles})],
+        roles=roles,
+        creators=[Creator(*row) for row in conn.execute(
+            _CREATORS, {"roles": [r.name for r in roles]})],
         grants=[Grant(*row) for row in conn.execute(_GRANTS, {"oids": everything})],
         indexes=[UniqueIndex(*row) for row in conn.execute(_UNIQUE_INDEXES,
                                                            {"oids": everything})],
@@ -316,6 +345,15 @@ def _role_checks(catalog: Catalog) -> Iterator[Finding]:
         if role.bypassrls:
             yield Finding("runtime_role", f"role {role.name}",
                           f"has BYPASSRLS{member}: row level security does not bind it")
+
+
+def _create_checks(catalog: Catalog) -> Iterator[Finding]:
+    superusers = {r.name for r in catalog.roles if r.superuser}  # named by runtime_role
+    for c in catalog.creators:
+        if c.role not in superusers:
+            yield Finding("runtime_create", f"role {c.role}",
+                          f"may CREATE in {c.where}: what it creates there could stand in "
+                          "for a built-in function or operator; revoke CREATE")
 
 
 def _ownership_and_grants(agents: Sequence[Tables], catalog: Catalog) -> Iterator[Finding]:
@@ -411,6 +449,7 @@ def diagnose(agents: Sequence[Tables], catalog: Catalog) -> list[Finding]:
     for tables in agents:
         findings += _relation_checks(tables, catalog)
     findings += _role_checks(catalog)
+    findings += _create_checks(catalog)
     findings += _ownership_and_grants(agents, catalog)
     findings += _unique_index_checks(agents, catalog)
     findings += _trigger_checks(agents, catalog)

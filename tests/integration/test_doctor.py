@@ -85,7 +85,7 @@ def test_doctor_passes_on_the_five_freshly_migrated_reference_specs(
     use_database(admin)
     code, out = _doctor(capsys, *SPECS)
     assert code == 0, out
-    assert "of 5 agent(s) pass all 12 checks" in out
+    assert "of 5 agent(s) pass all 13 checks" in out
 
 
 def test_doctor_runs_as_the_auditor_role(database: str) -> None:
@@ -195,6 +195,35 @@ def test_bypassrls_on_a_member_of_the_app_role_is_named(
     assert code == 1
     line = next(line for line in out.splitlines() if f"role {name}" in line)
     assert "runtime_role" in line and "a member of primitives_app" in line
+
+
+@pytest.mark.parametrize("grant", [
+    sql.SQL("GRANT CREATE ON SCHEMA platform TO {}").format(sql.Identifier(APP_ROLE)),
+    sql.SQL("GRANT CREATE ON SCHEMA public TO PUBLIC"),
+], ids=["app-on-platform", "public-on-public"])
+def test_a_runtime_role_that_may_create_in_a_schema_is_named(
+    database: str, capsys: pytest.CaptureFixture[str], grant: sql.Composed,
+) -> None:
+    _admin(database, grant)  # this database only: it goes with the test
+    code, out = _doctor(capsys)
+    assert code == 1, out
+    schema = "platform" if "platform" in grant.as_string(None) else "public"
+    flagged = [line for line in out.splitlines() if "runtime_create" in line]
+    assert any("role primitives_app" in line and f"schema {schema}" in line
+               for line in flagged), out
+
+
+def test_a_runtime_role_that_may_create_schemas_is_named(
+    database: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with psycopg.connect(database) as conn:
+        name = conn.info.dbname
+    _admin(database, sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
+        sql.Identifier(name), sql.Identifier(APP_ROLE)))
+    code, out = _doctor(capsys)
+    assert code == 1, out
+    assert any("runtime_create" in line and f"database {name}" in line
+               for line in out.splitlines()), out
 
 
 def test_spec_never_migrated_is_reported_missing(

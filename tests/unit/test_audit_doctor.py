@@ -10,6 +10,7 @@ import pytest
 from primitives._doctor import (
     CHECKS,
     Catalog,
+    Creator,
     Grant,
     Policy,
     Relation,
@@ -124,6 +125,26 @@ def test_superuser_runtime_role_is_named(tables: Tables) -> None:
     catalog = healthy(tables)
     roles = [Role(APP, True, False, [APP]), Role(AUDITOR, False, False, [AUDITOR])]
     assert findings(tables, replace(catalog, roles=roles)) == [
+        ("runtime_role", f"role {APP}")]
+
+
+def test_a_runtime_role_that_may_create_is_named_once_per_place(tables: Tables) -> None:
+    catalog = healthy(tables)
+    creators = [Creator(APP, "schema public"), Creator(APP, "database agents"),
+                Creator("svc_worker", "schema platform")]
+    found = diagnose([tables], replace(catalog, creators=creators))
+    assert sorted((f.check, f.object, f.problem.split(":")[0]) for f in found) == [
+        ("runtime_create", f"role {APP}", "may CREATE in database agents"),
+        ("runtime_create", f"role {APP}", "may CREATE in schema public"),
+        ("runtime_create", "role svc_worker", "may CREATE in schema platform"),
+    ]
+
+
+def test_a_superuser_runtime_role_is_named_for_that_alone(tables: Tables) -> None:
+    catalog = healthy(tables)
+    roles = [Role(APP, True, False, [APP]), Role(AUDITOR, False, False, [AUDITOR])]
+    creators = [Creator(APP, "schema public")]  # a superuser may create anywhere
+    assert findings(tables, replace(catalog, roles=roles, creators=creators)) == [
         ("runtime_role", f"role {APP}")]
 
 
