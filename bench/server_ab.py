@@ -1,0 +1,319 @@
+"""``python -m bench.server_ab``: the server's CPU per engine write, one schema against a variant.
+
+    python -m bench.server_ab                                   # A/A: the noise floor
+    python -m bench.server_ab --variant bench/variants/eight_checks.sql
+    python -m bench.server_ab --variant FILE --writes 2000 --rounds 3
+    python -m bench.server_ab --message implicit                # the message sent otherwise
+
+On a shared machine the CPU's speed drifts by a factor of two within minutes, so two runs
+of anything, even one after the other, differ by more than most server-side changes save.
+This tool takes the drift out: it migrates the bench spec twice into one database, as two
+agents with their own tables (``base`` and ``variant``), runs ``--variant``'s SQL as the
+owner on the second, and then sends the same write to each, one after the other, write by
+write, the order alternating, each on a backend of its own. Both backends see the same
+machine at the same moment; each one's CPU time comes from the kernel
+(``/proc/<pid>/schedstat``, nanoseconds), so the server must run on this machine (the
+embedded server does).
+
+The writes are ``Engine.observe``'s own message for the bench write (as
+``python -m bench.ceiling``'s replay sends it), sent from one client. The result is the
+server's microseconds per write for each copy and their ratio, per round and as the
+median. A/A (no variant) shows how far apart two identical copies come out: about 1%.
+
+A variant file is SQL run as the owner, with ``{variant}`` standing for the variant
+agent's table prefix and ``{schema}`` for its schema, e.g.::
+
+    DROP INDEX {schema}.{variant}_memories_tsv_match_idx;
+
+``--message`` sends the variant copy's writes in another form (:data:`MESSAGES`), to weigh
+the message rather than the schema.
+
+It measures only; nothing it finds changes a goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from bench._env import bench_databases, machine_at_end, machine_info, result_header
+from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, payload
+from bench.writes import tenant_ids
+from primitives._project import migrate
+from primitives.db._oneshot import OnceTransaction, _begin, _exchange, _message
+from primitives.engine import Engine
+from primitives.engine._anchor import resolve_anchor
+from primitives.engine._observe_message import observe_call
+from primitives.spec import AgentSpec, load_spec_text
+
+__all__ = ["COPIES", "MESSAGES", "copy_spec", "main", "measure", "render_table"]
+
+RESULTS = ROOT / "bench" / "results"
+COPIES = ("base", "variant")
+SCHEMA = "platform"
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def copy_spec(name: str) -> AgentSpec:
+    """The bench spec as agent ``name`` with tables ``platform.<name>_*`` and its
+    checkpointer in schema ``<name>_graph``: a second copy in the same database."""
+    text = BENCH_SPEC.read_text(encoding="utf-8")
+    spec = load_spec_text(text, file=str(BENCH_SPEC))
+    store, graph = spec.persistence.store, spec.persistence.checkpointer
+    swaps = {f"agent: {spec.agent}\n": f"agent: {name}\n",
+             f"prefix: {store.prefix}}}": f"prefix: {name}}}",
+             f"{{schema: {graph.schema_}}}": f"{{schema: {name}_graph}}"}
+    for old, new in swaps.items():
+        if text.count(old) != 1:
+            raise RuntimeError(f"{BENCH_SPEC}: expected '{old.strip()}' once, to copy the spec "
+                               "under another name; update bench/server_ab.py")
+        text = text.replace(old, new)
+    copy = load_spec_text(text, file=f"{BENCH_SPEC} (as {name})")
+    if copy.persistence.store.schema_ != SCHEMA:
+        raise RuntimeError(f"the bench spec's store schema is {copy.persistence.store.schema_}, "
+                           f"not {SCHEMA}; update bench/server_ab.py")
+    return copy
+
+
+def variant_sql(path: Path) -> str:
+    """``path``'s SQL with ``{variant}`` and ``{schema}`` filled in; a clear error otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise SystemExit(f"cannot read the variant {path}: {err.strerror}") from None
+    filled = text.replace("{variant}", "variant").replace("{schema}", SCHEMA)
+    if not filled.strip():
+        raise SystemExit(f"the variant {path} holds no SQL")
+    return filled
+
+
+MESSAGES = ("engine", "implicit", "no-reset")
+"""How the variant copy's writes are sent: ``engine``, as ``Engine.observe`` sends them
+(``BEGIN; SET LOCAL`` tenant; ``EXECUTE``; ``COMMIT; RESET ALL``); ``implicit``, without
+``BEGIN`` and ``COMMIT`` (``SET LOCAL``; ``EXECUTE``; ``RESET ALL``: PostgreSQL runs a
+message's statements as one implicit transaction); ``no-reset``, the engine's without
+``RESET ALL``. Measurement only: the base copy always sends the engine's."""
+
+
+def _form(message: str, form: str) -> str:
+    """The engine's one-message write (``_message``) in ``form`` (:data:`MESSAGES`)."""
+    if form == "engine":
+        return message
+    if form == "no-reset":
+        cut = message.removesuffix("; RESET ALL")
+    else:
+        cut = message.removeprefix("BEGIN; ").replace("; COMMIT; RESET ALL", "; RESET ALL")
+    if cut == message:
+        raise AssertionError(f"the engine's message no longer has the shape the '{form}' form "
+                             "rewrites: update bench/server_ab.py")
+    return cut
+
+
+def _cpu_ns(pid: int) -> int:
+    with open(f"/proc/{pid}/schedstat") as stat:
+        return int(stat.read().split()[0])
+
+
+class _Copy:
+    """One copy's engine (for its messages) and the backend that runs them."""
+
+    def __init__(self, name: str, spec: AgentSpec, app_dsn: str, form: str = "engine") -> None:
+        self.name, self.form = name, form
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # no embedder: expected
+            self.engine = Engine.connect(spec, app_dsn, max_connections=1)
+        self.conn = psycopg.connect(app_dsn, autocommit=True)
+        row = self.conn.execute("SELECT pg_backend_pid()").fetchone()
+        self.pid = int(row[0]) if row else 0
+        try:
+            _cpu_ns(self.pid)
+        except OSError:
+            self.close()
+            raise SystemExit("bench.server_ab reads each backend's CPU time from "
+                             "/proc/<pid>/schedstat: the server must run on this machine "
+                             "(unset PRIMITIVES_DSN to use the embedded one)") from None
+
+    def message(self, tenant: str, i: int) -> bytes:
+        """``Engine.observe``'s message for bench write ``i`` of ``tenant`` (its statement
+        prepared on this copy's backend)."""
+        content, envelope, tags = payload(i)
+        anchor = resolve_anchor(self.engine.spec, {self.engine.spec.anchor.tenant_key: tenant})
+        call = observe_call(self.engine, self.conn, anchor, BENCH_TIER, content, "agent",
+                            {"envelope": envelope, "tags": tags})
+        if call is None:
+            raise AssertionError("Engine.observe is expected to write this in its one-message "
+                                 "form (no key, no embedder): update bench/server_ab.py")
+        tx = OnceTransaction(self.conn, tenant)
+        if not tx._ensure(call.prepared):
+            raise AssertionError("the server would not prepare the engine's insert")
+        message = _form(_message(_begin(tenant), call.prepared, True), self.form)
+        return message.encode(self.conn.info.encoding)
+
+    def send(self, message: bytes) -> None:
+        _exchange(self.conn, message)
+
+    def close(self) -> None:
+        self.conn.close()
+        self.engine.close()
+
+
+def _round(copies: Sequence[_Copy], tenants: Sequence[str], first: int, writes: int,
+           warmup: int) -> dict[str, dict[str, float]]:
+    """``warmup`` then ``writes`` writes to each copy, interleaved; per copy the server's
+    microseconds per write and the client's wall time per write."""
+    count = warmup + writes
+    messages = {c.name: [c.message(tenants[k % len(tenants)], first + k) for k in range(count)]
+                for c in copies}
+    for k in range(warmup):
+        for c in copies:
+            c.send(messages[c.name][k])
+    start = {c.name: _cpu_ns(c.pid) for c in copies}
+    wall = dict.fromkeys(start, 0.0)
+    for k in range(warmup, count):
+        for c in (copies if k % 2 else tuple(reversed(copies))):
+            t0 = time.perf_counter()
+            c.send(messages[c.name][k])
+            wall[c.name] += time.perf_counter() - t0
+    return {c.name: {"server_us": round((_cpu_ns(c.pid) - start[c.name]) / writes / 1000, 1),
+                     "wall_us": round(wall[c.name] / writes * 1e6, 1)} for c in copies}
+
+
+def measure(*, variant: Path | None, message: str = "engine", writes: int = 4000,
+            rounds: int = 3, warmup: int = 200, tenants: int = 100, out: Path | None = None,
+            command: str = "python -m bench.server_ab",
+            progress: Callable[[str], object] = _log) -> dict[str, Any]:
+    """Measure (module docstring); the result, also written to ``out``."""
+    started = time.monotonic()
+    sql_text = variant_sql(variant) if variant is not None else None
+    names = tenant_ids(tenants)
+    results: list[dict[str, dict[str, float]]] = []
+    with bench_databases(progress=progress) as dbs:
+        machine = machine_info(dbs.admin_dsn, embedded=dbs.embedded)
+        specs = {name: copy_spec(name) for name in COPIES}
+        report = migrate(list(specs.values()), dsn=dbs.engine_admin_dsn,
+                         progress=lambda _: None)
+        progress(f"two copies of the bench spec: {report.summary()}")
+        if sql_text is not None:
+            with psycopg.connect(dbs.engine_admin_dsn, autocommit=True) as owner:
+                try:
+                    owner.execute(sql_text.encode())
+                except psycopg.Error as err:
+                    raise SystemExit(f"the variant {variant} failed: {err}") from None
+            progress(f"variant {variant} applied to the 'variant' copy")
+        copies = [_Copy(name, spec, dbs.engine_app_dsn, message if name == "variant" else "engine")
+                  for name, spec in specs.items()]
+        try:
+            for n in range(rounds):
+                row = _round(copies, names, n * (warmup + writes), writes, warmup)
+                results.append(row)
+                progress(f"round {n + 1}/{rounds}: base {row['base']['server_us']:.0f} us, "
+                         f"variant {row['variant']['server_us']:.0f} us of server CPU per "
+                         f"write (variant/base {_ratio(row):.3f})")
+            landed = _landed(dbs.engine_admin_dsn)
+        finally:
+            for c in copies:
+                c.close()
+    ratios = [_ratio(row) for row in results]
+    result = {
+        **result_header("server_ab", command, started, machine),
+        "parameters": {"variant": _shown(variant), "message": message,
+                       "writes_per_round": writes,
+                       "warmup_per_round": warmup, "rounds": rounds, "tenants": tenants,
+                       "spec": str(BENCH_SPEC.relative_to(ROOT)), "tier": BENCH_TIER},
+        "rounds": results,
+        "rows": landed,
+        "variant_over_base": {"per_round": ratios,
+                              "median": round(statistics.median(ratios), 3)},
+    }
+    machine_at_end(machine)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        progress(f"wrote {_shown(out)}")
+    return result
+
+
+def _landed(owner_dsn: str) -> dict[str, dict[str, int]]:
+    """Each copy's memories and journal events, counted as the owner: every write landed."""
+    counts: dict[str, dict[str, int]] = {}
+    with psycopg.connect(owner_dsn, autocommit=True) as owner:
+        for name in COPIES:
+            counts[name] = {}
+            for table in ("memories", "memory_events"):
+                query = sql.SQL("SELECT count(*) FROM {}").format(
+                    sql.Identifier(SCHEMA, f"{name}_{table}"))
+                row = owner.execute(query).fetchone()
+                counts[name][table] = int(row[0]) if row else 0
+    return counts
+
+
+def _ratio(row: dict[str, dict[str, float]]) -> float:
+    base = row["base"]["server_us"]
+    return round(row["variant"]["server_us"] / base, 3) if base else float("nan")
+
+
+def _shown(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)
+
+
+def render_table(result: dict[str, Any]) -> str:
+    """The result as a markdown table: server CPU per write per copy and round, the ratios."""
+    params = result["parameters"]
+    variant = f"`{params['variant']}`" if params["variant"] else "none"
+    lines = [f"variant {variant}, message `{params['message']}`; {params['rounds']} round(s) of {params['writes_per_round']:,} "
+             f"interleaved writes per copy (`{result['command']}`, {result['started_at']})", "",
+             "| round | base: server us/write | variant: server us/write | variant / base |",
+             "|---:|---:|---:|---:|"]
+    for n, row in enumerate(result["rounds"], start=1):
+        lines.append(f"| {n} | {row['base']['server_us']:.0f} | "
+                     f"{row['variant']['server_us']:.0f} | {_ratio(row):.3f} |")
+    lines += ["", f"median variant / base: {result['variant_over_base']['median']:.3f}"]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.server_ab", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", type=Path, default=None,
+                        help="SQL run as the owner on the variant copy (default: none, A/A)")
+    parser.add_argument("--message", choices=MESSAGES, default="engine",
+                        help="how the variant copy's writes are sent (default: as the engine)")
+    parser.add_argument("--writes", type=int, default=4000, help="writes per copy and round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results file (default: bench/results/server_ab-<variant>.json)")
+    args = parser.parse_args(argv)
+    if args.writes < 1 or args.rounds < 1:
+        parser.error("--writes and --rounds must be at least 1")
+    if not sys.platform.startswith("linux") or not os.path.exists("/proc/self/schedstat"):
+        parser.error("this tool reads /proc/<pid>/schedstat: it runs on Linux only")
+    label = "-".join([*([args.variant.stem] if args.variant else []),
+                      *([args.message] if args.message != "engine" else [])]) or "aa"
+    out = args.out or RESULTS / f"server_ab-{label}.json"
+    argv_text = list(sys.argv[1:] if argv is None else argv)
+    result = measure(variant=args.variant, message=args.message, writes=args.writes, rounds=args.rounds, out=out,
+                     command=shlex.join(["python", "-m", "bench.server_ab", *argv_text]))
+    print(render_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,120 @@
+"""The server CPU A/B diagnostic (``python -m bench.server_ab``): two copies of the bench spec
+in one database, the variant's SQL on the second only, every write landed (structure, not
+timings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from bench._targets import BENCH_SPEC
+from bench.server_ab import (
+    COPIES,
+    MESSAGES,
+    _form,
+    copy_spec,
+    main,
+    measure,
+    render_table,
+    variant_sql,
+)
+from primitives.db._oneshot import _begin, _message, _Prepared
+from primitives.spec import load_spec
+from tests.conftest import PostgresHandle
+
+
+def test_each_copy_is_the_bench_spec_under_its_own_name_and_tables() -> None:
+    bench = load_spec(BENCH_SPEC)
+    for name in COPIES:
+        copy = copy_spec(name)
+        assert copy.agent == name
+        assert copy.persistence.store.prefix == name
+        assert copy.persistence.store.schema_ == bench.persistence.store.schema_
+        assert copy.persistence.checkpointer.schema_ == f"{name}_graph"
+        assert copy.anchor.tenant_key == bench.anchor.tenant_key
+        assert copy.tier_names == bench.tier_names
+
+
+def test_a_variant_names_the_variant_copy_and_a_bad_one_says_so(tmp_path: Path) -> None:
+    good = tmp_path / "v.sql"
+    good.write_text("DROP INDEX {schema}.{variant}_memories_tsv_match_idx;\n")
+    assert variant_sql(good) == "DROP INDEX platform.variant_memories_tsv_match_idx;\n"
+    with pytest.raises(SystemExit, match="cannot read the variant"):
+        variant_sql(tmp_path / "missing.sql")
+    empty = tmp_path / "empty.sql"
+    empty.write_text("  \n")
+    with pytest.raises(SystemExit, match="holds no SQL"):
+        variant_sql(empty)
+
+
+def test_a_run_interleaves_both_copies_and_lands_every_write(
+    pg: PostgresHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)  # its databases on the session's server
+    variant = tmp_path / "no_gin.sql"
+    variant.write_text("DROP INDEX {schema}.{variant}_memories_tsv_match_idx;\n")
+    out = tmp_path / "ab.json"
+    result = measure(variant=variant, writes=20, rounds=2, warmup=3, tenants=5, out=out,
+                     command="python -m bench.server_ab (smoke)", progress=lambda _: None)
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    assert result["rows"] == {name: {"memories": 46, "memory_events": 46} for name in COPIES}
+    assert len(result["rounds"]) == 2
+    for row in result["rounds"]:
+        assert row["base"]["server_us"] > 0 and row["variant"]["server_us"] > 0
+    ratios = result["variant_over_base"]["per_round"]
+    assert ratios == [round(r["variant"]["server_us"] / r["base"]["server_us"], 3)
+                      for r in result["rounds"]]
+    table = render_table(result)
+    assert "python -m bench.server_ab (smoke)" in table and str(ratios[0]) in table
+
+
+def test_the_variant_runs_on_the_variant_copy_only(
+    pg: PostgresHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+    refuse = tmp_path / "refuse.sql"
+    refuse.write_text("ALTER TABLE {schema}.{variant}_memories "
+                      "ADD CONSTRAINT {variant}_refuse CHECK (content = '');\n")
+    with pytest.raises(psycopg.errors.CheckViolation) as caught:
+        measure(variant=refuse, writes=2, rounds=1, warmup=1, tenants=2, out=None,
+                progress=lambda _: None)
+    assert caught.value.diag.constraint_name == "variant_refuse"
+    assert caught.value.diag.table_name == "variant_memories"
+    broken = tmp_path / "broken.sql"
+    broken.write_text("ALTER TABLE {schema}.{variant}_nothing ADD COLUMN x int;\n")
+    with pytest.raises(SystemExit, match=r"broken\.sql failed"):
+        measure(variant=broken, writes=2, rounds=1, out=None, progress=lambda _: None)
+
+
+def test_each_message_form_rewrites_the_engines_message() -> None:
+    engine = _message(_begin("t"), _Prepared("primitives_once_x", "PREPARE ...", "(1)"), True)
+    assert engine == ("BEGIN; SET LOCAL primitives.tenant = 't'; EXECUTE primitives_once_x(1); "
+                      "COMMIT; RESET ALL")
+    forms = {form: _form(engine, form) for form in MESSAGES}
+    assert forms == {
+        "engine": engine,
+        "implicit": "SET LOCAL primitives.tenant = 't'; EXECUTE primitives_once_x(1); RESET ALL",
+        "no-reset": ("BEGIN; SET LOCAL primitives.tenant = 't'; EXECUTE primitives_once_x(1); "
+                     "COMMIT"),
+    }
+    with pytest.raises(AssertionError, match="no longer has the shape"):
+        _form("EXECUTE primitives_once_x(1)", "implicit")
+
+
+def test_the_implicit_message_lands_every_write(
+    pg: PostgresHandle, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+    result = measure(variant=None, message="implicit", writes=10, rounds=1, warmup=2,
+                     tenants=3, out=None, progress=lambda _: None)
+    assert result["parameters"]["message"] == "implicit"
+    assert result["rows"] == {name: {"memories": 12, "memory_events": 12} for name in COPIES}
+
+
+def test_the_command_refuses_bad_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--writes", "0"])
+    assert "at least 1" in capsys.readouterr().err
