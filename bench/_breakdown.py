@@ -18,12 +18,11 @@ from typing import Any
 
 import psycopg
 
+from bench._replay import one_message_call
 from bench._targets import BENCH_SPEC, BENCH_TIER, payload
 from bench.writes import latency_summary
 from primitives.db._oneshot import OnceTransaction
 from primitives.engine import Engine, Memory
-from primitives.engine._anchor import resolve_anchor
-from primitives.engine._observe_message import observe_call
 from primitives.spec import load_spec
 
 __all__ = ["PARTS", "write_breakdown"]
@@ -47,23 +46,19 @@ def write_breakdown(dsn: str, *, writes: int, warmup: int,
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             for n in range(warmup + writes):
-                _one(conn, engine, spec, tenants[n % len(tenants)], 10_000_000 + n,
+                _one(conn, engine, tenants[n % len(tenants)], 10_000_000 + n,
                      parts if n >= warmup else None)
     finally:
         engine.close()
     return {key: {"label": label, **latency_summary(parts[key])} for key, label in PARTS}
 
 
-def _one(conn: psycopg.Connection[Any], engine: Engine, spec: Any, tenant: str, i: int,
+def _one(conn: psycopg.Connection[Any], engine: Engine, tenant: str, i: int,
          parts: dict[str, list[float]] | None) -> None:
     content, envelope, tags = payload(i)
     marks = [time.perf_counter()]
-    anchor = resolve_anchor(spec, {"workspace_id": tenant})
-    call = observe_call(engine, conn, anchor, BENCH_TIER, content, "agent",
-                        {"envelope": envelope, "tags": tags})
-    if call is None:
-        raise AssertionError("Engine.observe is expected to write this in its one-message form "
-                             "(primitives.engine._observe_message): update bench/_breakdown.py")
+    call = one_message_call(engine, conn, tenant, BENCH_TIER, content,
+                            {"envelope": envelope, "tags": tags})
     marks.append(time.perf_counter())
     row = OnceTransaction(conn, call.tenant).fetch_prepared(call.prepared, last=True,
                                                              fetch="one")

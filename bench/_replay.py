@@ -29,16 +29,29 @@ import psycopg
 from primitives.db._oneshot import _begin, _exchange, _Prepared
 from primitives.engine import Engine
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._observe_message import observe_call
+from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.spec import load_spec
 
-__all__ = ["ReplayTarget", "write_message"]
+__all__ = ["ReplayTarget", "one_message_call", "write_message"]
 
 _MARK = "replay-tenant-mark"
 """The tenant the message is built for; each write puts its own tenant in its place."""
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _RELAX = "SET LOCAL synchronous_commit = off"
+
+
+def one_message_call(engine: Engine, conn: psycopg.Connection[Any], tenant: str, tier: str,
+                     content: str, fields: dict[str, Any]) -> ObserveCall:
+    """``engine.observe({tenant key: tenant}, tier, content, **fields)`` as the one-message
+    call it sends on ``conn`` (nothing is sent). An error when the engine would take its
+    general path for it: a measurement built on the call would no longer be of the write."""
+    anchor = resolve_anchor(engine.spec, {engine.spec.anchor.tenant_key: tenant})
+    call = observe_call(engine, conn, anchor, tier, content, "agent", fields)
+    if call is None:
+        raise AssertionError("Engine.observe is expected to send this write in its one-message "
+                             "form (no key, no embedder): the measurement cannot stand in for it")
+    return call
 
 
 def write_message(conn: psycopg.Connection[Any], engine: Engine, tier: str,
@@ -48,11 +61,7 @@ def write_message(conn: psycopg.Connection[Any], engine: Engine, tier: str,
     Nothing is sent."""
     fields = dict(fields)
     content = fields.pop("content")
-    anchor = resolve_anchor(engine.spec, {engine.spec.anchor.tenant_key: _MARK})
-    call = observe_call(engine, conn, anchor, tier, content, "agent", fields)
-    if call is None:
-        raise AssertionError("Engine.observe is expected to write this in its one-message form "
-                             "(no key, no embedder): the replay cannot stand in for it")
+    call = one_message_call(engine, conn, _MARK, tier, content, fields)
     memory_id = str(call.written["id"])
     others = set(_UUID.findall(call.prepared.arguments)) - {memory_id}
     if len(others) != 1:

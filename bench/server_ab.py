@@ -49,13 +49,12 @@ import psycopg
 from psycopg import sql
 
 from bench._env import bench_databases, machine_at_end, machine_info, result_header
+from bench._replay import one_message_call
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, payload
 from bench.writes import tenant_ids
 from primitives._project import migrate
 from primitives.db._oneshot import OnceTransaction, _begin, _exchange, _message
 from primitives.engine import Engine
-from primitives.engine._anchor import resolve_anchor
-from primitives.engine._observe_message import observe_call
 from primitives.spec import AgentSpec, load_spec_text
 
 __all__ = ["COPIES", "MESSAGES", "copy_spec", "main", "measure", "render_table"]
@@ -152,12 +151,8 @@ class _Copy:
         """``Engine.observe``'s message for bench write ``i`` of ``tenant`` (its statement
         prepared on this copy's backend)."""
         content, envelope, tags = payload(i)
-        anchor = resolve_anchor(self.engine.spec, {self.engine.spec.anchor.tenant_key: tenant})
-        call = observe_call(self.engine, self.conn, anchor, BENCH_TIER, content, "agent",
-                            {"envelope": envelope, "tags": tags})
-        if call is None:
-            raise AssertionError("Engine.observe is expected to write this in its one-message "
-                                 "form (no key, no embedder): update bench/server_ab.py")
+        call = one_message_call(self.engine, self.conn, tenant, BENCH_TIER, content,
+                                {"envelope": envelope, "tags": tags})
         tx = OnceTransaction(self.conn, tenant)
         if not tx._ensure(call.prepared):
             raise AssertionError("the server would not prepare the engine's insert")
@@ -215,9 +210,11 @@ def measure(*, variant: Path | None, message: str = "engine", writes: int = 4000
                 except psycopg.Error as err:
                     raise SystemExit(f"the variant {variant} failed: {err}") from None
             progress(f"variant {variant} applied to the 'variant' copy")
-        copies = [_Copy(name, spec, dbs.engine_app_dsn, message if name == "variant" else "engine")
-                  for name, spec in specs.items()]
+        copies: list[_Copy] = []
         try:
+            for name, spec in specs.items():
+                form = message if name == "variant" else "engine"
+                copies.append(_Copy(name, spec, dbs.engine_app_dsn, form))
             for n in range(rounds):
                 row = _round(copies, names, n * (warmup + writes), writes, warmup)
                 results.append(row)
@@ -278,8 +275,9 @@ def render_table(result: dict[str, Any]) -> str:
     """The result as a markdown table: server CPU per write per copy and round, the ratios."""
     params = result["parameters"]
     variant = f"`{params['variant']}`" if params["variant"] else "none"
-    lines = [f"variant {variant}, message `{params['message']}`; {params['rounds']} round(s) of {params['writes_per_round']:,} "
-             f"interleaved writes per copy (`{result['command']}`, {result['started_at']})", "",
+    lines = [f"variant {variant}, message `{params['message']}`; {params['rounds']} round(s) "
+             f"of {params['writes_per_round']:,} interleaved writes per copy "
+             f"(`{result['command']}`, {result['started_at']})", "",
              "| round | base: server us/write | variant: server us/write | variant / base |",
              "|---:|---:|---:|---:|"]
     for n, row in enumerate(result["rounds"], start=1):
@@ -309,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       *([args.message] if args.message != "engine" else [])]) or "aa"
     out = args.out or RESULTS / f"server_ab-{label}.json"
     argv_text = list(sys.argv[1:] if argv is None else argv)
-    result = measure(variant=args.variant, message=args.message, writes=args.writes, rounds=args.rounds, out=out,
+    result = measure(variant=args.variant, message=args.message, writes=args.writes,
+                     rounds=args.rounds, out=out,
                      command=shlex.join(["python", "-m", "bench.server_ab", *argv_text]))
     print(render_table(result))
     return 0

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from bench._replay import ReplayTarget
+from bench._replay import ReplayTarget, one_message_call
 from bench._targets import BENCH_SPEC, BENCH_TIER, payload
 from bench.ceiling import KINDS, measure, render_table
 from primitives.audit import connect_auditor, verify_chains
 from primitives.db import tenant_transaction
+from primitives.engine import Engine
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
@@ -101,3 +103,20 @@ def test_a_replay_target_refuses_a_shared_pool(pg: PostgresHandle) -> None:
 
     with pytest.raises(ValueError, match="processes mode"):
         open_target(TargetSpec("replay", pg.app_dsn), connections=8)
+
+
+def test_only_a_one_message_write_can_stand_in_for_the_engines(
+    pg: PostgresHandle, spectral: AgentSpec,
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no embedder: expected
+        engine = Engine.connect(spectral, pg.app_dsn, max_connections=1)
+    try:
+        with psycopg.connect(pg.app_dsn, autocommit=True) as conn:
+            call = one_message_call(engine, conn, "t-1", BENCH_TIER, "x", {"tags": ["a"]})
+            assert call.tenant == "t-1" and call.written["tags"] == ["a"]
+            # a keyed write takes the general path: the benchmarks refuse it
+            with pytest.raises(AssertionError, match="one-message form"):
+                one_message_call(engine, conn, "t-1", BENCH_TIER, "x", {"key": "k"})
+    finally:
+        engine.close()
