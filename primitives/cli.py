@@ -7,6 +7,7 @@ database or server fails.
 from __future__ import annotations
 
 import argparse
+import csv
 import glob
 import json
 import sys
@@ -222,6 +223,41 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plain(value: object) -> object:
+    """``value`` as JSON holds it: text for ids, times and anything else JSON has no form
+    for; dicts, lists, numbers, booleans and ``None`` as they are."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def _csv_cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(_plain(value), sort_keys=True)
+    plain = _plain(value)
+    return json.dumps(plain) if isinstance(plain, bool) else str(plain)
+
+
+def _write_rows(fmt: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Every row of a view, whole, on standard output: a JSON array of objects (one per row,
+    keyed by column) or CSV with a header line."""
+    if fmt == "json":
+        records = [{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+        sys.stdout.write(json.dumps(records, indent=2) + "\n")
+        return
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([_csv_cell(v) for v in row] for row in rows)
+
+
 def cmd_audit_show(args: argparse.Namespace) -> int:
     import sqlalchemy as sa
 
@@ -242,6 +278,9 @@ def cmd_audit_show(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     view = views.view(args.view)
+    if args.format != "table":
+        _write_rows(args.format, [c.name for c in view.columns], rows)
+        return 0
     table = Table(title=f"{view.fullname} ({len(rows)} row(s))")
     for column in view.columns:
         table.add_column(column.name, overflow="fold")
@@ -260,6 +299,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     specs = load_specs(list(_spec_paths(args.specs)))
     with connect_auditor() as conn:
         report = run_doctor(conn, specs)
+    if args.json:
+        sys.stdout.write(json.dumps({
+            "ok": report.ok, "agents": list(report.agents), "relations": report.relations,
+            "checks": list(CHECKS),
+            "findings": [{"check": f.check, "object": f.object, "problem": f.problem}
+                         for f in report.findings],
+        }, indent=2) + "\n")
+        return 0 if report.ok else 1
     if report.ok:
         console.print(f"[green]ok[/green]: {report.relations} relation(s) of "
                       f"{len(report.agents)} agent(s) pass all {len(CHECKS)} checks "
@@ -356,11 +403,16 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--tenant", metavar="T", help="only this tenant's rows")
     a.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (100)")
     a.add_argument("--full", action="store_true", help="do not shorten long values")
+    a.add_argument("--format", choices=("table", "json", "csv"), default="table",
+                   help="table (default), or every value whole as JSON (an array of objects) "
+                        "or CSV with a header line, for other tools")
     a.set_defaults(func=cmd_audit_show)
 
     p = sub.add_parser("doctor", help="check the catalog: forced RLS, policies, roles, keys, "
                                       "grants, views, triggers")
     p.add_argument("specs", nargs="*", metavar="SPEC", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as JSON (the exit status is the same: 1 on findings)")
     p.set_defaults(func=cmd_doctor)
     return parser
 

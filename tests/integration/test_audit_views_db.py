@@ -7,10 +7,14 @@ over the ``postgresql+psycopg`` dialect and the server's unix socket.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import uuid
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -221,6 +225,29 @@ def test_audit_show_limits_rows(
     assert main(["audit", "show", "retention", SPECTRAL, "--tenant", story.tenant,
                  "--limit", "2"]) == 0
     assert "(2 row(s))" in capsys.readouterr().out
+
+
+def test_audit_show_exports_every_value_whole_as_json_and_csv(
+    story: Story, views: AuditViews, capsys: pytest.CaptureFixture[str]
+) -> None:
+    columns = [c.name for c in views.lineage.columns]
+    assert main(["audit", "show", "lineage", SPECTRAL, "--tenant", story.tenant,
+                 "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)  # standard output holds the JSON only
+    assert records and all(list(r) == columns for r in records)
+    assert {r["workspace_id"] for r in records} == {story.tenant}
+    assert str(story.old) in {r["memory_id"] for r in records}
+    observed = next(r for r in records if r["kind"] == "observed")
+    assert isinstance(observed["payload"], dict) and len(observed["hash"]) == 64  # not cut
+    assert datetime.fromisoformat(observed["occurred_at"]).tzinfo is not None
+    assert main(["audit", "show", "lineage", SPECTRAL, "--tenant", story.tenant,
+                 "--format", "csv"]) == 0
+    header, *rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert header == columns and len(rows) == len(records)
+    by_column = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [r["hash"] for r in by_column] == [r["hash"] for r in records]
+    assert [json.loads(r["payload"]) for r in by_column] == [r["payload"] for r in records]
+    assert story.other_tenant not in "".join(",".join(row) for row in rows)
 
 
 def test_audit_show_refuses_a_tenant_filter_on_coverage(

@@ -7,6 +7,7 @@ cluster-wide: a test that changes one undoes it in ``finally``.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -232,3 +233,22 @@ def test_spec_never_migrated_is_reported_missing(
     code, out = _doctor(capsys, WORLD)
     assert code == 1
     assert "present" in out and "table worlds.world_agent_memories" in out
+
+
+def test_doctor_json_reports_the_same_findings_with_the_same_exit_status(
+    database: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["doctor", SPECTRAL, "--json"]) == 0
+    clean = json.loads(capsys.readouterr().out)
+    assert clean["ok"] is True and clean["findings"] == []
+    assert clean["agents"] == ["spectral"] and clean["relations"] > 0
+    assert len(clean["checks"]) == 13 and "runtime_create" in clean["checks"]
+    _admin(database, sql.SQL("ALTER TABLE {} NO FORCE ROW LEVEL SECURITY").format(MEMORIES),
+           sql.SQL("GRANT TRUNCATE ON {} TO {}").format(MEMORIES, sql.Identifier(APP_ROLE)))
+    assert main(["doctor", SPECTRAL, "--json"]) == 1
+    broken = json.loads(capsys.readouterr().out)  # nothing but the JSON on standard output
+    assert broken["ok"] is False
+    assert {(f["check"], f["object"]) for f in broken["findings"]} == {
+        ("rls_forced", "table platform.spectral_memories"),
+        ("grants", "table platform.spectral_memories")}
+    assert all(f["problem"] for f in broken["findings"])

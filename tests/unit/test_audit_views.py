@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 import sqlalchemy as sa
@@ -16,7 +19,7 @@ from primitives.audit.views import (
     show_query,
     sqlalchemy_url,
 )
-from primitives.cli import AUDIT_VIEWS
+from primitives.cli import AUDIT_VIEWS, _csv_cell, _plain
 from primitives.compile import VIEW_COLUMNS, agent_tables
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec, load_spec
@@ -144,3 +147,17 @@ def test_audit_show_rejects_an_unknown_view_before_connecting(
         main(["audit", "show", "everything", str(SPECS[0])])
     assert exited.value.code == 2
     assert "invalid choice: 'everything'" in capsys.readouterr().err
+
+
+def test_exported_values_keep_their_json_shape_and_csv_cells_are_whole() -> None:
+    when = datetime(2026, 11, 26, 14, 0, tzinfo=UTC)
+    ident = UUID("b078c97e-329e-4058-bac1-5b99854093c1")
+    value = {"at": when, "ids": (ident,), "n": 1, "ok": True, "none": None, "x": Decimal("1.5")}
+    assert _plain(value) == {"at": "2026-11-26T14:00:00+00:00", "ids": [str(ident)], "n": 1,
+                             "ok": True, "none": None, "x": "1.5"}
+    assert _csv_cell(None) == "" and _csv_cell(True) == "true" and _csv_cell(3) == "3"
+    assert _csv_cell(when) == "2026-11-26T14:00:00+00:00" and _csv_cell(ident) == str(ident)
+    assert _csv_cell(["a", "b,c"]) == '["a", "b,c"]'
+    assert _csv_cell({"b": 1, "a": [when]}) == '{"a": ["2026-11-26T14:00:00+00:00"], "b": 1}'
+    long = "x" * 500
+    assert _csv_cell(long) == long  # never shortened, unlike the table's cells
