@@ -163,10 +163,14 @@ class AsyncEngine(EngineBase):
         """Like :meth:`Engine.read`: the first statement in one round trip, one retry."""
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         seed = seed or f"{self.spec.agent}:{ctx.tenant}"
+        pool = self._pool
         for attempt in (1, 2):
             try:
-                async with self._pool.connection() as conn:
+                conn = await pool.getconn()  # as Engine.observe: not the connection() context
+                try:
                     return await _arun_once(conn, ctx.tenant, make(ctx), after_last="new")
+                finally:
+                    await pool.putconn(conn)
             except RETRYABLE as err:
                 await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed, tenant=ctx.tenant,
                                 write=False))
@@ -202,9 +206,11 @@ class AsyncEngine(EngineBase):
         """Like :meth:`Engine.observe`: one memory in a transaction of its own."""
         resolved = resolve_anchor(self.spec, anchor)
         seed = seed or f"{self.spec.agent}:{resolved.tenant}"
+        pool = self._pool
         for attempt in (1, 2):
             try:
-                async with self._pool.connection() as conn:
+                conn = await pool.getconn()  # as Engine.observe: not the connection() context
+                try:
                     call = observe_call(self, conn, resolved, tier, content, actor, fields)
                     if call is not None:
                         memory = await _arun_call(conn, call)
@@ -214,6 +220,8 @@ class AsyncEngine(EngineBase):
                     return await _arun_once(
                         conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
                         after_last="refuse")
+                finally:
+                    await pool.putconn(conn)
             except RETRYABLE as err:
                 await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
                                                  tenant=resolved.tenant))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import select
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -13,8 +16,8 @@ import pytest
 from psycopg import sql
 
 from primitives._project import migrate
-from primitives.db import OWNER_ROLE, app_dsn
-from primitives.engine import Engine, TenantMemory
+from primitives.db import OWNER_ROLE, _oneshot, app_dsn
+from primitives.engine import AsyncEngine, Engine, TenantMemory
 from primitives.engine import _core as core
 from primitives.errors import StorageFull
 from primitives.spec import AgentSpec
@@ -173,3 +176,71 @@ def test_concurrent_writers_of_one_tenant_keep_the_hash_chain_intact(engine: Eng
         ).fetchone()
     assert seqs == list(range(1, total + 1))
     assert broken == (None,)
+
+
+def _interrupted_select(real: Callable[..., Any]) -> Callable[..., Any]:
+    def select(rlist: Any, wlist: Any, xlist: Any, *timeout: Any) -> Any:
+        if rlist:  # waiting for the server's answer
+            raise KeyboardInterrupt
+        return real(rlist, wlist, xlist, *timeout)
+
+    return select
+
+
+def test_an_interrupted_write_gives_its_connection_back_clean(
+    pg: PostgresHandle, spectral: AgentSpec, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="psycopg.pool")
+    with Engine.connect(spectral, pg.app_dsn, max_connections=1) as engine:
+        anchor = _anchor()
+        engine.observe(anchor, "cycle", "before the interrupt")
+        monkeypatch.setattr(_oneshot.select, "select", _interrupted_select(select.select))
+        with pytest.raises(KeyboardInterrupt):
+            engine.observe(anchor, "cycle", "interrupted while the server works")
+        monkeypatch.undo()
+        stats = engine._pool.get_stats()
+        # back in the pool idle: not rolled back by the pool, not discarded, not lost
+        assert stats.get("returns_bad", 0) == 0 and stats.get("connections_lost", 0) == 0
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+        assert any("returning connection" in r.getMessage() for r in caplog.records)
+        with engine._pool.connection() as conn:
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            assert conn.execute("SELECT primitives.current_tenant()").fetchone() == (None,)
+        after = engine.observe(anchor, "cycle", "after the interrupt")
+        rows, events = _counts(engine, anchor)
+        assert rows == events and rows in (2, 3)  # the interrupted write whole or not at all
+        assert after.content == "after the interrupt"
+
+
+async def test_a_cancelled_async_write_gives_its_connection_back_clean(
+    pg: PostgresHandle, spectral: AgentSpec, caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="psycopg.pool")
+    async with await AsyncEngine.connect(spectral, pg.app_dsn, max_connections=1) as engine:
+        anchor = _anchor()
+        await engine.observe(anchor, "cycle", "before the cancel")
+        # the server sleeps inside the write: a trigger-free way is a lock held elsewhere
+        blocker = await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True)
+        try:
+            await blocker.execute("BEGIN")
+            await blocker.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(
+                engine.tables.memories.ident))
+            task = asyncio.create_task(engine.observe(anchor, "cycle", "cancelled"))
+            await asyncio.sleep(0.3)  # the insert waits for the lock on the server
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await blocker.execute("ROLLBACK")
+            await blocker.close()
+        stats = engine._pool.get_stats()
+        assert stats.get("returns_bad", 0) == 0 and stats.get("connections_lost", 0) == 0
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+        after = await engine.observe(anchor, "cycle", "after the cancel")
+        assert after.content == "after the cancel"
+        async with engine.tenant(anchor) as mem:
+            cur = await mem.connection.execute(sql.SQL("SELECT content FROM {}").format(
+                engine.tables.memories.ident))
+            contents = {r[0] for r in await cur.fetchall()}
+        assert contents == {"before the cancel", "after the cancel"}  # nothing of the cancelled
