@@ -17,6 +17,11 @@ Variants:
 - ``pool-context``: the variant engine takes its connections through the pool's
   ``connection()`` context (psycopg_pool), as ``Engine.observe`` did before it called
   ``getconn``/``putconn`` itself.
+- ``no-limits``, ``no-memory``, ``no-content-hash``: upper bounds only, each a step a write
+  needs, skipped for the variant engine's calls: the spec's size limits
+  (``check_limits``), the returned ``Memory`` (``Memory.from_written``; the row's tuple comes
+  back instead), the sha256 of the content and value in the journal event's payload (zeros
+  instead; the rows are written, the chain is intact, the payload's hashes are wrong).
 
 It measures only; nothing it finds changes a goal.
 """
@@ -44,7 +49,52 @@ from primitives.spec import load_spec
 __all__ = ["VARIANTS", "main", "measure", "render_table"]
 
 RESULTS = ROOT / "bench" / "results"
-VARIANTS = ("aa", "pool-context")
+VARIANTS = ("aa", "pool-context", "no-limits", "no-memory", "no-content-hash")
+_ZEROS = "0" * 64
+
+
+class _Skip:
+    """A step of the write skipped while ``on`` (the variant engine's calls only)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def patch(self, owner: Any, name: str, skipped: Callable[..., Any]) -> None:
+        real = owner.__dict__[name]
+        call = real.__get__(None, owner) if isinstance(real, classmethod) else real
+
+        def either(*args: Any, **kwargs: Any) -> Any:
+            return skipped(*args, **kwargs) if self.on else call(*args, **kwargs)
+
+        setattr(owner, name, staticmethod(either) if isinstance(real, classmethod) else either)
+        self._undo.append((owner, name, real))
+
+    def undo(self) -> None:
+        for owner, name, real in reversed(self._undo):
+            setattr(owner, name, real)
+        self._undo.clear()
+
+
+def _install(variant: str, skip: _Skip) -> None:
+    """Patch the step ``variant`` skips (module docstring); nothing for the others."""
+    from primitives.engine import _core, _observe_message
+    from primitives.engine._records import Memory
+
+    if variant == "no-limits":
+        skip.patch(_core, "check_limits", lambda *args, **kwargs: None)
+    elif variant == "no-memory":
+        skip.patch(Memory, "from_written", lambda written, row: row)
+    elif variant == "no-content-hash":
+        skip.patch(_observe_message, "observed_payload", unhashed_payload)
+
+
+def unhashed_payload(w: Any, row_key: str, via: str) -> dict[str, Any]:
+    """``observed_payload``'s keys, in its order, with zeros for its two hashes: nothing is
+    hashed (``no-content-hash``)."""
+    return {"tier": w.tier, "typology": w.typology, "key": row_key, "namespace": w.namespace,
+            "scope_id": w.scope_id, "content_sha256": _ZEROS, "value_sha256": _ZEROS,
+            "via": via}
 
 
 def _log(message: str) -> None:
@@ -82,7 +132,7 @@ def _engine(app_dsn: str, variant: str) -> Engine:
 
 
 def _round(engines: dict[str, Engine], tenants: Sequence[str], first: int, writes: int,
-           warmup: int) -> dict[str, float]:
+           warmup: int, skip: _Skip) -> dict[str, float]:
     """``warmup`` then ``writes`` writes through each engine, interleaved; per engine the
     client's CPU microseconds per write."""
     names = tuple(engines)
@@ -92,10 +142,12 @@ def _round(engines: dict[str, Engine], tenants: Sequence[str], first: int, write
         content, envelope, tags = payload(first + k)
         anchor = {"workspace_id": tenants[k % len(tenants)]}
         for name in (names if k % 2 else names[::-1]):
+            skip.on = name == "variant"
             start = clock()
             engines[name].observe(anchor, BENCH_TIER, content, envelope=envelope, tags=tags)
             if k >= warmup:
                 spent[name] += clock() - start
+            skip.on = False
     return {name: round(spent[name] / writes / 1000, 1) for name in names}
 
 
@@ -112,16 +164,19 @@ def measure(*, variant: str = "aa", writes: int = 4000, rounds: int = 3, warmup:
     with bench_databases(progress=progress) as dbs:
         machine = machine_info(dbs.admin_dsn, embedded=dbs.embedded)
         engines: dict[str, Engine] = {}
+        skip = _Skip()
         try:
             engines["engine"] = _engine(dbs.engine_app_dsn, "aa")
             engines["variant"] = _engine(dbs.engine_app_dsn, variant)
+            _install(variant, skip)
             for n in range(rounds):
-                row = _round(engines, names, n * (warmup + writes), writes, warmup)
+                row = _round(engines, names, n * (warmup + writes), writes, warmup, skip)
                 results.append(row)
                 progress(f"round {n + 1}/{rounds}: engine {row['engine']:.0f} us, variant "
                          f"{row['variant']:.0f} us of client CPU per write "
                          f"(variant/engine {_ratio(row):.3f})")
         finally:
+            skip.undo()
             for engine in engines.values():
                 engine.close()
     ratios = [_ratio(row) for row in results]
