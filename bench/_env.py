@@ -4,6 +4,7 @@ fresh databases, and a description of the machine for the results file."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import shutil
@@ -29,7 +30,7 @@ from primitives.db import app_dsn, start_server, stop_server
 from primitives.spec import load_spec
 
 __all__ = ["BenchDatabases", "bench_databases", "flush_latency_us", "machine_at_end",
-           "machine_info", "result_header"]
+           "machine_info", "result_header", "write_result"]
 
 _SETTINGS = ("shared_buffers", "synchronous_commit", "fsync", "wal_sync_method",
              "max_connections", "work_mem")
@@ -194,3 +195,12 @@ def result_header(benchmark: str, command: str, started: float,
         "duration_s": round(time.monotonic() - started, 1),
         "machine": machine,
     }
+
+
+def write_result(path: Path, result: dict[str, Any]) -> str:
+    """Write ``result`` to ``path`` as indented JSON (its folder made if needed); the path as
+    to show it, relative to the project when inside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)

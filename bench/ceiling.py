@@ -21,7 +21,6 @@ only: the goals are judged by ``python -m bench.run``.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import time
@@ -29,7 +28,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from bench._env import bench_databases, machine_at_end, machine_info, result_header
+from bench._env import (
+    bench_databases,
+    machine_at_end,
+    machine_info,
+    result_header,
+    write_result,
+)
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, TargetSpec
 from bench.writes import ThroughputResult, concurrent_throughput, merge_throughput, tenant_ids
 
@@ -84,9 +89,7 @@ def measure(*, writers: int = 8, seconds: float = 5.0, rounds: int = 3, tenants:
     }
     machine_at_end(machine)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
-        progress(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+        progress(f"wrote {write_result(out, result)}")
     return result
 
 

@@ -29,7 +29,6 @@ It measures only; nothing it finds changes a goal.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import sys
@@ -40,7 +39,13 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from bench._env import bench_databases, machine_at_end, machine_info, result_header
+from bench._env import (
+    bench_databases,
+    machine_at_end,
+    machine_info,
+    result_header,
+    write_result,
+)
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, payload
 from bench.writes import tenant_ids
 from primitives.engine import Engine
@@ -191,9 +196,7 @@ def measure(*, variant: str = "aa", writes: int = 4000, rounds: int = 3, warmup:
     }
     machine_at_end(machine)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
-        progress(f"wrote {out}")
+        progress(f"wrote {write_result(out, result)}")
     return result
 
 

@@ -37,7 +37,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from bench._env import _server, machine_info
+from bench._env import _server, machine_info, write_result
 from primitives._project import migrate
 from primitives.db import app_dsn
 from primitives.embeddings import MINILM, CachedEmbedder, Embedder, FlagEmbedder, minilm_path
@@ -424,8 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     results = run(args.path, sweep=args.sweep, progress=progress)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_result(args.out, results)
     for name, values in results["recall"].items():
         print(f"{name:>10}: " + "  ".join(f"@{k} {v:.3f}" for k, v in values.items()))
     print(f"wrote {args.out}")

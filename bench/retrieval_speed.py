@@ -44,7 +44,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from bench._env import _server, machine_info
+from bench._env import _server, machine_info, write_result
 from primitives._project import migrate
 from primitives.db import app_dsn
 from primitives.engine import Engine
@@ -355,9 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["query_embedding"] = _embed_query_ms()
         results["machine"] = machine_info(admin, embedded=embedded)
     results["scales"] = dict(sorted(results["scales"].items(), key=lambda kv: int(kv[0])))
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {OUT}")
+    print(f"wrote {write_result(OUT, results)}")
     return 0
 
 

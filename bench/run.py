@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from bench._breakdown import write_breakdown
-from bench._env import bench_databases, machine_at_end, machine_info, result_header
+from bench._env import (
+    bench_databases,
+    machine_at_end,
+    machine_info,
+    result_header,
+    write_result,
+)
 from bench._report import render_markdown
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, TargetSpec
 from bench.writes import (
@@ -180,10 +186,7 @@ def run(settings: Settings, *, out_dir: Path, docs: Path | None, command: str) -
         "targets_met": _targets_met(single, load),
     }
     machine_at_end(machine)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "writes.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    _log(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    _log(f"wrote {write_result(out_dir / 'writes.json', result)}")
     if docs is not None:
         docs.write_text(render_markdown(result))
         _log(f"wrote {docs.relative_to(ROOT) if docs.is_relative_to(ROOT) else docs}")

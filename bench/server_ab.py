@@ -34,7 +34,6 @@ It measures only; nothing it finds changes a goal.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
@@ -48,7 +47,13 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench._env import bench_databases, machine_at_end, machine_info, result_header
+from bench._env import (
+    bench_databases,
+    machine_at_end,
+    machine_info,
+    result_header,
+    write_result,
+)
 from bench._replay import one_message_call
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, payload
 from bench.writes import tenant_ids
@@ -239,9 +244,7 @@ def measure(*, variant: Path | None, message: str = "engine", writes: int = 4000
     }
     machine_at_end(machine)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
-        progress(f"wrote {_shown(out)}")
+        progress(f"wrote {write_result(out, result)}")
     return result
 
 

@@ -23,7 +23,6 @@ embed function is the same model's ``embed_documents``. Results:
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -33,13 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from langgraph.store.base import BaseStore
 from langgraph.store.postgres import PostgresStore
 
-from bench._env import bench_databases, machine_info
+from bench._env import bench_databases, machine_info, write_result
 from bench._targets import BENCH_SPEC, ROOT
 from primitives.embeddings import default_embedder
 from primitives.langgraph import MemoryStore
@@ -202,11 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.quick() if args.quick else Settings()
     result = run(settings)
     folder = RESULTS / "quick" if args.quick else RESULTS
-    folder.mkdir(parents=True, exist_ok=True)
-    path: Path = folder / "store_speed.json"
-    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    shown = write_result(folder / "store_speed.json", result)
     print(markdown(result))
-    print(f"results: {path.relative_to(ROOT)}")
+    print(f"results: {shown}")
     return 0
 
 
