@@ -29,8 +29,18 @@ from primitives._project import migrate
 from primitives.db import app_dsn, start_server, stop_server
 from primitives.spec import load_spec
 
-__all__ = ["BenchDatabases", "bench_databases", "flush_latency_us", "machine_at_end",
-           "machine_info", "result_header", "write_result"]
+__all__ = [
+    "RESULTS",
+    "BenchDatabases",
+    "bench_databases",
+    "flush_latency_us",
+    "log",
+    "machine_at_end",
+    "machine_info",
+    "result_header",
+    "shown",
+    "write_result",
+]
 
 _SETTINGS = ("shared_buffers", "synchronous_commit", "fsync", "wal_sync_method",
              "max_connections", "work_mem")
@@ -197,10 +207,24 @@ def result_header(benchmark: str, command: str, started: float,
     }
 
 
-def write_result(path: Path, result: dict[str, Any]) -> str:
-    """Write ``result`` to ``path`` as indented JSON (its folder made if needed); the path as
-    to show it, relative to the project when inside it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+RESULTS = ROOT / "bench" / "results"
+"""Where the benchmarks' committed results live."""
+
+
+def log(message: str) -> None:
+    """A benchmark's progress line, with the time."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def shown(path: Path) -> str:
+    """``path`` as to show it: relative to the project when inside it."""
     full = path.resolve()
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)
+
+
+def write_result(path: Path, result: dict[str, Any]) -> str:
+    """Write ``result`` to ``path`` as indented JSON (its folder made if needed); the path as
+    :func:`shown` shows it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return shown(path)

@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bench._env import (
+    RESULTS,
     bench_databases,
+    log,
     machine_at_end,
     machine_info,
     result_header,
@@ -40,13 +42,8 @@ from bench.writes import ThroughputResult, concurrent_throughput, merge_throughp
 
 __all__ = ["KINDS", "main", "measure", "render_table"]
 
-RESULTS = ROOT / "bench" / "results"
 Kind = Literal["engine", "replay", "replay-relaxed"]
 KINDS: tuple[Kind, ...] = ("engine", "replay", "replay-relaxed")
-
-
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -55,7 +52,7 @@ def _ratio(a: float, b: float) -> float | None:
 
 def measure(*, writers: int = 8, seconds: float = 5.0, rounds: int = 3, tenants: int = 100,
             out: Path | None = RESULTS / "ceiling.json", command: str = "python -m bench.ceiling",
-            progress: Any = _log) -> dict[str, Any]:
+            progress: Any = log) -> dict[str, Any]:
     """Measure the three targets (module docstring); the result, also written to ``out``."""
     started = time.monotonic()
     names = tenant_ids(tenants)

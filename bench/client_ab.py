@@ -40,7 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from bench._env import (
+    RESULTS,
     bench_databases,
+    log,
     machine_at_end,
     machine_info,
     result_header,
@@ -53,7 +55,6 @@ from primitives.spec import load_spec
 
 __all__ = ["VARIANTS", "main", "measure", "render_table"]
 
-RESULTS = ROOT / "bench" / "results"
 VARIANTS = ("aa", "pool-context", "no-limits", "no-memory", "no-content-hash")
 _ZEROS = "0" * 64
 
@@ -100,10 +101,6 @@ def unhashed_payload(w: Any, row_key: str, via: str) -> dict[str, Any]:
     return {"tier": w.tier, "typology": w.typology, "key": row_key, "namespace": w.namespace,
             "scope_id": w.scope_id, "content_sha256": _ZEROS, "value_sha256": _ZEROS,
             "via": via}
-
-
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 class _ContextPool:
@@ -159,7 +156,7 @@ def _round(engines: dict[str, Engine], tenants: Sequence[str], first: int, write
 def measure(*, variant: str = "aa", writes: int = 4000, rounds: int = 3, warmup: int = 200,
             tenants: int = 100, out: Path | None = None,
             command: str = "python -m bench.client_ab",
-            progress: Callable[[str], object] = _log) -> dict[str, Any]:
+            progress: Callable[[str], object] = log) -> dict[str, Any]:
     """Measure (module docstring); the result, also written to ``out``."""
     if variant not in VARIANTS:
         raise SystemExit(f"unknown variant {variant!r}; one of: {', '.join(VARIANTS)}")

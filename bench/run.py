@@ -24,10 +24,13 @@ from typing import Any
 
 from bench._breakdown import write_breakdown
 from bench._env import (
+    RESULTS,
     bench_databases,
+    log,
     machine_at_end,
     machine_info,
     result_header,
+    shown,
     write_result,
 )
 from bench._report import render_markdown
@@ -45,7 +48,6 @@ from bench.writes import (
 
 __all__ = ["Settings", "main", "run"]
 
-RESULTS = ROOT / "bench" / "results"
 DOCS = ROOT / "docs" / "benchmarks.md"
 
 TARGETS = {"single_p50_ms": 2.0, "single_p95_ms": 5.0, "writes_per_s_8": 1500.0}
@@ -71,10 +73,6 @@ class Settings:
                    modes=("threads",), shared_store=False, breakdown_writes=200)
 
 
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 def _single(specs: Sequence[TargetSpec], settings: Settings,
             tenants: list[str]) -> list[LatencyResult]:
     """Alternating blocks of ``settings.block`` timed writes per system."""
@@ -90,7 +88,7 @@ def _single(specs: Sequence[TargetSpec], settings: Settings,
             blocks.setdefault(result.target, []).append(result)
         first = False
         done += size
-        _log(f"  single writer: {done}/{settings.writes} timed writes per system")
+        log(f"  single writer: {done}/{settings.writes} timed writes per system")
     return [merge_latency(results) for results in blocks.values()]
 
 
@@ -101,7 +99,7 @@ def _concurrent(specs: Sequence[TargetSpec], settings: Settings, tenants: list[s
     for _ in range(settings.rounds):
         for spec in specs:
             result = concurrent_throughput(spec, writers=settings.writers, seconds=per_round,
-                                           tenants=tenants, mode=mode, progress=_log)
+                                           tenants=tenants, mode=mode, progress=log)
             rounds.setdefault(result.target, []).append(result)
     return [merge_throughput(results) for results in rounds.values()]
 
@@ -146,23 +144,23 @@ def run(settings: Settings, *, out_dir: Path, docs: Path | None, command: str) -
     """Run every measurement; write ``<out_dir>/writes.json`` (and ``docs`` if given)."""
     started = time.monotonic()
     tenants = tenant_ids(settings.tenants)
-    with bench_databases(progress=_log) as dbs:
+    with bench_databases(progress=log) as dbs:
         machine = machine_info(dbs.admin_dsn, embedded=dbs.embedded)
         engine = TargetSpec("engine", dbs.engine_app_dsn)
         langgraph = TargetSpec("langgraph", dbs.langgraph_dsn)
-        _log(f"single writer: {settings.writes} timed writes per system "
+        log(f"single writer: {settings.writes} timed writes per system "
              f"(after {settings.warmup} warm-up), blocks of {settings.block}, alternating")
         single = _single((engine, langgraph), settings, tenants)
         load: list[ThroughputResult] = []
         for mode in settings.modes:
-            _log(f"{settings.writers} writers as {mode}, {settings.seconds:g}s per system "
+            log(f"{settings.writers} writers as {mode}, {settings.seconds:g}s per system "
                  f"in {settings.rounds} alternating round(s)")
             load += _concurrent((engine, langgraph), settings, tenants, mode)
         if settings.shared_store:
-            _log("LangGraph with one PostgresStore shared by the threads (its batch lock)")
+            log("LangGraph with one PostgresStore shared by the threads (its batch lock)")
             load += _concurrent((TargetSpec("langgraph", dbs.langgraph_dsn, shared_store=True),),
                                 settings, tenants, "threads")
-        _log(f"breakdown of one engine write over {settings.breakdown_writes} writes")
+        log(f"breakdown of one engine write over {settings.breakdown_writes} writes")
         breakdown = write_breakdown(dbs.engine_app_dsn, writes=settings.breakdown_writes,
                                     warmup=50, tenants=tenants)
     result = {
@@ -186,10 +184,10 @@ def run(settings: Settings, *, out_dir: Path, docs: Path | None, command: str) -
         "targets_met": _targets_met(single, load),
     }
     machine_at_end(machine)
-    _log(f"wrote {write_result(out_dir / 'writes.json', result)}")
+    log(f"wrote {write_result(out_dir / 'writes.json', result)}")
     if docs is not None:
         docs.write_text(render_markdown(result))
-        _log(f"wrote {docs.relative_to(ROOT) if docs.is_relative_to(ROOT) else docs}")
+        log(f"wrote {shown(docs)}")
     return result
 
 
@@ -209,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report:
         result = json.loads((RESULTS / "writes.json").read_text(encoding="utf-8"))
         DOCS.write_text(render_markdown(result))
-        _log(f"wrote {DOCS.relative_to(ROOT)} from {RESULTS.relative_to(ROOT)}")
+        log(f"wrote {DOCS.relative_to(ROOT)} from {RESULTS.relative_to(ROOT)}")
         return 0
     settings = Settings.quick() if args.quick else Settings()
     overrides = {k: v for k, v in (("writes", args.writes), ("seconds", args.seconds))

@@ -48,10 +48,13 @@ import psycopg
 from psycopg import sql
 
 from bench._env import (
+    RESULTS,
     bench_databases,
+    log,
     machine_at_end,
     machine_info,
     result_header,
+    shown,
     write_result,
 )
 from bench._replay import one_message_call
@@ -64,13 +67,8 @@ from primitives.spec import AgentSpec, load_spec_text
 
 __all__ = ["COPIES", "MESSAGES", "copy_spec", "main", "measure", "render_table"]
 
-RESULTS = ROOT / "bench" / "results"
 COPIES = ("base", "variant")
 SCHEMA = "platform"
-
-
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def copy_spec(name: str) -> AgentSpec:
@@ -196,7 +194,7 @@ def _round(copies: Sequence[_Copy], tenants: Sequence[str], first: int, writes: 
 def measure(*, variant: Path | None, message: str = "engine", writes: int = 4000,
             rounds: int = 3, warmup: int = 200, tenants: int = 100, out: Path | None = None,
             command: str = "python -m bench.server_ab",
-            progress: Callable[[str], object] = _log) -> dict[str, Any]:
+            progress: Callable[[str], object] = log) -> dict[str, Any]:
     """Measure (module docstring); the result, also written to ``out``."""
     started = time.monotonic()
     sql_text = variant_sql(variant) if variant is not None else None
@@ -233,7 +231,7 @@ def measure(*, variant: Path | None, message: str = "engine", writes: int = 4000
     ratios = [_ratio(row) for row in results]
     result = {
         **result_header("server_ab", command, started, machine),
-        "parameters": {"variant": _shown(variant), "message": message,
+        "parameters": {"variant": shown(variant) if variant else None, "message": message,
                        "writes_per_round": writes,
                        "warmup_per_round": warmup, "rounds": rounds, "tenants": tenants,
                        "spec": str(BENCH_SPEC.relative_to(ROOT)), "tier": BENCH_TIER},
@@ -265,13 +263,6 @@ def _landed(owner_dsn: str) -> dict[str, dict[str, int]]:
 def _ratio(row: dict[str, dict[str, float]]) -> float:
     base = row["base"]["server_us"]
     return round(row["variant"]["server_us"] / base, 3) if base else float("nan")
-
-
-def _shown(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    full = path.resolve()
-    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)
 
 
 def render_table(result: dict[str, Any]) -> str:

@@ -37,15 +37,19 @@ from typing import Any
 from langgraph.store.base import BaseStore
 from langgraph.store.postgres import PostgresStore
 
-from bench._env import bench_databases, machine_info, write_result
-from bench._targets import BENCH_SPEC, ROOT
+from bench._env import (
+    RESULTS,
+    bench_databases,
+    machine_info,
+    write_result,
+)
+from bench._targets import BENCH_SPEC
 from primitives.embeddings import default_embedder
 from primitives.langgraph import MemoryStore
 from primitives.spec import load_spec
 
 __all__ = ["Settings", "main", "run"]
 
-RESULTS = ROOT / "bench" / "results"
 OPS = ("get", "put_new", "put_update")
 EMBED_OPS = ("put_embed",)
 
