@@ -3,7 +3,6 @@ fresh databases, and a description of the machine for the results file."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -155,37 +154,6 @@ def flush_latency_us(folder: str | None = None, *, seconds: float = 0.5) -> floa
     return round(samples[len(samples) // 2] * 1e6, 1) if samples else None
 
 
-_PROBE_PAYLOAD = {"kind": "scan", "n": 7, "source": "bench", "tags": ["bench", "t7"]}
-
-
-def _probe_unit() -> int:
-    """One fixed piece of the kind of work a write's client does (JSON, sha256, strings,
-    a dict), 50 times over; its thread CPU time in nanoseconds."""
-    start = time.thread_time_ns()
-    for k in range(50):
-        text = json.dumps(_PROBE_PAYLOAD)
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        literal = "'" + text.replace("'", "''") + "'::jsonb, '" + digest + "'"
-        _ = {"id": k, "literal": literal, "size": len(literal)}
-    return time.thread_time_ns() - start
-
-
-def cpu_probe_us(*, seconds: float = 0.3) -> float:
-    """Median microseconds of CPU that :func:`_probe_unit` takes over ``seconds``: how fast
-    this machine runs the same Python at this moment.
-
-    The work is fixed, so on a quiet machine the figure is too; on a shared virtual machine
-    it moves with the neighbours (by up to half within minutes on the project's own), and
-    every write's CPU cost, client and server, with it. Results record it at the start and
-    the end of a run, beside the disk's flush latency."""
-    samples: list[int] = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end and len(samples) < 100_000:
-        samples.append(_probe_unit())
-    samples.sort()
-    return round(samples[len(samples) // 2] / 1000, 1)
-
-
 def machine_info(dsn: str, *, embedded: bool) -> dict[str, Any]:
     """Cores, memory, Python, PostgreSQL and its durability settings, package versions."""
     with psycopg.connect(dsn) as conn:
@@ -204,7 +172,6 @@ def machine_info(dsn: str, *, embedded: bool) -> dict[str, Any]:
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         # the embedded server's data lives in the temp folder; another server's disk is elsewhere
         "disk_flush_us_at_start": flush_latency_us() if embedded else None,
-        "cpu_probe_us_at_start": cpu_probe_us(),
         "memory_gib": memory_gib,
         "platform": platform.platform(),
         "python": sys.version.split()[0],
@@ -221,9 +188,8 @@ def machine_info(dsn: str, *, embedded: bool) -> dict[str, Any]:
 
 def machine_at_end(machine: dict[str, Any]) -> None:
     """Add the end-of-run figures to ``machine`` (from :func:`machine_info`): the load
-    average, the CPU probe, and the disk's flush latency where the start has one."""
+    average, and the disk's flush latency where the start has one."""
     machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    machine["cpu_probe_us_at_end"] = cpu_probe_us()
     if machine.get("disk_flush_us_at_start") is not None:
         machine["disk_flush_us_at_end"] = flush_latency_us()
 

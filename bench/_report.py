@@ -40,16 +40,6 @@ def _flush(machine: dict[str, Any]) -> str:
             f"start and {end:.0f} us at the end (median over 0.5 s).")
 
 
-def _probe(machine: dict[str, Any]) -> str:
-    """The CPU probe at the start and end, where the results have it."""
-    start, end = machine.get("cpu_probe_us_at_start"), machine.get("cpu_probe_us_at_end")
-    if start is None or end is None:
-        return ""
-    return (f" A fixed piece of Python work (JSON, sha256, strings; `bench._env.cpu_probe_us`) "
-            f"took {start:.0f} us of CPU at the start and {end:.0f} us at the end (median over "
-            "0.3 s); a write's CPU, client and server, moves with it.")
-
-
 def _yes(flag: bool | None) -> str:
     return {True: "met", False: "**missed**", None: "n/a"}[flag]
 
@@ -150,8 +140,7 @@ def render_markdown(result: dict[str, Any], *, table_only: bool = False) -> str:
         f"({machine['postgresql_server']}; {settings}); {packages}; "
         f"commit {machine['git_commit']}. Load average (1, 5, 15 min) at the start "
         f"{_load(machine, 'start')}, at the end {_load(machine, 'end')}: the machine may be "
-        f"shared, and commit latency follows its disk load.{_flush(machine)}"
-        f"{_probe(machine)}",
+        f"shared, and commit latency follows its disk load.{_flush(machine)}",
         "",
         "What is measured, on one server in one run:",
         "",

@@ -1,13 +1,13 @@
-"""What every benchmark result records and how it is written: the disk's flush latency and
-the CPU probe, how the report shows them, and the results file itself."""
+"""What every benchmark result records and how it is written: the disk's flush latency, how the
+report shows it, and the results file itself."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from bench._env import _probe_unit, cpu_probe_us, flush_latency_us, write_result
-from bench._report import _flush, _probe
+from bench._env import flush_latency_us, write_result
+from bench._report import _flush
 from bench._targets import ROOT
 
 
@@ -42,18 +42,3 @@ def test_a_result_is_written_as_indented_json_and_shown_relative_to_the_project(
         assert json.loads(inside.read_text(encoding="utf-8")) == result
     finally:
         inside.unlink(missing_ok=True)
-
-
-def test_the_cpu_probe_times_its_fixed_work_in_microseconds() -> None:
-    probe = cpu_probe_us(seconds=0.05)
-    assert 0 < probe < 1_000_000
-    # the median of many runs of the same unit: within the spread of the unit itself
-    units = sorted(_probe_unit() / 1000 for _ in range(50))
-    assert units[0] / 4 <= probe <= units[-1] * 4
-
-
-def test_the_report_names_both_probe_figures_or_neither() -> None:
-    line = _probe({"cpu_probe_us_at_start": 201.4, "cpu_probe_us_at_end": 398.6})
-    assert "took 201 us of CPU at the start and 399 us at the end" in line
-    assert _probe({"cpu_probe_us_at_start": 201.4}) == ""
-    assert _probe({}) == ""  # results from before the probe
