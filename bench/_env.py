@@ -154,6 +154,14 @@ def flush_latency_us(folder: str | None = None, *, seconds: float = 0.5) -> floa
     return round(samples[len(samples) // 2] * 1e6, 1) if samples else None
 
 
+def backend_cpu_ns(pid: int) -> int:
+    """CPU nanoseconds process ``pid`` has run (``/proc/<pid>/schedstat``): a server backend's
+    own time, for the tools that weigh the server's work per write. ``OSError`` when the
+    process is not on this machine (a server at ``PRIMITIVES_DSN`` elsewhere)."""
+    with open(f"/proc/{pid}/schedstat") as stat:
+        return int(stat.read().split()[0])
+
+
 def machine_info(dsn: str, *, embedded: bool) -> dict[str, Any]:
     """Cores, memory, Python, PostgreSQL and its durability settings, package versions."""
     with psycopg.connect(dsn) as conn:

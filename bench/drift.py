@@ -32,6 +32,7 @@ from typing import Any
 
 from bench._env import (
     RESULTS,
+    backend_cpu_ns,
     bench_databases,
     log,
     machine_at_end,
@@ -51,29 +52,32 @@ FIGURES = ("engine_ms", "engine_cpu_us", "store_ms", "store_cpu_us", "engine_ove
 """What each burst records."""
 
 
-def _backend_cpu_ns(pid: int) -> int:
-    with open(f"/proc/{pid}/schedstat") as stat:
-        return int(stat.read().split()[0])
-
-
 def _burst(write: Write, pid: int, tenants: Sequence[str], first: int,
            count: int) -> tuple[float, float]:
     """``count`` writes; wall milliseconds and CPU microseconds (client and server) per write."""
-    cpu0, server0, wall0 = time.thread_time_ns(), _backend_cpu_ns(pid), time.perf_counter()
+    cpu0, server0, wall0 = time.thread_time_ns(), backend_cpu_ns(pid), time.perf_counter()
     for i in range(first, first + count):
         write(tenants[i % len(tenants)], i)
     wall = time.perf_counter() - wall0
-    cpu = time.thread_time_ns() - cpu0 + _backend_cpu_ns(pid) - server0
+    cpu = time.thread_time_ns() - cpu0 + backend_cpu_ns(pid) - server0
     return round(wall / count * 1000, 3), round(cpu / count / 1000, 1)
 
 
 def _pid(pool: Any) -> int:
-    """The backend pid of a one-connection pool's connection."""
+    """The backend pid of a one-connection pool's connection; refused when that backend's CPU
+    time cannot be read here."""
     conn = pool.getconn()
     try:
-        return int(conn.info.backend_pid)
+        pid = int(conn.info.backend_pid)
     finally:
         pool.putconn(conn)
+    try:
+        backend_cpu_ns(pid)
+    except OSError:
+        raise SystemExit("bench.drift reads each backend's CPU time from /proc/<pid>/schedstat: "
+                         "the server must run on this machine (unset PRIMITIVES_DSN to use the "
+                         "embedded one)") from None
+    return pid
 
 
 def _spread(bursts: list[dict[str, float]]) -> dict[str, dict[str, float]]:

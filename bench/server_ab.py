@@ -49,6 +49,7 @@ from psycopg import sql
 
 from bench._env import (
     RESULTS,
+    backend_cpu_ns,
     bench_databases,
     log,
     machine_at_end,
@@ -126,11 +127,6 @@ def _form(message: str, form: str) -> str:
     return cut
 
 
-def _cpu_ns(pid: int) -> int:
-    with open(f"/proc/{pid}/schedstat") as stat:
-        return int(stat.read().split()[0])
-
-
 class _Copy:
     """One copy's engine (for its messages) and the backend that runs them."""
 
@@ -143,7 +139,7 @@ class _Copy:
         row = self.conn.execute("SELECT pg_backend_pid()").fetchone()
         self.pid = int(row[0]) if row else 0
         try:
-            _cpu_ns(self.pid)
+            backend_cpu_ns(self.pid)
         except OSError:
             self.close()
             raise SystemExit("bench.server_ab reads each backend's CPU time from "
@@ -180,14 +176,15 @@ def _round(copies: Sequence[_Copy], tenants: Sequence[str], first: int, writes: 
     for k in range(warmup):
         for c in copies:
             c.send(messages[c.name][k])
-    start = {c.name: _cpu_ns(c.pid) for c in copies}
+    start = {c.name: backend_cpu_ns(c.pid) for c in copies}
     wall = dict.fromkeys(start, 0.0)
     for k in range(warmup, count):
         for c in (copies if k % 2 else tuple(reversed(copies))):
             t0 = time.perf_counter()
             c.send(messages[c.name][k])
             wall[c.name] += time.perf_counter() - t0
-    return {c.name: {"server_us": round((_cpu_ns(c.pid) - start[c.name]) / writes / 1000, 1),
+    spent = {c.name: backend_cpu_ns(c.pid) - start[c.name] for c in copies}
+    return {c.name: {"server_us": round(spent[c.name] / writes / 1000, 1),
                      "wall_us": round(wall[c.name] / writes * 1e6, 1)} for c in copies}
 
 

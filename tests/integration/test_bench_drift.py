@@ -93,3 +93,23 @@ def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--seconds must be positive and --burst at least 1" in capsys.readouterr().err
     with pytest.raises(ValueError, match="burst at least 1"):
         measure(seconds=1, burst=0)
+
+
+def test_a_server_whose_backends_are_not_here_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.drift as drift
+
+    def elsewhere(pid: int) -> int:
+        raise FileNotFoundError(f"/proc/{pid}/schedstat")
+
+    class OnePool:
+        def getconn(self) -> object:
+            return type("C", (), {"info": type("I", (), {"backend_pid": 12345})()})()
+
+        def putconn(self, conn: object) -> None:
+            pass
+
+    monkeypatch.setattr(drift, "backend_cpu_ns", elsewhere)
+    with pytest.raises(SystemExit, match="server must run on this machine"):
+        drift._pid(OnePool())
