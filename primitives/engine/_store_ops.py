@@ -192,11 +192,8 @@ def get_item(ctx: Context, op: ItemGet, *, final: bool = False) -> Op[StoredItem
 
 def put_item(ctx: Context, op: ItemPut) -> Op[None]:
     """Write or tombstone one item (see the module docstring)."""
-    # Writers of one key take turns: without this, two first writes of a new key would both
-    # insert and one would fail on the current-key index instead of superseding the other.
-    lock = "\x1f".join((ctx.tables.memories.qualified, ctx.tenant, op.tier, *op.namespace,
-                        "\x1e", op.key))
-    yield Step(q.LOCK_ITEM_KEY, {"lock": lock}, "one")
+    # The current row is locked (FOR UPDATE): writers of an existing key take turns here,
+    # and the first writes of a new key race in core.observe, which supersedes the winner.
     row = yield Step(q.item_by_key(ctx.tables), {
         "tenant": ctx.tenant, "tier": op.tier, "namespace": list(op.namespace),
         "key": op.key}, "one")
@@ -214,7 +211,7 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
         return None
     memory = yield from core.observe(
         ctx, op.tier, op.content, typology=op.typology, key=op.key, namespace=op.namespace,
-        value=op.value, scope_id=op.scope_id, via="direct")
+        value=op.value, scope_id=op.scope_id)
     meta: dict[str, Any] = {}
     if current is not None:
         meta["created_at"] = current.created_at.isoformat()
