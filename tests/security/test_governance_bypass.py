@@ -22,7 +22,6 @@ from psycopg.types.json import Jsonb
 from primitives.engine import AsyncEngine, Engine
 from primitives.errors import GovernanceError, PolicyViolation
 from primitives.langgraph import MemoryStore
-from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 from tests.security._support import SPECS, anchor_for, new_tenant
 
