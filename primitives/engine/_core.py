@@ -776,6 +776,9 @@ def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Me
         if not isinstance(item, Mapping) or "tier" not in item or "content" not in item:
             raise PolicyViolation(f"observe_many item {k} must be a mapping with 'tier' and "
                                   "'content'", field=f"items[{k}]")
+        if ctx.embeds:  # embedding_text reads them before observe checks them
+            clean_text(item["content"], f"items[{k}].content")
+            check_object(item.get("envelope"), f"items[{k}].envelope")
     embeddings: list[list[float] | None] = [None] * len(items)
     if ctx.embeds and items:
         assert ctx.embedder is not None

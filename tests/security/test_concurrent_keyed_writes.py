@@ -10,6 +10,7 @@ chain intact, and no raw psycopg error (duplicate key) ever reached a writer.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -215,7 +216,7 @@ def test_concurrent_supersessions_of_one_version_are_refused_not_lost(
 
     def work(i: int) -> list[Memory]:
         with engine.tenant(anchor) as mem:
-            return [mem.supersede(first.id, f"version {i}", reason=f"writer {i}")]
+            return [mem.supersede(first.id, f"rewrite {i}", reason=f"writer {i}")]
 
     results, errors = _race(threads, work)
     # one supersession wins; the others find the version superseded and are told so
@@ -225,3 +226,36 @@ def test_concurrent_supersessions_of_one_version_are_refused_not_lost(
                for e in errors), errors
     _assert_linear_history(engine, admin_conn, tenant, "policy",
                            ["version 0", results[0].content])
+
+
+def test_a_supersession_waiting_on_another_is_refused_once_that_one_commits(
+    engine: Engine, admin_conn: psycopg.Connection[Any],
+) -> None:
+    """The interleaving the race above may or may not hit, made certain: A has superseded
+    the version and holds its transaction open while B asks to supersede the same version."""
+    tenant = new_tenant("race")
+    anchor = {"workspace_id": tenant}
+    first = engine.observe(anchor, TIER, "version 0", typology=TYPOLOGY, key="policy")
+    a_wrote, b_started = threading.Event(), threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def writer_b() -> None:
+        a_wrote.wait(30)
+        b_started.set()
+        try:
+            with engine.tenant(anchor) as mem:
+                outcome["b"] = mem.supersede(first.id, "B's rewrite")
+        except Exception as err:  # the finding, whatever it is
+            outcome["b"] = err
+
+    thread = threading.Thread(target=writer_b)
+    thread.start()
+    with engine.tenant(anchor) as mem:
+        outcome["a"] = mem.supersede(first.id, "A's rewrite")
+        a_wrote.set()
+        b_started.wait(30)
+        time.sleep(0.5)  # B is now waiting on the version A holds
+    thread.join(60)
+    assert isinstance(outcome["b"], GovernanceError), outcome["b"]
+    assert "not active (superseded)" in str(outcome["b"])
+    _assert_linear_history(engine, admin_conn, tenant, "policy", ["version 0", "A's rewrite"])
