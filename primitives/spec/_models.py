@@ -153,7 +153,7 @@ class StoreLimits(SpecModel):
     namespace_labels: int = Field(default=16, ge=1, le=256)
     label_chars: int = Field(default=256, ge=8, le=4096)
     tags: int = Field(default=64, ge=0, le=1024)
-    tag_chars: int = Field(default=128, ge=8, le=4096)
+    tag_chars: int = Field(default=256, ge=8, le=4096)
     source_chars: int = Field(default=512, ge=16, le=8192)
     scope_id_chars: int = Field(default=256, ge=8, le=4096)
     json_depth: int = Field(default=32, ge=2, le=512)
