@@ -99,6 +99,8 @@ async def _arun_call(conn: psycopg.AsyncConnection[Any], call: ObserveCall) -> M
     except BaseException:
         await tx.rollback()
         raise
+    if row is None:  # the id is another write's (a retry returns its own row)
+        raise core.reused_id(call.written["id"])
     return None if row is NOT_SENT else Memory.from_written(call.written, row)
 
 
@@ -207,6 +209,7 @@ class AsyncEngine(EngineBase):
         resolved = resolve_anchor(self.spec, anchor)
         seed = seed or f"{self.spec.agent}:{resolved.tenant}"
         pool = self._pool
+        fields = core.with_idempotency_key(fields)
         for attempt in (1, 2):
             try:
                 conn = await pool.getconn()  # as Engine.observe: not the connection() context

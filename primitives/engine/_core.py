@@ -26,8 +26,21 @@ from primitives.embeddings import Embedder
 from primitives.engine import _queries as q
 from primitives.engine._anchor import Anchor
 from primitives.engine._ids import new_uuid
+from primitives.engine._input import (
+    bounded_labels,
+    bounded_text,
+    check_json,
+    check_object,
+    clean_text,
+)
 from primitives.engine._records import MEMORY_COLUMNS, Explanation, Hit, Memory
-from primitives.errors import GovernanceError, ModelMismatch, PolicyViolation, TenancyError
+from primitives.errors import (
+    GovernanceError,
+    ModelMismatch,
+    PolicyViolation,
+    StorageError,
+    TenancyError,
+)
 from primitives.spec import AgentSpec
 
 __all__ = ["Compute", "Context", "Embed", "Op", "Rerank", "Step", "canonical_json",
@@ -160,22 +173,14 @@ def _memory_id(memory_id: UUID | str | None) -> UUID:
         return new_uuid()
     if type(memory_id) is UUID:
         return memory_id
+    if not isinstance(memory_id, str | UUID):
+        raise PolicyViolation(f"memory_id must be a UUID, not {type(memory_id).__name__}",
+                              field="memory_id")
     try:
         return UUID(str(memory_id))
     except ValueError:
-        raise PolicyViolation(f"memory_id must be a UUID, not {memory_id!r}") from None
-
-
-def _labels(items: Sequence[str], what: str) -> list[str]:
-    """``items`` as a list of plain strings, each as :func:`_text` makes it."""
-    if isinstance(items, str):
-        raise PolicyViolation(f"a {what} list must be a sequence of strings, not one string "
-                              f"({items!r})")
-    labels = list(items)
-    for k, item in enumerate(labels):
-        if type(item) is not str:
-            labels[k] = _text(item, f"{what} {k}")
-    return labels
+        raise PolicyViolation(f"memory_id must be a UUID, not {str(memory_id)[:64]!r}",
+                              field="memory_id") from None
 
 
 def _typology(spec: AgentSpec, tier: str, typology: str | None) -> str:
@@ -194,10 +199,14 @@ def _typology(spec: AgentSpec, tier: str, typology: str | None) -> str:
     return typology
 
 
-def check_write_policy(spec: AgentSpec, tier: str, typology: str, *, via: str = "direct") -> None:
-    """Refuse writes the spec's write policy routes elsewhere; say which path to take."""
+def check_write_policy(spec: AgentSpec, tier: str, typology: str) -> None:
+    """Refuse writes the spec's write policy routes elsewhere; say which path to take.
+
+    It holds for every write a caller can start, a supersession included: the paths that
+    may write governed or ``promotion_only`` memory (promotion, the approval flow, the
+    sanitization crossing) are the engine's own operations, never an argument of a write."""
     policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
-    if policy is None or via != "direct":
+    if policy is None:
         return
     if policy.mode == "promotion_only":
         raise GovernanceError(
@@ -314,20 +323,33 @@ class WriteInput(NamedTuple):
 def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | None,
                   key: str | None, namespace: Sequence[str], value: Mapping[str, Any] | None,
                   envelope: Mapping[str, Any] | None, tags: Sequence[str],
-                  scope_id: str | None, via: str) -> WriteInput:
-    """Check a write against the spec (tier, typology, write policy, size limits) and turn its
-    fields into what the row will hold: plain strings (the memory returned is built from
-    them, :meth:`Memory.from_written`), lists of labels, the value's canonical JSON."""
-    tier, content = _text(tier, "tier"), _text(content, "content")
+                  scope_id: str | None, source: str | None = None) -> WriteInput:
+    """Check a write against the spec (tier, typology, write policy, limits on every field)
+    and turn its fields into what the row will hold: plain strings (the memory returned is
+    built from them, :meth:`Memory.from_written`), lists of labels, the value's canonical
+    JSON. A bad field is a PolicyViolation that names it, before anything is sent."""
+    limits = spec.persistence.store.limits
+    tier, content = clean_text(tier, "tier"), clean_text(content, "content")
     typ = _text(_typology(spec, tier, typology), "typology")
-    check_write_policy(spec, tier, typ, via=via)
-    value, envelope = dict(value or {}), dict(envelope or {})
+    check_write_policy(spec, tier, typ)
+    value, envelope = check_object(value, "value"), check_object(envelope, "envelope")
+    # JSON checks before canonical_json, which would recurse into a deep value
+    check_json(value, "value", depth=limits.json_depth)
+    check_json(envelope, "envelope", depth=limits.json_depth)
     value_json = canonical_json(value)
     check_limits(spec, content, value, envelope, value_json=value_json)
-    return WriteInput(tier, typ, content, value, envelope, value_json,
-                      _labels(namespace, "namespace label"), _labels(tags, "tag"),
-                      None if key is None else _text(key, "key"),
-                      None if scope_id is None else _text(scope_id, "scope_id"))
+    if source is not None:
+        bounded_text(source, "source", limits.source_chars, "source_chars")
+    return WriteInput(
+        tier, typ, content, value, envelope, value_json,
+        bounded_labels(namespace, "namespace", count=limits.namespace_labels,
+                       chars=limits.label_chars, count_setting="namespace_labels",
+                       chars_setting="label_chars"),
+        bounded_labels(tags, "tags", count=limits.tags, chars=limits.tag_chars,
+                       count_setting="tags", chars_setting="tag_chars"),
+        None if key is None else bounded_text(key, "key", limits.key_chars, "key_chars"),
+        None if scope_id is None else bounded_text(scope_id, "scope_id", limits.scope_id_chars,
+                                                   "scope_id_chars"))
 
 
 _EMPTY_VALUE_SHA256 = content_hash("{}")
@@ -343,32 +365,69 @@ def observed_payload(w: WriteInput, row_key: str, via: str) -> dict[str, Any]:
             "via": via}
 
 
+_OBSERVE_FIELDS = ("typology", "key", "namespace", "value", "envelope", "tags", "scope_id",
+                   "event_time", "source", "memory_id")
+"""What a caller may give ``observe`` besides tier and content."""
+
+KEY_RACE_ATTEMPTS = 16
+"""Times a keyed write goes round when other writers of the same key keep winning the race
+for the current-key slot; each lost round means another writer's version was written."""
+
+
+def _refuse_unknown(spec: AgentSpec, tier: str, typology: str | None,
+                    unknown: Mapping[str, Any]) -> None:
+    """An argument ``observe`` does not take: ``via`` (the write path) is the engine's to
+    choose, anything else is a mistake; neither is ever passed on."""
+    if not unknown:
+        return
+    if "via" in unknown:
+        # A governed typology: its own message says which path to take.
+        check_write_policy(spec, tier, _typology(spec, tier, typology))
+        raise GovernanceError(
+            "'via' is not an argument of a write: the engine chooses the path. observe and "
+            "supersede write directly under behavior.write_policy; promotion, the approval "
+            "flow and sanitization write through their own operations", field="via")
+    names = ", ".join(sorted(map(str, unknown)))
+    raise PolicyViolation(f"observe takes no field {names}; its fields are tier, content, "
+                          f"{', '.join(_OBSERVE_FIELDS)}", field=names)
+
+
 def observe(
     ctx: Context, tier: str, content: str, *, typology: str | None = None,
     key: str | None = None, namespace: Sequence[str] = (),
     value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
-    source: str | None = None, memory_id: UUID | str | None = None, via: str = "direct",
-    embedding: Sequence[float] | None = None, final: bool = False,
+    source: str | None = None, memory_id: UUID | str | None = None,
+    embedding: Sequence[float] | None = None, final: bool = False, **unknown: Any,
 ) -> Op[Memory]:
-    """Write a memory. With ``key``, an unchanged write returns the current row (no event)
-    and a changed one supersedes it (the old row stays, marked). With an embedder, the row
-    stores its vector and the model's id (``embedding`` when the caller already has it).
-    ``final``: this operation is the whole transaction, so its insert is marked ``last``."""
+    """Write a memory. With ``key``, the write is an atomic supersession: an unchanged write
+    returns the current row (no event), a changed one supersedes it (the old row stays,
+    marked), and concurrent writers of one key each get a version in one linear history.
+    Without ``key``, ``memory_id`` is the write's idempotency key: a retry of a write that
+    did commit returns the row written then, and writes and journals nothing. With an
+    embedder, the row stores its vector and the model's id (``embedding`` when the caller
+    already has it). ``final``: this operation is the whole transaction, so its last
+    statement is marked ``last``. Any other argument is refused (``via`` among them)."""
+    _refuse_unknown(ctx.spec, tier, typology, unknown)
+    w = checked_write(ctx.spec, tier, content, typology=typology, key=key, namespace=namespace,
+                      value=value, envelope=envelope, tags=tags, scope_id=scope_id,
+                      source=source)
+    return (yield from _write(ctx, w, event_time=event_time, source=source,
+                              memory_id=memory_id, embedding=embedding, final=final,
+                              via="direct"))
+
+
+def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: str | None,
+           memory_id: UUID | str | None, embedding: Sequence[float] | None, final: bool,
+           via: str) -> Op[Memory]:
+    """Write the checked ``w`` (see :func:`observe`); ``via`` is the engine's path, kept in
+    the journal."""
     spec = ctx.spec
-    w = checked_write(spec, tier, content, typology=typology, key=key, namespace=namespace,
-                      value=value, envelope=envelope, tags=tags, scope_id=scope_id, via=via)
     tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
     ns, tag_list, key, scope_id = w.namespace, w.tags, w.key, w.scope_id
-    previous: Memory | None = None
-    if key is not None:
-        row = yield Step(q.current_by_key(ctx.tables), {
-            "tenant": ctx.tenant, "tier": tier, "namespace": ns, "key": key}, "one")
-        if row is not None:
-            previous = Memory.from_row(row)
-            if (previous.content, previous.value, previous.envelope, previous.typology,
-                    list(previous.tags)) == (content, value, envelope, typ, tag_list):
-                return previous
+    if event_time is not None and not isinstance(event_time, datetime):
+        raise PolicyViolation(f"event_time must be a datetime, not {type(event_time).__name__}",
+                              field="event_time")
     new_id = _memory_id(memory_id)
     vector: dict[str, Any] = {}
     if ctx.embeds:
@@ -379,18 +438,12 @@ def observe(
             embedding = (yield Embed(ctx.embedder, (text,)))[0]
         vector = {"embedding": retrieval.vector_literal(embedding),
                   "embedding_model": ctx.embedder.model_id}
-    if previous is not None:
-        # Free the current-key slot first; the new row takes it. The old row stays.
-        yield Step(q.supersede(ctx.tables), {"tenant": ctx.tenant, "id": previous.id,
-                                             "by": new_id})
-        yield _event(ctx, "superseded", previous.id, {"by": str(new_id)})
     row_key = key if key is not None else str(new_id)
-    # The row, its journal event and the scope mark: one statement, one round trip.
     insert = q.insert_memory_observed(ctx.tables, ctx.tables.anchor_columns,
                                       embedding=bool(vector), scoped=scope_id is not None)
     linked = links_to_previous(spec, scope_id)
     when = event_time or datetime.now(UTC)  # an instant: the column is timestamptz
-    row = yield Step(insert, {
+    params = {
         **ctx.anchor.as_dict(), **vector,
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content,
@@ -398,7 +451,39 @@ def observe(
         "provenance": Jsonb({}), "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
         "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
-    }, "one", last=final and not linked)
+    }
+    for _ in range(KEY_RACE_ATTEMPTS):
+        previous: Memory | None = None
+        if key is not None:
+            # The current version, locked: writers of this key take turns from here on.
+            row = yield Step(q.current_by_key(ctx.tables), {
+                "tenant": ctx.tenant, "tier": tier, "namespace": ns, "key": key}, "one")
+            if row is not None:
+                previous = Memory.from_row(row)
+                if (previous.content, previous.value, previous.envelope, previous.typology,
+                        list(previous.tags)) == (content, value, envelope, typ, tag_list):
+                    return previous  # unchanged, or the retry of a write that committed
+                if previous.id == new_id:
+                    raise reused_id(new_id)
+                # Free the current-key slot first; the new row takes it. The old row stays.
+                yield Step(q.supersede(ctx.tables), {"tenant": ctx.tenant, "id": previous.id,
+                                                     "by": new_id})
+                yield _event(ctx, "superseded", previous.id, {"by": str(new_id)})
+        # The row, its journal event and the scope mark: one statement, one round trip. It
+        # writes nothing when the id or the current-key slot is taken; then it returns the
+        # row of this id if that row is this write (a retry), else nothing. Only a new key
+        # can lose a race and go round again, so only then is the COMMIT held back.
+        may_retry = key is not None and previous is None
+        row = yield Step(insert, params, "one", last=final and not linked and not may_retry)
+        if row is not None:
+            break
+        if not may_retry:
+            raise reused_id(new_id)
+        # Another writer took the new key first; its version is now the one to supersede.
+    else:
+        raise StorageError(
+            f"a keyed write of '{key}' lost the race for its key {KEY_RACE_ATTEMPTS} times to "
+            "concurrent writers; retry it", tenant=ctx.tenant, key=key)
     if linked:
         yield Step(q.temporal_edge(ctx.tables), {
             "tenant": ctx.tenant, "tier": tier, "scope_id": scope_id, "id": new_id,
@@ -407,6 +492,22 @@ def observe(
     return Memory.from_written({
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content, "tags": tag_list}, row)
+
+
+def with_idempotency_key(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` of a write its executor may retry, with a ``memory_id`` chosen once for
+    every attempt, so a retry after a lost COMMIT acknowledgement finds the row it wrote.
+    A keyed write needs none: its retry finds its version current and unchanged."""
+    if fields.get("key") is not None or fields.get("memory_id") is not None:
+        return fields
+    return {**fields, "memory_id": new_uuid()}
+
+
+def reused_id(memory_id: UUID) -> PolicyViolation:
+    return PolicyViolation(
+        f"memory_id {memory_id} already names another memory of this tenant; a retry must "
+        "repeat the same write, a new write needs a new id", memory_id=str(memory_id),
+        field="memory_id")
 
 
 def links_to_previous(spec: AgentSpec, scope_id: str | None) -> bool:
@@ -420,18 +521,25 @@ def links_to_previous(spec: AgentSpec, scope_id: str | None) -> bool:
 def supersede(ctx: Context, memory_id: UUID, content: str, *,
               value: Mapping[str, Any] | None = None,
               envelope: Mapping[str, Any] | None = None, reason: str | None = None) -> Op[Memory]:
-    """Replace an active memory with a new version; the old row stays, linked to the new."""
-    old = _require(Memory.from_row_or_none((yield get_step(ctx, memory_id))), memory_id)
+    """Replace an active memory with a new version; the old row stays, linked to the new.
+
+    The typology's write policy holds as for :func:`observe`. The old row is locked first:
+    of two concurrent supersessions of one version, the second finds it superseded and is
+    refused (a GovernanceError naming the current version), not written over the first."""
+    old = _require(Memory.from_row_or_none(
+        (yield Step(q.select_memory_for_update(ctx.tables),
+                    {"tenant": ctx.tenant, "id": memory_id}, "one"))), memory_id)
     if not old.active:
         raise GovernanceError(f"memory {memory_id} is not active ({old.state}); only an "
-                              "active memory can be superseded", memory_id=str(memory_id))
-    new = yield from observe(
-        ctx, old.tier, content, typology=old.typology, namespace=old.namespace,
-        value=value if value is not None else old.value,
-        envelope=envelope if envelope is not None else old.envelope, tags=old.tags,
-        scope_id=old.scope_id, via="supersede",
-        key=old.key,
-    )
+                              "active memory can be superseded (read its key's current "
+                              "version and supersede that)", memory_id=str(memory_id))
+    w = checked_write(ctx.spec, old.tier, content, typology=old.typology, key=old.key,
+                      namespace=old.namespace,
+                      value=value if value is not None else old.value,
+                      envelope=envelope if envelope is not None else old.envelope,
+                      tags=old.tags, scope_id=old.scope_id)
+    new = yield from _write(ctx, w, event_time=None, source=None, memory_id=None,
+                            embedding=None, final=False, via="supersede")
     if reason:
         yield _event(ctx, "supersession_reason", old.id, {"reason": reason})
     return new
@@ -661,8 +769,16 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
 def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Memory]]:
     """Write several memories in order; their vectors are computed in one embedding batch.
 
-    Each item holds ``tier`` and ``content`` and any keyword :func:`observe` takes.
+    Each item holds ``tier`` and ``content`` and any keyword :func:`observe` takes; an item
+    that is not a mapping or lacks one of them is refused before anything is written.
     """
+    for k, item in enumerate(items):
+        if not isinstance(item, Mapping) or "tier" not in item or "content" not in item:
+            raise PolicyViolation(f"observe_many item {k} must be a mapping with 'tier' and "
+                                  "'content'", field=f"items[{k}]")
+        if ctx.embeds:  # embedding_text reads them before observe checks them
+            clean_text(item["content"], f"items[{k}].content")
+            check_object(item.get("envelope"), f"items[{k}].envelope")
     embeddings: list[list[float] | None] = [None] * len(items)
     if ctx.embeds and items:
         assert ctx.embedder is not None

@@ -46,7 +46,7 @@ from primitives.engine._core import _memory_id, checked_write, links_to_previous
 __all__ = ["ObserveCall", "observe_call"]
 
 _FIELDS = frozenset({"typology", "key", "namespace", "value", "envelope", "tags", "scope_id",
-                     "event_time", "source", "memory_id", "via"})
+                     "event_time", "source", "memory_id"})
 """The fields of ``observe`` this path writes (``key`` only as ``None``)."""
 
 _TYPES = {"id": "uuid", "event_id": "uuid", "value": "jsonb", "envelope": "jsonb",
@@ -142,8 +142,7 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
             or conn.pgconn.parameter_status(b"standard_conforming_strings") != b"on"):
         return None
     source, event_time = fields.get("source"), fields.get("event_time")
-    via = fields.get("via", "direct")
-    if ((source is not None and type(source) is not str) or type(via) is not str
+    if ((source is not None and type(source) is not str)
             or (event_time is not None
                 and (type(event_time) is not datetime or event_time.tzinfo is None))):
         return None
@@ -151,7 +150,7 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
     w = checked_write(spec, tier, content, typology=fields.get("typology"), key=None,
                       namespace=fields.get("namespace", ()), value=fields.get("value"),
                       envelope=fields.get("envelope"), tags=fields.get("tags", ()),
-                      scope_id=fields.get("scope_id"), via=via)
+                      scope_id=fields.get("scope_id"), source=source)
     if links_to_previous(spec, w.scope_id):
         return None
     tables = engine.tables
@@ -176,7 +175,7 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
             "provenance": "'{}'::jsonb", "event_time": f"'{when.isoformat()}'::timestamptz",
             "source": "NULL" if source is None else _quoted(source), "actor": _quoted(actor),
             "tenant": _quoted(anchor.tenant), "event_id": f"'{q.new_event_id()}'::uuid",
-            "payload": _payload(observed_payload(w, row_key, via)),
+            "payload": _payload(observed_payload(w, row_key, "direct")),
         })
         arguments = "(" + ", ".join(_getter(order)(literals)) + ")"
     except (_Unfit, TypeError, ValueError, KeyError):

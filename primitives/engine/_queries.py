@@ -71,7 +71,11 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
     row is touched). Returns the row's :data:`READ_BACK_COLUMNS` only (the caller has the
     rest: :meth:`~primitives.engine.Memory.from_written`).
     A write without a scope uses ``scoped=False``: the statement then has no scope part to
-    set up at all."""
+    set up at all.
+
+    When the id or the current-key slot is taken (``ON CONFLICT DO NOTHING``) it writes no
+    row and no event, and returns the row of ``id`` if that row holds this write's tier,
+    key and content (the retry of a write whose COMMIT did happen), else nothing."""
     columns = (*anchor_columns, *_WRITE_COLUMNS)
     values: list[sql.Composable] = [sql.Placeholder(c) for c in columns]
     if embedding:
@@ -83,11 +87,15 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
         "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET last_activity_at = now())"
     ) if scoped else sql.SQL("")
     return sql.SQL(
-        "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) RETURNING id, {ret}), "
+        "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) ON CONFLICT DO NOTHING "
+        "RETURNING id, {ret}), "
         "e AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
         "SELECT %(tenant)s, %(event_id)s, {observed}, m.id, %(actor)s, %(payload)s FROM m)"
-        "{scope} SELECT {ret} FROM m"
+        "{scope} SELECT {ret} FROM m UNION ALL SELECT {x_ret} FROM {mem} AS x "
+        "WHERE NOT EXISTS (SELECT FROM m) AND x.{t} = %(tenant)s AND x.id = %(id)s "
+        "AND x.tier = %(tier)s AND x.key = %(key)s AND x.content = %(content)s"
     ).format(scope=scope.format(scopes=tables.scopes.ident, t=tables.tenant),
+        x_ret=sql.SQL(", ").join(sql.Identifier("x", c) for c in READ_BACK_COLUMNS),
         mem=tables.memories.ident, events=tables.events.ident, scopes=tables.scopes.ident,
         t=tables.tenant, cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
         vals=sql.SQL(", ").join(values),
@@ -121,6 +129,14 @@ def current_by_key(tables: Tables) -> sql.Composed:
         "SELECT {} FROM {} AS m WHERE m.{} = %(tenant)s AND m.tier = %(tier)s "
         "AND m.namespace = %(namespace)s AND m.key = %(key)s "
         "AND m.superseded_at IS NULL AND m.tombstoned_at IS NULL FOR UPDATE"
+    ).format(_returning_m(), tables.memories.ident, tables.tenant)
+
+
+@lru_cache(maxsize=64)
+def select_memory_for_update(tables: Tables) -> sql.Composed:
+    """One row by id, locked until the transaction ends (a supersession's old version)."""
+    return sql.SQL(
+        "SELECT {} FROM {} AS m WHERE m.{} = %(tenant)s AND m.id = %(id)s FOR UPDATE"
     ).format(_returning_m(), tables.memories.ident, tables.tenant)
 
 
@@ -405,21 +421,20 @@ def journal_summary(tables: Tables) -> sql.Composed:
     ).format(e=tables.events.ident, s=tables.scopes.ident, t=tables.tenant)
 
 
-LOCK_ITEM_KEY = sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))")
-"""Serialise writers of one item key until commit (``lock``: the key's canonical text)."""
-
-
 @lru_cache(maxsize=64)
 def temporal_edge(tables: Tables) -> sql.Composed:
     """The write path's temporal link: an edge from the latest active row of the same tier
     and scope whose event time is not after the new row's, to the new row, with its
-    ``edge_recorded`` event. Nothing when the scope has no earlier row. Params: ``tenant``,
+    ``edge_recorded`` event. Nothing when the scope has no earlier row, or when the new row
+    has its temporal edge already (the retry of a write that committed). Params: ``tenant``,
     ``tier``, ``scope_id``, ``id``, ``event_time``, ``actor``."""
     assert tables.edges is not None
     return sql.SQL(
         "WITH prev AS (SELECT m.id FROM {mem} AS m WHERE m.{t} = %(tenant)s "
         "AND m.tier = %(tier)s AND m.scope_id = %(scope_id)s AND m.id <> %(id)s "
         "AND m.event_time <= %(event_time)s AND {active} "
+        "AND NOT EXISTS (SELECT FROM {edges} AS x WHERE x.{t} = %(tenant)s "
+        "AND x.target_id = %(id)s AND x.relation_type = 'temporal') "
         "ORDER BY m.event_time DESC, m.created_at DESC, m.id DESC LIMIT 1), "
         "edge AS (INSERT INTO {edges} ({t}, source_id, target_id, relation_type) "
         "SELECT %(tenant)s, prev.id, %(id)s, 'temporal' FROM prev RETURNING id, source_id) "

@@ -33,6 +33,7 @@ from psycopg.types.json import Jsonb
 from primitives.engine import _core as core
 from primitives.engine import _queries as q
 from primitives.engine._core import Context, Op, Step
+from primitives.engine._input import bounded_labels, bounded_text, check_json
 from primitives.engine._records import MEMORY_COLUMNS, Memory
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
 from primitives.retrieval import Restriction
@@ -192,11 +193,9 @@ def get_item(ctx: Context, op: ItemGet, *, final: bool = False) -> Op[StoredItem
 
 def put_item(ctx: Context, op: ItemPut) -> Op[None]:
     """Write or tombstone one item (see the module docstring)."""
-    # Writers of one key take turns: without this, two first writes of a new key would both
-    # insert and one would fail on the current-key index instead of superseding the other.
-    lock = "\x1f".join((ctx.tables.memories.qualified, ctx.tenant, op.tier, *op.namespace,
-                        "\x1e", op.key))
-    yield Step(q.LOCK_ITEM_KEY, {"lock": lock}, "one")
+    check_item_address(ctx, op)
+    # The current row is locked (FOR UPDATE): writers of an existing key take turns here,
+    # and the first writes of a new key race in core.observe, which supersedes the winner.
     row = yield Step(q.item_by_key(ctx.tables), {
         "tenant": ctx.tenant, "tier": op.tier, "namespace": list(op.namespace),
         "key": op.key}, "one")
@@ -214,7 +213,7 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
         return None
     memory = yield from core.observe(
         ctx, op.tier, op.content, typology=op.typology, key=op.key, namespace=op.namespace,
-        value=op.value, scope_id=op.scope_id, via="direct")
+        value=op.value, scope_id=op.scope_id)
     meta: dict[str, Any] = {}
     if current is not None:
         meta["created_at"] = current.created_at.isoformat()
@@ -230,6 +229,17 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
             "tenant": ctx.tenant, "id": memory.id, "meta": Jsonb(meta),
             "ttl_minutes": meta.get("ttl_minutes")})
     return None
+
+
+def check_item_address(ctx: Context, op: ItemPut) -> None:
+    """Refuse a key, namespace or value the write would refuse, before the key is read."""
+    limits = ctx.spec.persistence.store.limits
+    bounded_text(op.key, "key", limits.key_chars, "key_chars")
+    bounded_labels(op.namespace, "namespace", count=limits.namespace_labels,
+                   chars=limits.label_chars, count_setting="namespace_labels",
+                   chars_setting="label_chars")
+    if op.value is not None:
+        check_json(op.value, "value", depth=limits.json_depth)
 
 
 def search_items(ctx: Context, op: ItemSearch) -> Op[list[StoredItem]]:

@@ -105,6 +105,8 @@ def _run_call(conn: psycopg.Connection[Any], call: ObserveCall) -> Memory | None
     except BaseException:
         tx.rollback()
         raise
+    if row is None:  # the id is another write's (a retry returns its own row)
+        raise core.reused_id(call.written["id"])
     return None if row is NOT_SENT else Memory.from_written(call.written, row)
 
 
@@ -220,10 +222,16 @@ class Engine(EngineBase):
         """One memory (see :meth:`TenantMemory.observe`) in a tenant transaction of its own,
         retried like :meth:`write`. Without ``key`` and without an embedder it is one round
         trip: ``BEGIN; SET LOCAL``, the insert (row, journal event, scope mark) and ``COMMIT``
-        in one message."""
+        in one message.
+
+        Its retry is idempotent: without ``key`` the write's ``memory_id`` (the caller's, or
+        one chosen before the first attempt) is its idempotency key, so a retry after a
+        COMMIT whose acknowledgement was lost returns the row that COMMIT wrote and writes
+        nothing; with ``key`` the retry finds its version current and unchanged."""
         resolved = resolve_anchor(self.spec, anchor)
         seed = seed or f"{self.spec.agent}:{resolved.tenant}"
         pool = self._pool
+        fields = core.with_idempotency_key(fields)
         for attempt in (1, 2):
             try:
                 # getconn/putconn rather than the pool's connection() context: that one wraps

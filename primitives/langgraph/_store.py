@@ -55,6 +55,7 @@ from primitives.engine import (
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._core import Context
 from primitives.engine._core import Op as CoreOp
+from primitives.engine._input import check_json
 from primitives.engine._store_ops import (
     ItemGet,
     ItemNamespaces,
@@ -135,6 +136,8 @@ class _Translator:
             address = self.layout.address(op.namespace)
             content = ""
             if op.value is not None:
+                # before item_content, which would recurse into a deep value
+                check_json(op.value, "value", depth=self.spec.persistence.store.limits.json_depth)
                 content = item_content(op.value, op.key, op.index, self.content_limit)
             return address.anchor, ItemPut(
                 address.tier, address.typology, address.namespace, op.key,

@@ -149,6 +149,14 @@ class StoreLimits(SpecModel):
     content_chars: int = Field(default=4000, ge=16, le=100_000)
     value_bytes: int = Field(default=32_768, ge=256, le=1_048_576)
     envelope_bytes: int = Field(default=8_192, ge=256, le=262_144)
+    key_chars: int = Field(default=512, ge=36, le=4096)
+    namespace_labels: int = Field(default=16, ge=1, le=256)
+    label_chars: int = Field(default=256, ge=8, le=4096)
+    tags: int = Field(default=64, ge=0, le=1024)
+    tag_chars: int = Field(default=256, ge=8, le=4096)
+    source_chars: int = Field(default=512, ge=16, le=8192)
+    scope_id_chars: int = Field(default=256, ge=8, le=4096)
+    json_depth: int = Field(default=32, ge=2, le=512)
 
 
 class StorePersistence(SpecModel):

@@ -96,7 +96,7 @@ def test_a_skipped_step_is_skipped_only_while_on_and_restored_after() -> None:
 def test_the_unhashed_payload_keeps_the_journal_payloads_shape() -> None:
     spec = load_spec(BENCH_SPEC)
     w = checked_write(spec, "cycle", "text", typology=None, key=None, namespace=["a"],
-                      value=None, envelope={"k": 1}, tags=(), scope_id="s", via="direct")
+                      value=None, envelope={"k": 1}, tags=(), scope_id="s")
     real, unhashed = observed_payload(w, "key-1", "direct"), unhashed_payload(w, "key-1", "direct")
     assert list(unhashed) == list(real)
     assert {k: v for k, v in unhashed.items() if not k.endswith("sha256")} == {

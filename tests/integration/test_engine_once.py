@@ -16,7 +16,7 @@ from primitives.db._oneshot import OnceTransaction
 from primitives.engine import AsyncEngine, Engine
 from primitives.engine._core import Step
 from primitives.engine._sync import _run_once
-from primitives.errors import GovernanceError, StorageError, TenancyError
+from primitives.errors import GovernanceError, PolicyViolation, TenancyError
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
@@ -59,12 +59,9 @@ def test_observe_alone_writes_row_event_and_chain_in_one_message(
 
 def test_observe_alone_with_a_key_supersedes_in_one_transaction(engine: Engine) -> None:
     anchor = _tenant()
-    one = engine.observe(anchor, "workspace", "policy v1", typology="semantic", key="policy",
-                         via="promotion")
-    two = engine.observe(anchor, "workspace", "policy v2", typology="semantic", key="policy",
-                         via="promotion")
-    assert engine.observe(anchor, "workspace", "policy v2", typology="semantic", key="policy",
-                          via="promotion").id == two.id  # unchanged: no new row
+    one = engine.observe(anchor, "workspace", "policy v1", typology="procedural", key="policy")
+    two = engine.observe(anchor, "workspace", "policy v2", typology="procedural", key="policy")
+    assert engine.observe(anchor, "workspace", "policy v2", typology="procedural", key="policy").id == two.id  # unchanged: no new row
     rows, events = _rows(engine, anchor)
     assert [r[1] for r in rows] == ["policy v1", "policy v2"]
     assert [e[1] for e in events] == ["observed", "superseded", "observed"]
@@ -76,10 +73,11 @@ def test_refused_write_leaves_nothing_and_no_tenant_on_the_connection(engine: En
     with pytest.raises(TenancyError):
         engine.observe(anchor, "no_such_tier", "x")
     first = engine.observe(anchor, "cycle", "the only row")
-    with pytest.raises(StorageError) as caught:  # the database refuses: the id is taken
+    # the id is taken by another write: refused (a retry of the same write returns its row)
+    with pytest.raises(PolicyViolation, match="already names another memory") as caught:
         engine.observe(anchor, "cycle", "a second row with the first one's id",
                        memory_id=first.id)
-    assert caught.value.context["sqlstate"] == "23505"
+    assert caught.value.context["memory_id"] == str(first.id)
     rows, events = _rows(engine, anchor)
     assert [r[0] for r in rows] == [first.id]
     assert [e[1] for e in events] == ["observed"]  # no event of the refused write

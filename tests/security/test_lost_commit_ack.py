@@ -1,0 +1,230 @@
+"""Issue 17, defect 10: a retry after a lost COMMIT acknowledgement writes nothing twice.
+
+A loopback proxy between the engine and the server forwards every message, except that,
+when armed, it drops the connection the moment the server's ``CommandComplete`` for a
+``COMMIT`` arrives, before passing it on: the server has committed, the client only sees its
+connection die. The engine's retry (or the caller's, with the same ``memory_id``) must then
+find the row that COMMIT wrote and return it: one row and one journal event, never two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from primitives.engine import AsyncEngine, Engine, Memory
+from primitives.spec import AgentSpec
+from tests.conftest import PostgresHandle
+from tests.security._support import SPEC_BY_AGENT, new_tenant
+
+pytestmark = pytest.mark.db
+
+_COMMIT_DONE = b"COMMIT\x00"
+
+
+class CommitCutter:
+    """A TCP proxy on 127.0.0.1 to the server that can cut a connection after a COMMIT."""
+
+    def __init__(self, upstream: dict[str, Any]) -> None:
+        self._upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.cuts = 0
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _connect_upstream(self) -> socket.socket:
+        host = str(self._upstream.get("host") or "localhost")
+        port = int(self._upstream.get("port") or 5432)
+        if host.startswith("/"):  # the embedded server: a unix socket directory
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(f"{host}/.s.PGSQL.{port}")
+            return sock
+        return socket.create_connection((host, port))
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = self._connect_upstream()
+            self._open += [client, server]
+            threading.Thread(target=self._to_server, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._to_client, args=(server, client), daemon=True).start()
+
+    @staticmethod
+    def _to_server(client: socket.socket, server: socket.socket) -> None:
+        try:
+            while data := client.recv(65536):
+                server.sendall(data)
+        except OSError:
+            pass
+        _close(client, server)
+
+    def _to_client(self, server: socket.socket, client: socket.socket) -> None:
+        """Forward whole backend messages; when armed, drop the line at a COMMIT's reply."""
+        buffer = b""
+        try:
+            while data := server.recv(65536):
+                buffer += data
+                out = b""
+                while len(buffer) >= 5:
+                    size = 1 + int.from_bytes(buffer[1:5], "big")
+                    if len(buffer) < size:
+                        break
+                    message, buffer = buffer[:size], buffer[size:]
+                    if (message[:1] == b"C" and message[5:] == _COMMIT_DONE
+                            and self.armed.is_set()):
+                        self.armed.clear()
+                        self.cuts += 1
+                        client.sendall(out)  # what came before the COMMIT's reply
+                        _close(client, server)
+                        return
+                    out += message
+                if out:
+                    client.sendall(out)
+        except OSError:
+            pass
+        _close(client, server)
+
+    def close(self) -> None:
+        self._listener.close()
+        for sock in self._open:
+            _close(sock)
+
+
+def _close(*socks: socket.socket) -> None:
+    for sock in socks:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def spectral(specs: tuple[AgentSpec, ...]) -> AgentSpec:
+    return SPEC_BY_AGENT["spectral"]
+
+
+@pytest.fixture(scope="module")
+def cutter(pg: PostgresHandle) -> Iterator[CommitCutter]:
+    made = CommitCutter(conninfo_to_dict(pg.app_dsn))
+    yield made
+    made.close()
+
+
+@pytest.fixture(scope="module")
+def proxied_dsn(pg: PostgresHandle, cutter: CommitCutter) -> str:
+    params = conninfo_to_dict(pg.app_dsn)
+    params.update(host="127.0.0.1", port=str(cutter.port), sslmode="disable",
+                  gssencmode="disable")
+    return make_conninfo("", **params)
+
+
+@pytest.fixture(scope="module")
+def engine(proxied_dsn: str, spectral: AgentSpec) -> Iterator[Engine]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        made = Engine.connect(spectral, proxied_dsn, max_connections=2)
+    yield made
+    made.close()
+
+
+def _rows_and_events(engine: Engine, tenant: str) -> tuple[list[Any], list[Any]]:
+    with engine.tenant({"workspace_id": tenant}) as mem:
+        conn = mem.connection
+        rows = conn.execute(sql.SQL("SELECT id, content FROM {}").format(
+            engine.tables.memories.ident)).fetchall()
+        events = conn.execute(sql.SQL("SELECT kind, memory_id FROM {} ORDER BY seq").format(
+            engine.tables.events.ident)).fetchall()
+    return rows, events
+
+
+def _no_sleep(_: float) -> None:
+    return None
+
+
+def test_engine_observe_retried_after_a_lost_commit_ack_writes_once(
+    engine: Engine, cutter: CommitCutter,
+) -> None:
+    tenant = new_tenant("ack")
+    cuts = cutter.cuts
+    cutter.armed.set()
+    memory = engine.observe({"workspace_id": tenant}, "cycle", "written once, acknowledged never",
+                            sleep=_no_sleep)
+    assert cutter.cuts == cuts + 1, "the proxy did not cut the COMMIT's reply"
+    rows, events = _rows_and_events(engine, tenant)
+    assert rows == [(memory.id, "written once, acknowledged never")]
+    assert events == [("observed", memory.id)]
+    with engine.tenant({"workspace_id": tenant}) as mem:
+        assert mem.get(memory.id) == memory
+
+
+def test_keyed_observe_retried_after_a_lost_commit_ack_writes_one_version(
+    engine: Engine, cutter: CommitCutter,
+) -> None:
+    tenant = new_tenant("ack")
+    anchor = {"workspace_id": tenant}
+    first = engine.observe(anchor, "workspace", "v1", typology="procedural", key="policy")
+    cuts = cutter.cuts
+    cutter.armed.set()
+    second = engine.observe(anchor, "workspace", "v2", typology="procedural", key="policy",
+                            sleep=_no_sleep)
+    assert cutter.cuts == cuts + 1
+    rows, events = _rows_and_events(engine, tenant)
+    assert sorted(r[1] for r in rows) == ["v1", "v2"]
+    assert events == [("observed", first.id), ("superseded", first.id),
+                      ("observed", second.id)]
+
+
+def test_manual_retry_of_a_transaction_with_the_same_memory_id_writes_once(
+    engine: Engine, cutter: CommitCutter,
+) -> None:
+    tenant = new_tenant("ack")
+    memory_id = uuid.uuid4()  # the write's idempotency key, chosen before the first attempt
+    cuts = cutter.cuts
+    cutter.armed.set()
+    written = engine.write({"workspace_id": tenant}, lambda mem: mem.observe(
+        "cycle", "one row whatever the retries", memory_id=memory_id), sleep=_no_sleep)
+    assert cutter.cuts == cuts + 1
+    assert written.id == memory_id
+    # and once more by hand, as a caller that never saw the answer would
+    again = engine.observe({"workspace_id": tenant}, "cycle", "one row whatever the retries",
+                           memory_id=memory_id)
+    assert again == written
+    rows, events = _rows_and_events(engine, tenant)
+    assert rows == [(memory_id, "one row whatever the retries")]
+    assert events == [("observed", memory_id)]
+
+
+def test_async_observe_retried_after_a_lost_commit_ack_writes_once(
+    engine: Engine, cutter: CommitCutter, proxied_dsn: str, spectral: AgentSpec,
+) -> None:
+    tenant = new_tenant("ack")
+
+    async def write() -> Memory:
+        aengine = await AsyncEngine.connect(spectral, proxied_dsn, max_connections=1)
+        try:
+            cutter.armed.set()
+            return await aengine.observe({"workspace_id": tenant}, "cycle", "async, once")
+        finally:
+            await aengine.close()
+
+    cuts = cutter.cuts
+    memory = asyncio.run(write())
+    assert cutter.cuts == cuts + 1
+    rows, events = _rows_and_events(engine, tenant)
+    assert rows == [(memory.id, "async, once")]
+    assert events == [("observed", memory.id)]
