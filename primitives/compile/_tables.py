@@ -281,7 +281,7 @@ def _memories_comment(spec: AgentSpec, tables: Tables) -> str:
 # The journal's chain trigger, compiled per agent: the table and tenant column are written
 # into the body, so PL/pgSQL plans its statements once per session instead of running
 # dynamic SQL on every event (primitives.chain_event, the generic version in migration
-# 0002, looks both up per call). Same checks, lock key, SQLSTATEs and hash.
+# 0002 and 0004, looks both up per call). Same checks, lock key, SQLSTATEs and hash.
 _CHAIN_FUNCTION = sql.SQL("""\
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql
@@ -308,8 +308,8 @@ BEGIN
     END IF;
 
     -- One writer per (journal, tenant) at a time, until commit or rollback.
-    PERFORM pg_catalog.pg_advisory_xact_lock(
-        pg_catalog.hashtextextended(TG_RELID::text || '|' || NEW.{tenant}, 0));
+    -- (through primitives.tenant_xact_lock: runtime roles may not take advisory locks)
+    PERFORM primitives.tenant_xact_lock(NEW.{tenant}, 'journal ' || TG_RELID::text);
 
     SELECT e.seq, e.hash INTO last_seq, last_hash
     FROM {journal} AS e

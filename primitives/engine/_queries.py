@@ -405,8 +405,10 @@ def journal_summary(tables: Tables) -> sql.Composed:
     ).format(e=tables.events.ident, s=tables.scopes.ident, t=tables.tenant)
 
 
-LOCK_ITEM_KEY = sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))")
-"""Serialise writers of one item key until commit (``lock``: the key's canonical text)."""
+LOCK_ITEM_KEY = sql.SQL("SELECT primitives.tenant_xact_lock(%(tenant)s, %(lock)s)")
+"""Serialise writers of one item key until commit (``lock``: the key's canonical text). The
+framework's function, not ``pg_advisory_xact_lock``: runtime roles may lock only inside
+their own tenant (migration 0004)."""
 
 
 @lru_cache(maxsize=64)

@@ -196,7 +196,7 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
     # insert and one would fail on the current-key index instead of superseding the other.
     lock = "\x1f".join((ctx.tables.memories.qualified, ctx.tenant, op.tier, *op.namespace,
                         "\x1e", op.key))
-    yield Step(q.LOCK_ITEM_KEY, {"lock": lock}, "one")
+    yield Step(q.LOCK_ITEM_KEY, {"tenant": ctx.tenant, "lock": lock}, "one")
     row = yield Step(q.item_by_key(ctx.tables), {
         "tenant": ctx.tenant, "tier": op.tier, "namespace": list(op.namespace),
         "key": op.key}, "one")

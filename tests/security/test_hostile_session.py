@@ -1,0 +1,144 @@
+"""A hostile application session cannot stall, kill, lock out or watch other tenants.
+
+Every runtime connection is the same role, so whatever ``primitives_app`` may do in one
+session it may do to every tenant's sessions. Each test plays the attacker with a plain
+connection as a runtime role (never a superuser) and names what it must not manage.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from primitives.db import tenant_transaction
+from primitives.engine import Engine
+from primitives.errors import PolicyViolation
+from tests.conftest import PostgresHandle
+from tests.security._support import (
+    SPEC_PARAMS,
+    TABLES_BY_AGENT,
+    World,
+    anchor_for,
+    transient_tier,
+)
+
+pytestmark = pytest.mark.db
+
+Conn = psycopg.Connection[Any]
+
+ROLES = [pytest.param("app", id="app"), pytest.param("auditor", id="auditor")]
+
+
+def _dsn(pg: PostgresHandle, role: str) -> str:
+    return pg.app_dsn if role == "app" else pg.auditor_dsn
+
+
+def _advisory_functions(conn: Conn) -> list[str]:
+    rows = conn.execute(
+        "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p "
+        "WHERE p.pronamespace = 'pg_catalog'::regnamespace "
+        "AND p.proname ~ '^pg_(try_)?advisory_' ORDER BY 1").fetchall()
+    assert len(rows) >= 20  # every overload: session and transaction, shared, try, unlock
+    return [name for (name,) in rows]
+
+
+def _call(function: str) -> str:
+    """A call of ``function`` (an ``oid::regprocedure`` text) with arguments of its types."""
+    args = function[function.index("(") + 1:-1]
+    values = {"bigint": "1::bigint", "integer": "1"}
+    return f"SELECT {function[:function.index('(')]}(" + ", ".join(
+        values[a.strip()] for a in args.split(",") if a.strip()) + ")"
+
+
+# -- killing and stalling other tenants (issue 17, defect 6) -------------------------------
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("function", ["pg_terminate_backend", "pg_cancel_backend"])
+def test_runtime_session_cannot_kill_or_cancel_another_tenants_backend(
+    pg: PostgresHandle, role: str, function: str,
+) -> None:
+    with psycopg.connect(pg.app_dsn, autocommit=True) as victim, \
+            psycopg.connect(_dsn(pg, role), autocommit=True) as attacker:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            attacker.execute(sql.SQL("SELECT pg_catalog.{}(%s)").format(sql.Identifier(function)),
+                             (victim.info.backend_pid,))
+        assert victim.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_runtime_session_cannot_take_any_advisory_lock(
+    pg: PostgresHandle, role: str,
+) -> None:
+    with psycopg.connect(_dsn(pg, role), autocommit=True) as attacker:
+        for function in _advisory_functions(attacker):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                attacker.execute(_call(function))
+
+
+@pytest.mark.parametrize("agent", SPEC_PARAMS)
+def test_session_lock_on_a_tenants_journal_key_cannot_stall_its_writes(
+    agent: str, world: dict[str, World], engines: dict[str, Engine], pg: PostgresHandle,
+) -> None:
+    """The journal lock key used to be hashtextextended(journal oid | tenant): guessable, and
+    any session could hold it. Now only the transaction's own tenant may take it."""
+    a, b = world[agent].a, world[agent].b
+    events = TABLES_BY_AGENT[agent].events
+    with psycopg.connect(pg.app_dsn, autocommit=True) as attacker:
+        oid = attacker.execute("SELECT %s::regclass::oid::text",
+                               (events.qualified,)).fetchone()
+        assert oid is not None
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            attacker.execute("SELECT pg_catalog.pg_advisory_lock("
+                             "pg_catalog.hashtextextended(%s || '|' || %s, 0))",
+                             (oid[0], a.tenant))
+        with pytest.raises(PolicyViolation, match="own tenant|tenant of the current"), \
+                tenant_transaction(attacker, b.tenant) as conn:
+            conn.execute("SELECT primitives.tenant_xact_lock(%s, %s)",
+                         (a.tenant, f"journal {oid[0]}"))
+        engine = engines[agent]
+        done = threading.Event()
+
+        def write() -> None:
+            with engine.tenant(anchor_for(engine.spec, a.tenant)) as mem:
+                mem.observe(transient_tier(engine.spec), "written while b attacks")
+            done.set()
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        writer.join(10)
+        assert done.is_set(), "a's write waited on a lock b holds"
+
+
+# -- side channels (issue 17, defect 7) ----------------------------------------------------
+
+STAT_VIEWS = ["pg_stat_user_tables", "pg_stat_all_tables", "pg_stat_xact_user_tables",
+              "pg_statio_user_tables", "pg_stat_user_indexes", "pg_statio_user_indexes",
+              "pg_stat_database"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("view", STAT_VIEWS)
+def test_runtime_session_cannot_read_per_table_activity_of_every_tenant(
+    pg: PostgresHandle, role: str, view: str, world: dict[str, World],
+) -> None:
+    with psycopg.connect(_dsn(pg, role), autocommit=True) as spy, \
+            pytest.raises(psycopg.errors.InsufficientPrivilege):
+        spy.execute(sql.SQL("SELECT * FROM pg_catalog.{}").format(sql.Identifier(view)))
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("function", ["pg_stat_get_live_tuples", "pg_stat_get_tuples_inserted",
+                                      "pg_stat_get_xact_tuples_inserted",
+                                      "pg_stat_get_blocks_fetched"])
+def test_runtime_session_cannot_count_a_tables_rows_through_the_stats_functions(
+    pg: PostgresHandle, role: str, function: str, world: dict[str, World],
+) -> None:
+    memories = TABLES_BY_AGENT["spectral"].memories
+    with psycopg.connect(_dsn(pg, role), autocommit=True) as spy, \
+            pytest.raises(psycopg.errors.InsufficientPrivilege):
+        spy.execute(sql.SQL("SELECT pg_catalog.{}(%s::regclass)").format(
+            sql.Identifier(function)), (memories.qualified,))
