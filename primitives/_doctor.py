@@ -21,14 +21,25 @@ from typing import Any, Final, NamedTuple
 
 import psycopg
 
+from primitives._doctor_runtime import (
+    Definer,
+    RoleSetting,
+    RuntimeReach,
+    collect_definers,
+    collect_reach,
+    collect_role_settings,
+    definer_findings,
+    reach_findings,
+    role_setting_findings,
+)
 from primitives.compile import Table, Tables, agent_tables
 from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA
 from primitives.compile._rls import tenant_policy_name
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
 
-__all__ = ["CHECKS", "Catalog", "Creator", "DoctorReport", "Finding", "collect_catalog",
-           "diagnose", "run_doctor"]
+__all__ = ["CHECKS", "Catalog", "Creator", "Definer", "DoctorReport", "Finding", "RoleSetting",
+           "RuntimeReach", "collect_catalog", "diagnose", "run_doctor"]
 
 CHECKS: Final[Mapping[str, str]] = {
     "present": "every table and view the spec compiles into exists",
@@ -52,6 +63,12 @@ CHECKS: Final[Mapping[str, str]] = {
     "security_invoker": "every view runs as its reader (security_invoker)",
     "triggers": "journals carry the chain and refuse triggers, append-only tables the refuse "
                 "trigger, memories the delete guard; all enabled",
+    "role_settings": "no runtime role carries settings of its own (ALTER ROLE ... SET): a "
+                     "session could set them for every later connection of every tenant",
+    "runtime_functions": "no runtime role may terminate or cancel backends, take advisory "
+                         "locks, or read the per-table statistics views and functions",
+    "security_definer": "every SECURITY DEFINER function of the agent and framework schemas "
+                        "has SET search_path = pg_catalog, pg_temp and no EXECUTE for PUBLIC",
 }
 """Every check ``primitives doctor`` runs, by name, with what it requires."""
 
@@ -136,6 +153,9 @@ class Catalog:
     triggers: Sequence[Trigger] = ()
     children: Sequence[Child] = ()
     creators: Sequence[Creator] = ()
+    role_settings: Sequence[RoleSetting] = ()
+    reach: Sequence[RuntimeReach] = ()
+    definers: Sequence[Definer] = ()
 
 
 @dataclass(frozen=True)
@@ -269,6 +289,11 @@ def collect_catalog(conn: psycopg.Connection[Any], agents: Sequence[Tables]) -> 
                                                            {"oids": everything})],
         triggers=[Trigger(*row) for row in conn.execute(_TRIGGERS, {"oids": oids})],
         children=children,
+        role_settings=collect_role_settings(conn, [APP_ROLE, AUDITOR_ROLE]),
+        reach=collect_reach(conn, [APP_ROLE, AUDITOR_ROLE]),
+        definers=collect_definers(conn, sorted(
+            {FRAMEWORK_SCHEMA} | {s for t in agents for s in (t.schema, t.checkpointer_schema)
+                                  if s})),
     )
 
 
@@ -453,6 +478,9 @@ def diagnose(agents: Sequence[Tables], catalog: Catalog) -> list[Finding]:
     findings += _ownership_and_grants(agents, catalog)
     findings += _unique_index_checks(agents, catalog)
     findings += _trigger_checks(agents, catalog)
+    for found in (role_setting_findings(catalog.role_settings), reach_findings(catalog.reach),
+                  definer_findings(catalog.definers)):
+        findings += (Finding(*f) for f in found)
     order = list(CHECKS)
     unique = dict.fromkeys(findings)  # several specs may share one object
     return sorted(unique, key=lambda f: (order.index(f.check), f.object, f.problem))

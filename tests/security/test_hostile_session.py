@@ -14,15 +14,19 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from primitives.db import tenant_transaction
+from primitives.db import APP_ROLE, tenant_transaction
+from primitives.embeddings import HashingEmbedder
 from primitives.engine import Engine
 from primitives.errors import PolicyViolation
 from tests.conftest import PostgresHandle
 from tests.security._support import (
+    SPEC_BY_AGENT,
     SPEC_PARAMS,
     TABLES_BY_AGENT,
     World,
     anchor_for,
+    connect_engine,
+    new_tenant,
     transient_tier,
 )
 
@@ -52,6 +56,52 @@ def _call(function: str) -> str:
     values = {"bigint": "1::bigint", "integer": "1"}
     return f"SELECT {function[:function.index('(')]}(" + ", ".join(
         values[a.strip()] for a in args.split(",") if a.strip()) + ")"
+
+
+# -- breaking every tenant through role settings (issue 17, defect 4) ---------------------
+
+HOSTILE_SETTINGS = {
+    "default_transaction_read_only": "on",
+    "default_transaction_isolation": "serializable",
+    "statement_timeout": "1",
+    "lock_timeout": "1",
+    "search_path": "nowhere",
+    "row_security": "off",
+    "client_encoding": "LATIN1",
+    "gin_fuzzy_search_limit": "1",
+}
+
+
+def _reset_role_settings(pg: PostgresHandle) -> None:
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(sql.Identifier(APP_ROLE)))
+
+
+def test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connections(
+    pg: PostgresHandle, specs: object,
+) -> None:
+    spec = SPEC_BY_AGENT["spectral"]
+    tenant = new_tenant("settings")
+    with psycopg.connect(pg.app_dsn, autocommit=True) as attacker:
+        try:
+            for name, value in HOSTILE_SETTINGS.items():
+                attacker.execute(sql.SQL("ALTER ROLE CURRENT_USER SET {} = {}").format(
+                    sql.Identifier(name), sql.Literal(value)))
+            embedder = HashingEmbedder(dims=spec.retrieval.embedding.dims)
+            with connect_engine(spec, pg.app_dsn, max_connections=1,
+                                embedder=embedder) as engine:
+                # one write in a tenant transaction, one on the one-message path; the
+                # second reuses the pooled connection after its RESET ALL
+                with engine.tenant(anchor_for(spec, tenant)) as mem:
+                    mem.observe(transient_tier(spec), "Zoë's note 0 survives the attack")
+                engine.observe(anchor_for(spec, tenant), transient_tier(spec),
+                               "Zoë's note 1 survives the attack")
+                with engine.tenant(anchor_for(spec, tenant)) as mem:
+                    hits = mem.search("note survives the attack")
+                assert {h.memory.content for h in hits} == {
+                    "Zoë's note 0 survives the attack", "Zoë's note 1 survives the attack"}
+        finally:
+            _reset_role_settings(pg)
 
 
 # -- killing and stalling other tenants (issue 17, defect 6) -------------------------------
@@ -95,7 +145,7 @@ def test_session_lock_on_a_tenants_journal_key_cannot_stall_its_writes(
             attacker.execute("SELECT pg_catalog.pg_advisory_lock("
                              "pg_catalog.hashtextextended(%s || '|' || %s, 0))",
                              (oid[0], a.tenant))
-        with pytest.raises(PolicyViolation, match="own tenant|tenant of the current"), \
+        with pytest.raises(PolicyViolation, match="tenant of the current transaction"), \
                 tenant_transaction(attacker, b.tenant) as conn:
             conn.execute("SELECT primitives.tenant_xact_lock(%s, %s)",
                          (a.tenant, f"journal {oid[0]}"))
