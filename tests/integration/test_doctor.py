@@ -144,6 +144,13 @@ BREAKS = [
         [sql.SQL("DROP TRIGGER primitives_guard_delete ON {}").format(MEMORIES)], True,
         "triggers", "table platform.spectral_memories", id="guard-dropped"),
     pytest.param(
+        [sql.SQL("GRANT UPDATE ON {} TO {}").format(MEMORIES, sql.Identifier(APP_ROLE))],
+        True, "grants", "table platform.spectral_memories", id="table-update-grant"),
+    pytest.param(
+        [sql.SQL("GRANT UPDATE (workspace_id) ON {} TO {}").format(
+            MEMORIES, sql.Identifier(APP_ROLE))],
+        True, "grants", "table platform.spectral_memories", id="tenant-column-update"),
+    pytest.param(
         [sql.SQL("GRANT EXECUTE ON FUNCTION pg_catalog.pg_terminate_backend(integer, bigint) "
                  "TO {}").format(sql.Identifier(APP_ROLE))], False,
         "runtime_functions", f"role {APP_ROLE}", id="app-may-terminate"),

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from primitives.compile import Table
 from primitives.db import APP_ROLE, tenant_transaction
 from primitives.embeddings import HashingEmbedder
 from primitives.engine import Engine
@@ -22,6 +23,7 @@ from tests.conftest import PostgresHandle
 from tests.security._support import (
     SPEC_BY_AGENT,
     SPEC_PARAMS,
+    TABLE_PARAMS,
     TABLES_BY_AGENT,
     World,
     anchor_for,
@@ -102,6 +104,41 @@ def test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connec
                     "Zoë's note 0 survives the attack", "Zoë's note 1 survives the attack"}
         finally:
             _reset_role_settings(pg)
+
+
+# -- locking every tenant out (issue 17, defect 5) -----------------------------------------
+
+# Every mode that blocks other sessions' reads or writes (or VACUUM). PostgreSQL grants them
+# to table-level UPDATE, DELETE, TRUNCATE or MAINTAIN, none of which the app role holds any
+# more; ACCESS SHARE, ROW SHARE (SELECT) and ROW EXCLUSIVE (INSERT) block only DDL.
+LOCK_MODES = ["ACCESS EXCLUSIVE", "EXCLUSIVE", "SHARE ROW EXCLUSIVE", "SHARE",
+              "SHARE UPDATE EXCLUSIVE"]
+
+
+@pytest.mark.parametrize("agent, relation", TABLE_PARAMS)
+def test_app_session_cannot_lock_a_table_against_every_tenant(
+    agent: str, relation: Table, app_session: Conn,
+) -> None:
+    for mode in LOCK_MODES:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), app_session.transaction():
+            app_session.execute(sql.SQL("LOCK TABLE {} IN {} MODE").format(
+                relation.ident, sql.SQL(mode)))
+
+
+@pytest.mark.parametrize("agent, relation", TABLE_PARAMS)
+def test_app_session_cannot_delete_truncate_or_rekey_rows(
+    agent: str, relation: Table, app_session: Conn, world: dict[str, World],
+) -> None:
+    """Hard deletes go through the owner's functions; no column that places a row (the
+    tenant) may be updated."""
+    tenant = sql.Identifier(TABLES_BY_AGENT[agent].tenant_column)
+    for statement in (sql.SQL("DELETE FROM {}").format(relation.ident),
+                      sql.SQL("TRUNCATE {}").format(relation.ident),
+                      sql.SQL("UPDATE {} SET {} = {}").format(relation.ident, tenant, tenant)):
+        with pytest.raises(PolicyViolation, match="permission denied") as caught, \
+                tenant_transaction(app_session, world[agent].a.tenant) as conn:
+            conn.execute(statement)
+        assert caught.value.context["sqlstate"] == "42501"
 
 
 # -- killing and stalling other tenants (issue 17, defect 6) -------------------------------

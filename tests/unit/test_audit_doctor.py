@@ -161,6 +161,30 @@ def test_truncate_for_the_app_role_and_insert_for_the_auditor_are_named(tables: 
     assert len(found) == 2
 
 
+def test_table_level_update_or_delete_for_the_app_role_is_named_as_a_lock_hazard(
+    tables: Tables,
+) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.scopes.name)
+    extra = [Grant(oid, APP, "UPDATE"), Grant(oid, APP, "DELETE"), Grant(oid, APP, "MAINTAIN")]
+    found = diagnose([tables], replace(catalog, grants=[*catalog.grants, *extra]))
+    assert [(f.check, f.object) for f in found] == [("grants", f"table {tables.scopes.qualified}")] * 3
+    assert all("LOCK the table in any mode" in f.problem for f in found)
+
+
+def test_column_update_is_allowed_except_on_the_tenant_column(tables: Tables) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.memories.name)
+    extra = [Grant(oid, APP, "UPDATE", "superseded_at"),
+             Grant(oid, APP, "UPDATE", tables.tenant_column),
+             Grant(oid, AUDITOR, "UPDATE", "content")]
+    found = diagnose([tables], replace(catalog, grants=[*catalog.grants, *extra]))
+    assert sorted(f.problem for f in found) == [
+        f"grants UPDATE (content) to {AUDITOR}",
+        f"grants UPDATE ({tables.tenant_column}) to {APP}: a row could be moved to another "
+        "tenant"]
+
+
 def test_unique_index_not_led_by_the_tenant_is_named(tables: Tables) -> None:
     catalog = healthy(tables)
     oid = oid_of(catalog, tables.memories.name)
