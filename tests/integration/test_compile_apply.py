@@ -161,6 +161,24 @@ def test_reapplying_the_plan_is_harmless(
     assert policies == (3,)  # tenant (app), auditor read, tenant (owner, for its functions)
 
 
+def test_reapplying_takes_table_level_update_and_delete_from_an_older_database(
+    admin_conn: psycopg.Connection[Any], spectral_plan: Plan
+) -> None:
+    """Earlier plans granted UPDATE and DELETE on whole tables; a migrate converts them."""
+    memories = spectral_plan.tables.memories
+    admin_conn.execute(sql.SQL("GRANT UPDATE, DELETE ON {} TO primitives_app").format(
+        memories.ident))
+    apply(admin_conn, spectral_plan, force=True)
+    held = admin_conn.execute(
+        "SELECT has_table_privilege('primitives_app', %s, 'UPDATE'), "
+        "has_table_privilege('primitives_app', %s, 'DELETE'), "
+        "has_column_privilege('primitives_app', %s, 'tombstoned_at', 'UPDATE'), "
+        "has_column_privilege('primitives_app', %s, %s, 'UPDATE')",
+        (memories.qualified, memories.qualified, memories.qualified, memories.qualified,
+         spectral_plan.tables.tenant_column)).fetchone()
+    assert held == (False, False, True, False)
+
+
 def test_every_unique_index_leads_with_the_tenant_column(
     admin_conn: psycopg.Connection[Any], spectral_plan: Plan
 ) -> None:

@@ -8,6 +8,7 @@ connection as a runtime role (never a superuser) and names what it must not mana
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -200,6 +201,21 @@ def test_session_lock_on_a_tenants_journal_key_cannot_stall_its_writes(
         assert done.is_set(), "a's write waited on a lock b holds"
 
 
+def test_a_non_superuser_migrator_is_warned_and_the_revocations_are_skipped(
+    pg: PostgresHandle,
+) -> None:
+    """Only a superuser may change built-in functions' privileges: migration 0004's first
+    statement must then warn (doctor keeps failing) rather than fail the migration."""
+    text = (Path(__file__).resolve().parents[2] / "migrations" /
+            "0004_runtime_role_limits.sql").read_text(encoding="utf-8")
+    revoke = text[:text.index("SET LOCAL ROLE primitives_owner;")]
+    notices: list[str] = []
+    with psycopg.connect(pg.app_dsn, autocommit=True) as not_super:
+        not_super.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        not_super.execute(revoke)
+    assert any("is not a superuser" in n and "runtime_functions" in n for n in notices), notices
+
+
 # -- side channels (issue 17, defect 7) ----------------------------------------------------
 
 STAT_VIEWS = ["pg_stat_user_tables", "pg_stat_all_tables", "pg_stat_xact_user_tables",
@@ -229,3 +245,47 @@ def test_runtime_session_cannot_count_a_tables_rows_through_the_stats_functions(
             pytest.raises(psycopg.errors.InsufficientPrivilege):
         spy.execute(sql.SQL("SELECT pg_catalog.{}(%s::regclass)").format(
             sql.Identifier(function)), (memories.qualified,))
+
+
+def _rows_removed_by_filter(plan: dict[str, Any]) -> int:
+    removed = plan.get("Rows Removed by Filter", 0)
+    return int(removed) + sum(_rows_removed_by_filter(p) for p in plan.get("Plans", []))
+
+
+def test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_holds_a_guess(
+    pg: PostgresHandle, specs: object,
+) -> None:
+    """RESIDUAL RISK, measured (docs/threat-model.md): EXPLAIN needs no privilege, and an
+    HNSW scan meets every tenant's rows before the tenant filter removes them. A tenant
+    that stores near copies of a guess sees a row removed only when another tenant holds
+    text nearer the guess. If this test fails, the channel closed: update the threat model."""
+    spec = SPEC_BY_AGENT["spectral"]
+    embedder = HashingEmbedder(dims=spec.retrieval.embedding.dims)
+    marker = new_tenant("m")
+    secret = f"the merger with {marker} closes on friday at noon"
+    wrong = f"the merger with {marker} closes on monday at dawn"
+    victim, spy = new_tenant("victim"), new_tenant("spy")
+    with connect_engine(spec, pg.app_dsn, max_connections=1, embedder=embedder) as engine:
+        with engine.tenant(anchor_for(spec, victim)) as mem:
+            mem.observe("cycle", secret)
+        with engine.tenant(anchor_for(spec, spy)) as mem:
+            for guess in (secret, wrong):
+                for extra in ("really", "surely", "maybe"):
+                    mem.observe("cycle", f"{guess} {extra}")
+
+    def removed(guess: str) -> int:
+        vector = "[" + ",".join(f"{x:.7g}" for x in embedder.embed_query(guess)) + "]"
+        with psycopg.connect(pg.app_dsn, autocommit=True) as conn, \
+                tenant_transaction(conn, spy) as tx:
+            tx.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            tx.execute("SET LOCAL enable_sort = off")  # the HNSW index serves ORDER BY
+            row = tx.execute(sql.SQL(
+                "EXPLAIN (ANALYZE, FORMAT JSON) SELECT id FROM {} WHERE {} = %s "
+                "ORDER BY embedding <=> %s::halfvec LIMIT 3").format(
+                    TABLES_BY_AGENT["spectral"].memories.ident,
+                    sql.Identifier(TABLES_BY_AGENT["spectral"].tenant_column)),
+                (spy, vector)).fetchone()
+        assert row is not None
+        return _rows_removed_by_filter(row[0][0]["Plan"])
+
+    assert (removed(secret), removed(wrong)) == (1, 0)
