@@ -21,14 +21,25 @@ from typing import Any, Final, NamedTuple
 
 import psycopg
 
+from primitives._doctor_runtime import (
+    Definer,
+    RoleSetting,
+    RuntimeReach,
+    collect_definers,
+    collect_reach,
+    collect_role_settings,
+    definer_findings,
+    reach_findings,
+    role_setting_findings,
+)
 from primitives.compile import Table, Tables, agent_tables
 from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA
 from primitives.compile._rls import tenant_policy_name
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
 
-__all__ = ["CHECKS", "Catalog", "Creator", "DoctorReport", "Finding", "collect_catalog",
-           "diagnose", "run_doctor"]
+__all__ = ["CHECKS", "Catalog", "Creator", "Definer", "DoctorReport", "Finding", "RoleSetting",
+           "RuntimeReach", "collect_catalog", "diagnose", "run_doctor"]
 
 CHECKS: Final[Mapping[str, str]] = {
     "present": "every table and view the spec compiles into exists",
@@ -44,18 +55,28 @@ CHECKS: Final[Mapping[str, str]] = {
                       "schema (its functions or operators could stand in for the built-ins "
                       "the compiled PL/pgSQL functions call)",
     "owner": "no runtime role owns an agent table, view or partition",
-    "grants": "the app role holds at most SELECT, INSERT, UPDATE, DELETE and the auditor "
-              "only SELECT (TRUNCATE would bypass row level security); nothing for PUBLIC",
+    "grants": "the app role holds at most SELECT and INSERT on a table (UPDATE, DELETE, "
+              "TRUNCATE or MAINTAIN would let a session LOCK it against every tenant; "
+              "TRUNCATE also ignores row level security) and UPDATE of columns other than "
+              "the tenant column; the auditor only SELECT; nothing for PUBLIC",
     "tenant_leading_unique": "every primary key, unique constraint and unique index leads "
                              "with the tenant column",
     "partition_grant": "nothing is granted on a partition directly",
     "security_invoker": "every view runs as its reader (security_invoker)",
     "triggers": "journals carry the chain and refuse triggers, append-only tables the refuse "
                 "trigger, memories the delete guard; all enabled",
+    "role_settings": "no runtime role carries settings of its own (ALTER ROLE ... SET): a "
+                     "session could set them for every later connection of every tenant",
+    "runtime_functions": "no runtime role may terminate or cancel backends, take advisory "
+                         "locks, or read the per-table statistics views and functions",
+    "security_definer": "every SECURITY DEFINER function of the agent and framework schemas "
+                        "has SET search_path = pg_catalog, pg_temp and no EXECUTE for PUBLIC",
 }
 """Every check ``primitives doctor`` runs, by name, with what it requires."""
 
-_APP_PRIVILEGES: Final = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE"})
+_APP_PRIVILEGES: Final = frozenset({"SELECT", "INSERT"})
+_APP_COLUMN_PRIVILEGES: Final = frozenset({"SELECT", "INSERT", "UPDATE"})
+_LOCKING: Final = frozenset({"UPDATE", "DELETE", "TRUNCATE", "MAINTAIN"})
 _AUDITOR_PRIVILEGES: Final = frozenset({"SELECT"})
 _ON: Final = frozenset({"true", "on", "yes", "1"})
 
@@ -100,6 +121,7 @@ class Grant(NamedTuple):
     table_oid: int
     grantee: str  # 'PUBLIC' for PUBLIC
     privilege: str
+    column: str | None = None  # a column-level grant
 
 
 class UniqueIndex(NamedTuple):
@@ -136,6 +158,9 @@ class Catalog:
     triggers: Sequence[Trigger] = ()
     children: Sequence[Child] = ()
     creators: Sequence[Creator] = ()
+    role_settings: Sequence[RoleSetting] = ()
+    reach: Sequence[RuntimeReach] = ()
+    definers: Sequence[Definer] = ()
 
 
 @dataclass(frozen=True)
@@ -229,6 +254,14 @@ FROM pg_catalog.pg_class AS c CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl)
 WHERE c.oid::bigint = ANY (%(oids)s::bigint[])
 """
 
+_COLUMN_GRANTS: Final = """
+SELECT t.attrelid::bigint,
+       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END,
+       a.privilege_type, t.attname::text
+FROM pg_catalog.pg_attribute AS t CROSS JOIN LATERAL pg_catalog.aclexplode(t.attacl) AS a
+WHERE t.attrelid::bigint = ANY (%(oids)s::bigint[]) AND t.attnum > 0 AND NOT t.attisdropped
+"""
+
 _UNIQUE_INDEXES: Final = """
 SELECT i.indrelid::bigint, n.nspname || '.' || ic.relname, a.attname::text
 FROM pg_catalog.pg_index AS i
@@ -264,11 +297,17 @@ def collect_catalog(conn: psycopg.Connection[Any], agents: Sequence[Tables]) -> 
         roles=roles,
         creators=[Creator(*row) for row in conn.execute(
             _CREATORS, {"roles": [r.name for r in roles]})],
-        grants=[Grant(*row) for row in conn.execute(_GRANTS, {"oids": everything})],
+        grants=[Grant(*row) for query in (_GRANTS, _COLUMN_GRANTS)
+                for row in conn.execute(query, {"oids": everything})],
         indexes=[UniqueIndex(*row) for row in conn.execute(_UNIQUE_INDEXES,
                                                            {"oids": everything})],
         triggers=[Trigger(*row) for row in conn.execute(_TRIGGERS, {"oids": oids})],
         children=children,
+        role_settings=collect_role_settings(conn, [APP_ROLE, AUDITOR_ROLE]),
+        reach=collect_reach(conn, [APP_ROLE, AUDITOR_ROLE]),
+        definers=collect_definers(conn, sorted(
+            {FRAMEWORK_SCHEMA} | {s for t in agents for s in (t.schema, t.checkpointer_schema)
+                                  if s})),
     )
 
 
@@ -368,6 +407,8 @@ def _ownership_and_grants(agents: Sequence[Tables], catalog: Catalog) -> Iterato
         if r.owner in runtime:
             yield Finding("owner", labels[r.oid], f"is owned by runtime role {r.owner}")
     partitions = {c.oid: f"partition {c.schema}.{c.name}" for c in catalog.children}
+    tenant_columns = {r.oid: tables.tenant_column for tables in agents for r in catalog.relations
+                      if r.oid is not None and kinds.get((r.schema, r.name)) in tables.tables}
     for c in catalog.children:
         if c.owner in runtime:
             yield Finding("owner", partitions[c.oid], f"is owned by runtime role {c.owner}")
@@ -385,9 +426,25 @@ def _ownership_and_grants(agents: Sequence[Tables], catalog: Catalog) -> Iterato
         via = runtime.get(g.grantee)
         if via is None:
             continue
+        if g.column is not None:
+            yield from _column_grant_checks(g, label, APP_ROLE in via,
+                                            tenant_columns.get(g.table_oid))
+            continue
         allowed = _APP_PRIVILEGES if APP_ROLE in via else _AUDITOR_PRIVILEGES
         if g.privilege not in allowed:
-            yield Finding("grants", label, f"grants {g.privilege} to {g.grantee}")
+            why = (": a session could LOCK the table in any mode and every tenant would wait"
+                   if g.privilege in _LOCKING else "")
+            yield Finding("grants", label, f"grants {g.privilege} to {g.grantee}{why}")
+
+
+def _column_grant_checks(g: Grant, label: str, app: bool,
+                         tenant_column: str | None) -> Iterator[Finding]:
+    allowed = _APP_COLUMN_PRIVILEGES if app else _AUDITOR_PRIVILEGES
+    if g.privilege not in allowed:
+        yield Finding("grants", label, f"grants {g.privilege} ({g.column}) to {g.grantee}")
+    elif g.privilege == "UPDATE" and g.column == tenant_column:
+        yield Finding("grants", label, f"grants UPDATE ({g.column}) to {g.grantee}: a row "
+                      "could be moved to another tenant")
 
 
 def _unique_index_checks(agents: Sequence[Tables], catalog: Catalog) -> Iterator[Finding]:
@@ -453,6 +510,9 @@ def diagnose(agents: Sequence[Tables], catalog: Catalog) -> list[Finding]:
     findings += _ownership_and_grants(agents, catalog)
     findings += _unique_index_checks(agents, catalog)
     findings += _trigger_checks(agents, catalog)
+    for found in (role_setting_findings(catalog.role_settings), reach_findings(catalog.reach),
+                  definer_findings(catalog.definers)):
+        findings += (Finding(*f) for f in found)
     order = list(CHECKS)
     unique = dict.fromkeys(findings)  # several specs may share one object
     return sorted(unique, key=lambda f: (order.index(f.check), f.object, f.problem))

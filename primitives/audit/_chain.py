@@ -56,10 +56,12 @@ def connect_auditor(dsn: str | None = None) -> psycopg.Connection[Any]:
     else ``$PRIMITIVES_DSN`` or the embedded server as ``primitives_auditor``).
     """
     from primitives.db import auditor_dsn, resolve_dsn
+    from primitives.db._session import runtime_conninfo
 
     target = dsn or auditor_dsn(resolve_dsn())
     try:
-        return psycopg.connect(target, autocommit=True)
+        # the auditor role's own settings (ALTER ROLE ... SET) must not change what it reads
+        return psycopg.connect(runtime_conninfo(target), autocommit=True)
     except psycopg.Error as err:
         raise StorageError(f"cannot connect as the auditor role: {err}") from err
 

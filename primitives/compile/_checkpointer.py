@@ -4,8 +4,9 @@ LangGraph's Postgres saver keeps thread state in three tables (checkpoints, chan
 pending writes) created by ``setup()`` as whoever connects. Here the compiled plan creates
 them, once per agent, as the owner role, like every other table of the agent: the tenant
 column leads each primary key, row-level security is enabled and forced, and the
-application role gets exactly the privileges the saver needs (it deletes threads, so
-DELETE too: checkpoints are thread state, not audited memory).
+application role gets exactly the privileges the saver needs: SELECT, INSERT, UPDATE of the
+columns an upsert replaces, and its deletes (threads, runs, pruning) through SECURITY
+DEFINER functions (:mod:`primitives.compile._definer`), never a table-level DELETE.
 
 Names: ``<checkpointer schema>.<prefix>_checkpoints``, ``<prefix>_checkpoint_blobs``,
 ``<prefix>_checkpoint_writes``; agents sharing a checkpointer schema keep their own tables
@@ -33,6 +34,7 @@ from primitives.compile._ddl import (
     TableDef,
     primary_key,
 )
+from primitives.compile._definer import checkpoint_functions
 from primitives.compile._names import Table, Tables
 from primitives.spec import AgentSpec
 
@@ -75,7 +77,7 @@ def checkpointer_definitions(spec: AgentSpec, tables: Tables) -> tuple[TableDef,
     tenant = Column(t, TEXT, not_null=True)
     thread = (Column("thread_id", TEXT, not_null=True),
               Column("checkpoint_ns", TEXT, not_null=True, default=_EMPTY_TEXT))
-    privileges: tuple[Privilege, ...] = ("SELECT", "INSERT", "UPDATE", "DELETE")
+    privileges: tuple[Privilege, ...] = ("SELECT", "INSERT")
     where = f"of agent '{spec.agent}', isolated by {t} (row-level security)"
     checkpoints = TableDef(
         table=names.checkpoints,
@@ -86,6 +88,7 @@ def checkpointer_definitions(spec: AgentSpec, tables: Tables) -> tuple[TableDef,
         constraints=(primary_key(name("checkpoints_pkey"),
                                  (t, "thread_id", "checkpoint_ns", "checkpoint_id")),),
         app_privileges=privileges,
+        app_update_columns=("checkpoint", "metadata"),
         comment=f"LangGraph checkpoints (thread state) {where}.",
     )
     blobs = TableDef(
@@ -109,6 +112,9 @@ def checkpointer_definitions(spec: AgentSpec, tables: Tables) -> tuple[TableDef,
                                  (t, "thread_id", "checkpoint_ns", "checkpoint_id", "task_id",
                                   "idx")),),
         app_privileges=privileges,
+        app_update_columns=("channel", "type", "blob"),
         comment=f"LangGraph pending writes of checkpoints {where}.",
+        # the deletes of all three tables, created once the three exist
+        functions=checkpoint_functions(names),
     )
     return checkpoints, blobs, writes

@@ -59,7 +59,11 @@ __all__ = [
     "replace_checks_sql",
 ]
 
-Privilege = Literal["SELECT", "INSERT", "UPDATE", "DELETE"]
+Privilege = Literal["SELECT", "INSERT"]
+"""Table-level privileges the app role may hold. Never UPDATE, DELETE or TRUNCATE: any of
+them lets a session LOCK the whole table in every mode, and every tenant waits. Updates are
+granted column by column (:attr:`TableDef.app_update_columns`), which LOCK TABLE ignores;
+deletes run in SECURITY DEFINER functions (:mod:`primitives.compile._definer`)."""
 
 TEXT = sql.SQL("text")
 TEXT_ARRAY = sql.SQL("text[]")
@@ -185,7 +189,10 @@ class TableDef:
     constraints: tuple[Constraint, ...]
     indexes: tuple[Index, ...] = ()
     triggers: tuple[Trigger, ...] = ()
-    app_privileges: tuple[Privilege, ...] = ("SELECT", "INSERT", "UPDATE")
+    app_privileges: tuple[Privilege, ...] = ("SELECT", "INSERT")
+    app_update_columns: tuple[str, ...] = ()
+    """The columns the engine's UPDATE statements (and ``ON CONFLICT DO UPDATE``) set: the
+    app role's only UPDATE grant, never the tenant column or the key."""
     comment: str = ""
     functions: tuple[tuple[str, sql.Composed], ...] = ()
     """``(label, CREATE OR REPLACE FUNCTION ...)`` created before the triggers that call them."""

@@ -108,6 +108,7 @@ def edges_table(spec: AgentSpec, graph: Graph, tables: Tables) -> TableDef:
         columns=columns,
         constraints=constraints,
         indexes=indexes,
+        app_update_columns=("valid_until",),
         comment=(
             f"Typed edges ({', '.join(graph.edges)}) between memory rows of agent "
             f"'{tables.agent}'; removed with their endpoints."
@@ -153,6 +154,7 @@ def entities_table(
         columns=columns,
         constraints=tuple(constraints),
         indexes=indexes,
+        app_update_columns=("aliases", "summary", "mention_count", "last_updated"),
         comment=f"Canonical entities mentioned in the memory of agent '{tables.agent}'.",
     )
 

@@ -20,7 +20,7 @@ from primitives.compile._capabilities import (
     Capabilities,
     require_server_version,
 )
-from primitives.compile._checkpointer import checkpointer_definitions
+from primitives.compile._checkpointer import checkpointer_definitions, checkpointer_tables
 from primitives.compile._ddl import (
     TableDef,
     bounds_constraint_name,
@@ -35,6 +35,7 @@ from primitives.compile._ddl import (
     drop_index_sql,
     replace_checks_sql,
 )
+from primitives.compile._definer import definer_names
 from primitives.compile._names import (
     APP_ROLE,
     Table,
@@ -60,6 +61,8 @@ from primitives.compile._rls import (
     grant_app_sql,
     grant_auditor_sql,
     grant_schema_usage_sql,
+    owner_policy_name,
+    owner_policy_sql,
     revoke_all_sql,
     set_owner_role_sql,
     tenant_policy_name,
@@ -189,6 +192,9 @@ def _check_names(spec: AgentSpec, tables: Tables, definitions: tuple[TableDef, .
             check_name_length(spec, name)
     check_name_length(spec, tenant_policy_name(tables))
     check_name_length(spec, auditor_policy_name(tables))
+    check_name_length(spec, owner_policy_name(tables))
+    for name in definer_names(tables, checkpointer_tables(tables)):
+        check_name_length(spec, name)
 
 
 def _schema_steps(tables: Tables) -> Iterator[Step]:
@@ -233,6 +239,7 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
     for policy, create in (
         (tenant_policy_name(tables), tenant_policy_sql),
         (auditor_policy_name(tables), auditor_policy_sql),
+        (owner_policy_name(tables), owner_policy_sql),
     ):
         yield Step(f"{name}: replace policy {policy}", drop_policy_sql(policy, table))
         yield Step(f"{name}: policy {policy}", create(tables, table))
@@ -242,8 +249,12 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
 def _grant_steps(relation: Table, definition: TableDef | None = None) -> Iterator[Step]:
     name = relation.qualified
     privileges = definition.app_privileges if definition is not None else ("SELECT",)
+    # only the columns this table has (no embedding without pgvector)
+    columns = tuple(c for c in definition.app_update_columns
+                    if c in definition.column_names) if definition is not None else ()
     yield Step(f"{name}: reset grants", revoke_all_sql(relation))
-    yield Step(f"{name}: grants for the app role", grant_app_sql(relation, privileges))
+    yield Step(f"{name}: grants for the app role",
+               grant_app_sql(relation, privileges, columns))
     yield Step(f"{name}: grants for the auditor role", grant_auditor_sql(relation))
 
 

@@ -30,6 +30,8 @@ __all__ = [
     "grant_app_sql",
     "grant_auditor_sql",
     "grant_schema_usage_sql",
+    "owner_policy_name",
+    "owner_policy_sql",
     "revoke_all_sql",
     "set_owner_role_sql",
     "tenant_policy_expression",
@@ -98,6 +100,25 @@ def tenant_policy_sql(tables: Tables, table: Table) -> sql.Composed:
     )
 
 
+def owner_policy_name(tables: Tables) -> str:
+    return tables.object_name("owner_tenant")
+
+
+def owner_policy_sql(tables: Tables, table: Table) -> sql.Composed:
+    """The owner sees the transaction's tenant only: what the SECURITY DEFINER functions
+    (which run as the owner, under forced row-level security) may touch."""
+    expression = tenant_policy_expression(tables.tenant_column)
+    return sql.SQL(
+        "CREATE POLICY {} ON {} AS PERMISSIVE FOR ALL TO {} USING {} WITH CHECK {}"
+    ).format(
+        sql.Identifier(owner_policy_name(tables)),
+        table.ident,
+        sql.Identifier(OWNER_ROLE),
+        expression,
+        expression,
+    )
+
+
 def auditor_policy_sql(tables: Tables, table: Table) -> sql.Composed:
     """Auditors read across tenants; they hold no write grant, so the policy is read-only."""
     return sql.SQL("CREATE POLICY {} ON {} AS PERMISSIVE FOR SELECT TO {} USING (true)").format(
@@ -109,9 +130,16 @@ def revoke_all_sql(relation: Table) -> sql.Composed:
     return sql.SQL("REVOKE ALL ON TABLE {} FROM {}").format(relation.ident, _RUNTIME_ROLES)
 
 
-def grant_app_sql(relation: Table, privileges: Iterable[Privilege]) -> sql.Composed:
+def grant_app_sql(relation: Table, privileges: Iterable[Privilege],
+                  update_columns: Iterable[str] = ()) -> sql.Composed:
+    """``GRANT SELECT, INSERT[, UPDATE (<columns>)]``: column-level UPDATE only."""
+    granted: list[sql.Composable] = [sql.SQL(p) for p in privileges]
+    columns = list(update_columns)
+    if columns:
+        granted.append(sql.SQL("UPDATE ({})").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns))))
     return sql.SQL("GRANT {} ON TABLE {} TO {}").format(
-        sql.SQL(", ").join(sql.SQL(p) for p in privileges),
+        sql.SQL(", ").join(granted),
         relation.ident,
         sql.Identifier(APP_ROLE),
     )

@@ -37,6 +37,7 @@ from primitives.compile._ddl import (
     in_list,
     primary_key,
 )
+from primitives.compile._definer import memory_functions
 from primitives.compile._expr import active_predicate
 from primitives.compile._names import Tables, framework_function
 from primitives.spec import AgentSpec
@@ -177,6 +178,18 @@ def _tier_pairs(spec: AgentSpec) -> sql.Composed:
     return sql.SQL("{}::text[]").format(sql.Literal("{" + ",".join(pairs) + "}"))
 
 
+MEMORY_UPDATE_COLUMNS = (
+    # supersession, state changes, confirmation
+    "superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at",
+    "confidence", "decay_rate", "updated_at",
+    # vectors written after the row, store metadata and expiry
+    "embedding", "embedding_model", "provenance", "expires_at",
+    # erasure (engine erase): to move into a SECURITY DEFINER function with it
+    "content", "value", "envelope", "tags", "erased_at", "erasure_reason",
+)
+"""The memories columns the app role may UPDATE (column-level grant): the ones the engine's
+UPDATE statements set. Never the tenant, anchor keys, id, tier, typology or key."""
+
 MEMORY_BOUNDS_COLUMNS = ("tier", "typology", "content", "value", "envelope", "provenance",
                          "confidence", "erased_at", "erasure_reason")
 """The columns the memories table's CHECK constraints read, in the order its bounds function
@@ -242,8 +255,9 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         constraints=constraints,
         indexes=tuple(indexes),
         triggers=(guard,),
-        app_privileges=("SELECT", "INSERT", "UPDATE", "DELETE"),
+        app_update_columns=MEMORY_UPDATE_COLUMNS,
         comment=_memories_comment(spec, tables),
+        functions=memory_functions(tables),
         retired_indexes=tuple((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
         bounds=MEMORY_BOUNDS_COLUMNS,
     )
@@ -281,7 +295,7 @@ def _memories_comment(spec: AgentSpec, tables: Tables) -> str:
 # The journal's chain trigger, compiled per agent: the table and tenant column are written
 # into the body, so PL/pgSQL plans its statements once per session instead of running
 # dynamic SQL on every event (primitives.chain_event, the generic version in migration
-# 0002, looks both up per call). Same checks, lock key, SQLSTATEs and hash.
+# 0002 and 0004, looks both up per call). Same checks, lock key, SQLSTATEs and hash.
 _CHAIN_FUNCTION = sql.SQL("""\
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql
@@ -308,8 +322,8 @@ BEGIN
     END IF;
 
     -- One writer per (journal, tenant) at a time, until commit or rollback.
-    PERFORM pg_catalog.pg_advisory_xact_lock(
-        pg_catalog.hashtextextended(TG_RELID::text || '|' || NEW.{tenant}, 0));
+    -- (through primitives.tenant_xact_lock: runtime roles may not take advisory locks)
+    PERFORM primitives.tenant_xact_lock(NEW.{tenant}, 'journal ' || TG_RELID::text);
 
     SELECT e.seq, e.hash INTO last_seq, last_hash
     FROM {journal} AS e
@@ -453,7 +467,7 @@ def scopes_table(spec: AgentSpec, tables: Tables) -> TableDef:
                        (sql.Identifier(t), sql.Identifier("tier"),
                         sql.Identifier("last_activity_at")), t,
                        where=sql.SQL("closed_at IS NULL")),),
-        app_privileges=("SELECT", "INSERT", "UPDATE", "DELETE"),
+        app_update_columns=("last_activity_at", "closed_at"),
         comment=f"Scope instances (runs, sessions, jobs) of agent '{tables.agent}' by tier.",
     )
 

@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from primitives.db import app_dsn, atenant_transaction, resolve_dsn, use_fast_json
 from primitives.db._oneshot import NOT_SENT, AsyncOnceTransaction, afetch_rows
+from primitives.db._session import aruntime_conninfo
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _core as core
@@ -123,7 +124,10 @@ class AsyncEngine(EngineBase):
     async def connect(cls, spec: AgentSpec, dsn: str | None = None, *,
                       max_connections: int = 4, embedder: Embedder | None = None,
                       reranker: Reranker | None = None) -> AsyncEngine:
-        runtime = dsn or app_dsn(resolve_dsn())
+        try:
+            runtime = await aruntime_conninfo(dsn or app_dsn(resolve_dsn()))
+        except psycopg.Error as err:
+            raise StorageError(f"cannot connect as the application role: {err}") from err
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-async-{spec.agent}",

@@ -11,6 +11,7 @@ from uuid import UUID
 from psycopg import sql
 
 from primitives.compile import OBSERVED_EVENT_KIND, Tables
+from primitives.compile._definer import transient_delete_function
 from primitives.engine._ids import new_uuid
 from primitives.engine._records import MEMORY_COLUMNS, READ_BACK_COLUMNS
 
@@ -225,9 +226,10 @@ def scope_rows(tables: Tables) -> sql.Composed:
 
 
 def delete_memory(tables: Tables) -> sql.Composed:
-    """Hard delete of one transient, unlinked row (the database trigger refuses others)."""
-    return sql.SQL("DELETE FROM {} WHERE {} = %(tenant)s AND id = %(id)s").format(
-        tables.memories.ident, tables.tenant)
+    """Hard delete of one transient, unlinked row (the database trigger refuses others),
+    through the agent's SECURITY DEFINER function: the app role holds no DELETE. Params:
+    id (the transaction's tenant is the function's)."""
+    return sql.SQL("SELECT {}(%(id)s)").format(transient_delete_function(tables))
 
 
 def subject_rows(tables: Tables) -> sql.Composed:

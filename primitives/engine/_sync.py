@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from primitives.db import app_dsn, resolve_dsn, tenant_transaction, use_fast_json
 from primitives.db._oneshot import NOT_SENT, OnceTransaction, fetch_rows
+from primitives.db._session import runtime_conninfo
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _core as core
@@ -132,7 +133,10 @@ class Engine(EngineBase):
         store vectors and search runs the semantic signal; without it, semantic is dropped
         with a warning. With ``reranker`` (e.g. ``default_reranker(spec)``), the top fused
         hits of a search are reordered by it (off by default)."""
-        runtime = dsn or app_dsn(resolve_dsn())
+        try:
+            runtime = runtime_conninfo(dsn or app_dsn(resolve_dsn()))
+        except psycopg.Error as err:
+            raise StorageError(f"cannot connect as the application role: {err}") from err
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-{spec.agent}",

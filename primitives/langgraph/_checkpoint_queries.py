@@ -10,6 +10,12 @@ from __future__ import annotations
 from psycopg import sql
 
 from primitives.compile._checkpointer import CheckpointerTables
+from primitives.compile._definer import (
+    checkpoint_delete_blobs_function,
+    checkpoint_delete_runs_function,
+    checkpoint_delete_threads_function,
+    checkpoint_prune_function,
+)
 
 __all__ = [
     "CHECKPOINT_COLUMNS",
@@ -115,39 +121,24 @@ def insert_writes(t: CheckpointerTables, *, replace: bool) -> sql.Composed:
 
 
 def delete_threads(t: CheckpointerTables) -> tuple[sql.Composed, ...]:
-    """Everything of the listed threads. Params: tenant, thread_ids."""
-    return tuple(
-        sql.SQL("DELETE FROM {} WHERE {} = %(tenant)s AND thread_id = ANY(%(thread_ids)s)").format(
-            table.ident, t.tenant)
-        for table in (t.writes, t.blobs, t.checkpoints)
-    )
+    """Everything of the listed threads of the transaction's tenant, through the SECURITY
+    DEFINER function (the app role holds no DELETE). Params: thread_ids."""
+    return (sql.SQL("SELECT {}(%(thread_ids)s::text[])").format(
+        checkpoint_delete_threads_function(t)),)
 
 
 def delete_runs(t: CheckpointerTables) -> sql.Composed:
     """Checkpoints written by the listed runs (``metadata.run_id``) and their pending writes;
-    returns the (thread, namespace) pairs touched. Params: tenant, run_ids."""
-    return sql.SQL(
-        "WITH gone AS (DELETE FROM {cp} WHERE {t} = %(tenant)s "
-        "AND metadata ->> 'run_id' = ANY(%(run_ids)s) "
-        "RETURNING thread_id, checkpoint_ns, checkpoint_id), "
-        "writes AS (DELETE FROM {w} AS w USING gone WHERE w.{t} = %(tenant)s "
-        "AND w.thread_id = gone.thread_id AND w.checkpoint_ns = gone.checkpoint_ns "
-        "AND w.checkpoint_id = gone.checkpoint_id) "
-        "SELECT DISTINCT thread_id, checkpoint_ns FROM gone"
-    ).format(cp=t.checkpoints.ident, w=t.writes.ident, t=t.tenant)
+    returns the (thread, namespace) pairs touched. Params: run_ids."""
+    return sql.SQL("SELECT thread, namespace FROM {}(%(run_ids)s::text[])").format(
+        checkpoint_delete_runs_function(t))
 
 
 def delete_garbage_blobs(t: CheckpointerTables) -> sql.Composed:
     """Blobs of the listed (thread, namespace) pairs that no checkpoint refers to any more.
-    Params: tenant, thread_ids, namespaces (aligned arrays)."""
-    return sql.SQL(
-        "DELETE FROM {b} AS b USING unnest(%(thread_ids)s::text[], %(namespaces)s::text[]) "
-        "AS p(thread_id, checkpoint_ns) WHERE b.{t} = %(tenant)s AND b.thread_id = p.thread_id "
-        "AND b.checkpoint_ns = p.checkpoint_ns AND NOT EXISTS (SELECT 1 FROM {cp} AS c "
-        "WHERE c.{t} = b.{t} AND c.thread_id = b.thread_id "
-        "AND c.checkpoint_ns = b.checkpoint_ns "
-        "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
-    ).format(b=t.blobs.ident, cp=t.checkpoints.ident, t=t.tenant)
+    Params: thread_ids, namespaces (aligned arrays)."""
+    return sql.SQL("SELECT {}(%(thread_ids)s::text[], %(namespaces)s::text[])").format(
+        checkpoint_delete_blobs_function(t))
 
 
 def copy_thread(t: CheckpointerTables) -> tuple[sql.Composed, ...]:
@@ -188,19 +179,10 @@ def prune_heads(t: CheckpointerTables, tasks_channel: str) -> sql.Composed:
              tasks=sql.Literal(tasks_channel))
 
 
+
 def prune_namespace(t: CheckpointerTables) -> tuple[sql.Composed, ...]:
     """Delete the checkpoints of one namespace older than its head except those kept, with
-    their writes, then unlink kept checkpoints from deleted parents.
-    Params: tenant, thread_id, checkpoint_ns, head, keep (text[])."""
-    older = sql.SQL("{} = %(tenant)s AND thread_id = %(thread_id)s "
-                    "AND checkpoint_ns = %(checkpoint_ns)s AND checkpoint_id < %(head)s "
-                    "AND checkpoint_id <> ALL(%(keep)s)").format(t.tenant)
-    return (
-        sql.SQL("DELETE FROM {} WHERE {}").format(t.writes.ident, older),
-        sql.SQL("DELETE FROM {} WHERE {}").format(t.checkpoints.ident, older),
-        sql.SQL(
-            "UPDATE {} SET parent_checkpoint_id = NULL WHERE {} = %(tenant)s "
-            "AND thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s "
-            "AND checkpoint_id = ANY(%(keep)s) AND parent_checkpoint_id <> ALL(%(keep)s)"
-        ).format(t.checkpoints.ident, t.tenant),
-    )
+    their writes, then unlink kept checkpoints from deleted parents, through the SECURITY
+    DEFINER function. Params: thread_id, checkpoint_ns, head, keep (text[])."""
+    return (sql.SQL("SELECT {}(%(thread_id)s, %(checkpoint_ns)s, %(head)s, %(keep)s::text[])")
+            .format(checkpoint_prune_function(t)),)

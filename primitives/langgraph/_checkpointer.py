@@ -43,6 +43,7 @@ from primitives.db import (
     set_tenant_statement,
     tenant_transaction,
 )
+from primitives.db._session import aruntime_conninfo, runtime_conninfo
 from primitives.errors import SpecError, StorageError, TenancyError
 from primitives.langgraph._checkpoint_core import CheckpointCore, COp
 from primitives.spec import AgentSpec
@@ -165,8 +166,12 @@ class Checkpointer(_Saver):
                   max_connections: int = 4) -> Checkpointer:
         """Open a pool of application-role connections and check the tables exist."""
         tables = _tables(spec)
+        try:
+            runtime = runtime_conninfo(dsn or app_dsn(resolve_dsn()))
+        except psycopg.Error as err:
+            raise StorageError(f"cannot connect as the application role: {err}") from err
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            dsn or app_dsn(resolve_dsn()), min_size=1, max_size=max_connections, open=False,
+            runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-checkpointer-{spec.agent}")
         try:
             pool.open(wait=True, timeout=15)
@@ -288,8 +293,12 @@ class AsyncCheckpointer(_Saver):
                         serde: SerializerProtocol | None = None,
                         max_connections: int = 4) -> AsyncCheckpointer:
         tables = _tables(spec)
+        try:
+            runtime = await aruntime_conninfo(dsn or app_dsn(resolve_dsn()))
+        except psycopg.Error as err:
+            raise StorageError(f"cannot connect as the application role: {err}") from err
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-            dsn or app_dsn(resolve_dsn()), min_size=1, max_size=max_connections, open=False,
+            runtime, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name=f"primitives-async-checkpointer-{spec.agent}")
         try:
             await pool.open(wait=True, timeout=15)

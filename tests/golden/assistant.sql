@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 213 statements
+-- primitives plan for agent 'assistant': 252 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -166,6 +166,20 @@ CREATE INDEX IF NOT EXISTS "assistant_memories_tsv_match_idx" ON "memory"."assis
 -- memory.assistant_memories: index assistant_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "assistant_memories_embedding_idx" ON "memory"."assistant_memories" USING hnsw (embedding halfvec_cosine_ops);
 
+-- memory.assistant_memories: function memory.assistant_delete_transient (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "memory"."assistant_delete_transient"(uuid) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "memory"."assistant_memories" AS m WHERE m."user_id" = primitives.current_tenant() AND m.id = $1 RETURNING true
+$fn$;
+
+-- memory.assistant_memories: function memory.assistant_delete_transient: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "memory"."assistant_delete_transient"(uuid) FROM PUBLIC;
+
+-- memory.assistant_memories: function memory.assistant_delete_transient: callable by the app role
+GRANT EXECUTE ON FUNCTION "memory"."assistant_delete_transient"(uuid) TO "primitives_app";
+
 -- memory.assistant_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "memory"."assistant_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"memory"."assistant_action_links"', 'user_id');
 
@@ -190,11 +204,17 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "memory"."assistant_memories";
 -- memory.assistant_memories: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "memory"."assistant_memories" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- memory.assistant_memories: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_memories";
+
+-- memory.assistant_memories: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- memory.assistant_memories: reset grants
 REVOKE ALL ON TABLE "memory"."assistant_memories" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "memory"."assistant_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "erased_at", "erasure_reason") ON TABLE "memory"."assistant_memories" TO "primitives_app";
 
 -- memory.assistant_memories: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_memories" TO "primitives_auditor";
@@ -252,8 +272,8 @@ BEGIN
     END IF;
 
     -- One writer per (journal, tenant) at a time, until commit or rollback.
-    PERFORM pg_catalog.pg_advisory_xact_lock(
-        pg_catalog.hashtextextended(TG_RELID::text || '|' || NEW."user_id", 0));
+    -- (through primitives.tenant_xact_lock: runtime roles may not take advisory locks)
+    PERFORM primitives.tenant_xact_lock(NEW."user_id", 'journal ' || TG_RELID::text);
 
     SELECT e.seq, e.hash INTO last_seq, last_hash
     FROM "memory"."assistant_memory_events" AS e
@@ -303,6 +323,12 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "memory"."assistant_memory_eve
 
 -- memory.assistant_memory_events: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "memory"."assistant_memory_events" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- memory.assistant_memory_events: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_memory_events";
+
+-- memory.assistant_memory_events: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- memory.assistant_memory_events: reset grants
 REVOKE ALL ON TABLE "memory"."assistant_memory_events" FROM "primitives_app", "primitives_auditor";
@@ -354,6 +380,12 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "memory"."assistant_action_lin
 -- memory.assistant_action_links: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "memory"."assistant_action_links" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- memory.assistant_action_links: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_action_links";
+
+-- memory.assistant_action_links: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- memory.assistant_action_links: reset grants
 REVOKE ALL ON TABLE "memory"."assistant_action_links" FROM "primitives_app", "primitives_auditor";
 
@@ -403,11 +435,17 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "memory"."assistant_scopes";
 -- memory.assistant_scopes: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "memory"."assistant_scopes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- memory.assistant_scopes: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_scopes";
+
+-- memory.assistant_scopes: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- memory.assistant_scopes: reset grants
 REVOKE ALL ON TABLE "memory"."assistant_scopes" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_scopes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "memory"."assistant_scopes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "memory"."assistant_scopes" TO "primitives_app";
 
 -- memory.assistant_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_scopes" TO "primitives_auditor";
@@ -442,6 +480,12 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "memory"."assistant_promotions
 
 -- memory.assistant_promotions: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "memory"."assistant_promotions" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- memory.assistant_promotions: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_promotions";
+
+-- memory.assistant_promotions: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- memory.assistant_promotions: reset grants
 REVOKE ALL ON TABLE "memory"."assistant_promotions" FROM "primitives_app", "primitives_auditor";
@@ -502,11 +546,17 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "memory"."assistant_entities";
 -- memory.assistant_entities: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "memory"."assistant_entities" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- memory.assistant_entities: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_entities";
+
+-- memory.assistant_entities: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_entities" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- memory.assistant_entities: reset grants
 REVOKE ALL ON TABLE "memory"."assistant_entities" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_entities: grants for the app role
-GRANT SELECT, INSERT, UPDATE ON TABLE "memory"."assistant_entities" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("aliases", "summary", "mention_count", "last_updated") ON TABLE "memory"."assistant_entities" TO "primitives_app";
 
 -- memory.assistant_entities: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_entities" TO "primitives_auditor";
@@ -566,11 +616,17 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "memory"."assistant_edges";
 -- memory.assistant_edges: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "memory"."assistant_edges" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- memory.assistant_edges: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_edges";
+
+-- memory.assistant_edges: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_edges" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- memory.assistant_edges: reset grants
 REVOKE ALL ON TABLE "memory"."assistant_edges" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_edges: grants for the app role
-GRANT SELECT, INSERT, UPDATE ON TABLE "memory"."assistant_edges" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("valid_until") ON TABLE "memory"."assistant_edges" TO "primitives_app";
 
 -- memory.assistant_edges: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_edges" TO "primitives_auditor";
@@ -609,11 +665,17 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "memory"."assistant_node_entit
 -- memory.assistant_node_entities: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "memory"."assistant_node_entities" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- memory.assistant_node_entities: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_node_entities";
+
+-- memory.assistant_node_entities: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_node_entities" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- memory.assistant_node_entities: reset grants
 REVOKE ALL ON TABLE "memory"."assistant_node_entities" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_node_entities: grants for the app role
-GRANT SELECT, INSERT, UPDATE ON TABLE "memory"."assistant_node_entities" TO "primitives_app";
+GRANT SELECT, INSERT ON TABLE "memory"."assistant_node_entities" TO "primitives_app";
 
 -- memory.assistant_node_entities: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_node_entities" TO "primitives_auditor";
@@ -647,11 +709,17 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "memory"."assistant_sessions";
 -- memory.assistant_sessions: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "memory"."assistant_sessions" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- memory.assistant_sessions: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_sessions";
+
+-- memory.assistant_sessions: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_sessions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- memory.assistant_sessions: reset grants
 REVOKE ALL ON TABLE "memory"."assistant_sessions" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_sessions: grants for the app role
-GRANT SELECT, INSERT, UPDATE ON TABLE "memory"."assistant_sessions" TO "primitives_app";
+GRANT SELECT, INSERT ON TABLE "memory"."assistant_sessions" TO "primitives_app";
 
 -- memory.assistant_sessions: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_sessions" TO "primitives_auditor";
@@ -690,11 +758,17 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "langgraph"."assistant_checkpo
 -- langgraph.assistant_checkpoints: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "langgraph"."assistant_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.assistant_checkpoints: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "langgraph"."assistant_checkpoints";
+
+-- langgraph.assistant_checkpoints: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "langgraph"."assistant_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.assistant_checkpoints: reset grants
 REVOKE ALL ON TABLE "langgraph"."assistant_checkpoints" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.assistant_checkpoints: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_app";
 
 -- langgraph.assistant_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_auditor";
@@ -732,11 +806,17 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "langgraph"."assistant_checkpo
 -- langgraph.assistant_checkpoint_blobs: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "langgraph"."assistant_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.assistant_checkpoint_blobs: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "langgraph"."assistant_checkpoint_blobs";
+
+-- langgraph.assistant_checkpoint_blobs: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "langgraph"."assistant_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.assistant_checkpoint_blobs: reset grants
 REVOKE ALL ON TABLE "langgraph"."assistant_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.assistant_checkpoint_blobs: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_app";
+GRANT SELECT, INSERT ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.assistant_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_auditor";
@@ -755,6 +835,68 @@ CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoint_writes" (
     "blob" bytea NOT NULL,
     CONSTRAINT "assistant_checkpoint_writes_pkey" PRIMARY KEY ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
 );
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_delete_threads (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."assistant_checkpoints_delete_threads"(text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."assistant_checkpoint_writes" WHERE "user_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."assistant_checkpoint_blobs" WHERE "user_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."assistant_checkpoints" WHERE "user_id" = primitives.current_tenant() AND thread_id = ANY ($1)
+$fn$;
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_delete_threads: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."assistant_checkpoints_delete_threads"(text[]) FROM PUBLIC;
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_delete_threads: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."assistant_checkpoints_delete_threads"(text[]) TO "primitives_app";
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_delete_runs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."assistant_checkpoints_delete_runs"(text[]) RETURNS TABLE (thread text, namespace text)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH gone AS (DELETE FROM "langgraph"."assistant_checkpoints" WHERE "user_id" = primitives.current_tenant() AND metadata ->> 'run_id' = ANY ($1) RETURNING thread_id, checkpoint_ns, checkpoint_id),
+writes AS (DELETE FROM "langgraph"."assistant_checkpoint_writes" AS w USING gone WHERE w."user_id" = primitives.current_tenant() AND w.thread_id = gone.thread_id AND w.checkpoint_ns = gone.checkpoint_ns AND w.checkpoint_id = gone.checkpoint_id)
+SELECT DISTINCT gone.thread_id, gone.checkpoint_ns FROM gone
+$fn$;
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_delete_runs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."assistant_checkpoints_delete_runs"(text[]) FROM PUBLIC;
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_delete_runs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."assistant_checkpoints_delete_runs"(text[]) TO "primitives_app";
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_delete_blobs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."assistant_checkpoints_delete_blobs"(text[], text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."assistant_checkpoint_blobs" AS b USING unnest($1, $2) AS p(thread_id, checkpoint_ns) WHERE b."user_id" = primitives.current_tenant() AND b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns AND NOT EXISTS (SELECT 1 FROM "langgraph"."assistant_checkpoints" AS c WHERE c."user_id" = b."user_id" AND c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)
+$fn$;
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_delete_blobs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."assistant_checkpoints_delete_blobs"(text[], text[]) FROM PUBLIC;
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_delete_blobs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."assistant_checkpoints_delete_blobs"(text[], text[]) TO "primitives_app";
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_prune (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."assistant_checkpoints_prune"(text, text, text, text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."assistant_checkpoint_writes" WHERE "user_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+DELETE FROM "langgraph"."assistant_checkpoints" WHERE "user_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+UPDATE "langgraph"."assistant_checkpoints" SET parent_checkpoint_id = NULL WHERE "user_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY ($4) AND parent_checkpoint_id <> ALL ($4)
+$fn$;
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_prune: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."assistant_checkpoints_prune"(text, text, text, text[]) FROM PUBLIC;
+
+-- langgraph.assistant_checkpoint_writes: function langgraph.assistant_checkpoints_prune: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."assistant_checkpoints_prune"(text, text, text, text[]) TO "primitives_app";
 
 -- langgraph.assistant_checkpoint_writes: comment
 COMMENT ON TABLE "langgraph"."assistant_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''assistant'', isolated by user_id (row-level security).';
@@ -777,11 +919,17 @@ DROP POLICY IF EXISTS "assistant_auditor_read" ON "langgraph"."assistant_checkpo
 -- langgraph.assistant_checkpoint_writes: policy assistant_auditor_read
 CREATE POLICY "assistant_auditor_read" ON "langgraph"."assistant_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.assistant_checkpoint_writes: replace policy assistant_owner_tenant
+DROP POLICY IF EXISTS "assistant_owner_tenant" ON "langgraph"."assistant_checkpoint_writes";
+
+-- langgraph.assistant_checkpoint_writes: policy assistant_owner_tenant
+CREATE POLICY "assistant_owner_tenant" ON "langgraph"."assistant_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.assistant_checkpoint_writes: reset grants
 REVOKE ALL ON TABLE "langgraph"."assistant_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.assistant_checkpoint_writes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.assistant_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_auditor";

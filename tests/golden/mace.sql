@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 188 statements
+-- primitives plan for agent 'mace': 223 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -161,6 +161,20 @@ DROP INDEX IF EXISTS "mace"."mace_memories_tsv_idx";
 -- mace.mace_memories: index mace_memories_tsv_match_idx
 CREATE INDEX IF NOT EXISTS "mace_memories_tsv_match_idx" ON "mace"."mace_memories" USING gin ("user_id", tsv primitives.tsvector_match_ops);
 
+-- mace.mace_memories: function mace.mace_delete_transient (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "mace"."mace_delete_transient"(uuid) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "mace"."mace_memories" AS m WHERE m."user_id" = primitives.current_tenant() AND m.id = $1 RETURNING true
+$fn$;
+
+-- mace.mace_memories: function mace.mace_delete_transient: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "mace"."mace_delete_transient"(uuid) FROM PUBLIC;
+
+-- mace.mace_memories: function mace.mace_delete_transient: callable by the app role
+GRANT EXECUTE ON FUNCTION "mace"."mace_delete_transient"(uuid) TO "primitives_app";
+
 -- mace.mace_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "mace"."mace_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"mace"."mace_action_links"', 'user_id');
 
@@ -185,11 +199,17 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_memories";
 -- mace.mace_memories: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "mace"."mace_memories" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- mace.mace_memories: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_memories";
+
+-- mace.mace_memories: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "mace"."mace_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- mace.mace_memories: reset grants
 REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_auditor";
 
 -- mace.mace_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "mace"."mace_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "provenance", "expires_at", "content", "value", "envelope", "tags", "erased_at", "erasure_reason") ON TABLE "mace"."mace_memories" TO "primitives_app";
 
 -- mace.mace_memories: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";
@@ -247,8 +267,8 @@ BEGIN
     END IF;
 
     -- One writer per (journal, tenant) at a time, until commit or rollback.
-    PERFORM pg_catalog.pg_advisory_xact_lock(
-        pg_catalog.hashtextextended(TG_RELID::text || '|' || NEW."user_id", 0));
+    -- (through primitives.tenant_xact_lock: runtime roles may not take advisory locks)
+    PERFORM primitives.tenant_xact_lock(NEW."user_id", 'journal ' || TG_RELID::text);
 
     SELECT e.seq, e.hash INTO last_seq, last_hash
     FROM "mace"."mace_memory_events" AS e
@@ -298,6 +318,12 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_memory_events";
 
 -- mace.mace_memory_events: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "mace"."mace_memory_events" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_memory_events: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_memory_events";
+
+-- mace.mace_memory_events: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "mace"."mace_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- mace.mace_memory_events: reset grants
 REVOKE ALL ON TABLE "mace"."mace_memory_events" FROM "primitives_app", "primitives_auditor";
@@ -349,6 +375,12 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_action_links";
 -- mace.mace_action_links: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "mace"."mace_action_links" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- mace.mace_action_links: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_action_links";
+
+-- mace.mace_action_links: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "mace"."mace_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- mace.mace_action_links: reset grants
 REVOKE ALL ON TABLE "mace"."mace_action_links" FROM "primitives_app", "primitives_auditor";
 
@@ -398,11 +430,17 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_scopes";
 -- mace.mace_scopes: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "mace"."mace_scopes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- mace.mace_scopes: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_scopes";
+
+-- mace.mace_scopes: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "mace"."mace_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- mace.mace_scopes: reset grants
 REVOKE ALL ON TABLE "mace"."mace_scopes" FROM "primitives_app", "primitives_auditor";
 
 -- mace.mace_scopes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "mace"."mace_scopes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "mace"."mace_scopes" TO "primitives_app";
 
 -- mace.mace_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_scopes" TO "primitives_auditor";
@@ -437,6 +475,12 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_promotions";
 
 -- mace.mace_promotions: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "mace"."mace_promotions" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_promotions: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_promotions";
+
+-- mace.mace_promotions: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "mace"."mace_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- mace.mace_promotions: reset grants
 REVOKE ALL ON TABLE "mace"."mace_promotions" FROM "primitives_app", "primitives_auditor";
@@ -493,11 +537,17 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_action_requests";
 -- mace.mace_action_requests: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "mace"."mace_action_requests" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- mace.mace_action_requests: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_action_requests";
+
+-- mace.mace_action_requests: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "mace"."mace_action_requests" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- mace.mace_action_requests: reset grants
 REVOKE ALL ON TABLE "mace"."mace_action_requests" FROM "primitives_app", "primitives_auditor";
 
 -- mace.mace_action_requests: grants for the app role
-GRANT SELECT, INSERT, UPDATE ON TABLE "mace"."mace_action_requests" TO "primitives_app";
+GRANT SELECT, INSERT ON TABLE "mace"."mace_action_requests" TO "primitives_app";
 
 -- mace.mace_action_requests: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_action_requests" TO "primitives_auditor";
@@ -545,6 +595,12 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_approvals";
 -- mace.mace_approvals: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "mace"."mace_approvals" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- mace.mace_approvals: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_approvals";
+
+-- mace.mace_approvals: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "mace"."mace_approvals" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- mace.mace_approvals: reset grants
 REVOKE ALL ON TABLE "mace"."mace_approvals" FROM "primitives_app", "primitives_auditor";
 
@@ -588,11 +644,17 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "langgraph"."mace_checkpoints";
 -- langgraph.mace_checkpoints: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "langgraph"."mace_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.mace_checkpoints: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "langgraph"."mace_checkpoints";
+
+-- langgraph.mace_checkpoints: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "langgraph"."mace_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.mace_checkpoints: reset grants
 REVOKE ALL ON TABLE "langgraph"."mace_checkpoints" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.mace_checkpoints: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."mace_checkpoints" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."mace_checkpoints" TO "primitives_app";
 
 -- langgraph.mace_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoints" TO "primitives_auditor";
@@ -630,11 +692,17 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "langgraph"."mace_checkpoint_blobs"
 -- langgraph.mace_checkpoint_blobs: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "langgraph"."mace_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.mace_checkpoint_blobs: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "langgraph"."mace_checkpoint_blobs";
+
+-- langgraph.mace_checkpoint_blobs: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "langgraph"."mace_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.mace_checkpoint_blobs: reset grants
 REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.mace_checkpoint_blobs: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_app";
+GRANT SELECT, INSERT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.mace_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_auditor";
@@ -653,6 +721,68 @@ CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_writes" (
     "blob" bytea NOT NULL,
     CONSTRAINT "mace_checkpoint_writes_pkey" PRIMARY KEY ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
 );
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_delete_threads (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."mace_checkpoints_delete_threads"(text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."mace_checkpoint_writes" WHERE "user_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."mace_checkpoint_blobs" WHERE "user_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."mace_checkpoints" WHERE "user_id" = primitives.current_tenant() AND thread_id = ANY ($1)
+$fn$;
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_delete_threads: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."mace_checkpoints_delete_threads"(text[]) FROM PUBLIC;
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_delete_threads: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."mace_checkpoints_delete_threads"(text[]) TO "primitives_app";
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_delete_runs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."mace_checkpoints_delete_runs"(text[]) RETURNS TABLE (thread text, namespace text)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH gone AS (DELETE FROM "langgraph"."mace_checkpoints" WHERE "user_id" = primitives.current_tenant() AND metadata ->> 'run_id' = ANY ($1) RETURNING thread_id, checkpoint_ns, checkpoint_id),
+writes AS (DELETE FROM "langgraph"."mace_checkpoint_writes" AS w USING gone WHERE w."user_id" = primitives.current_tenant() AND w.thread_id = gone.thread_id AND w.checkpoint_ns = gone.checkpoint_ns AND w.checkpoint_id = gone.checkpoint_id)
+SELECT DISTINCT gone.thread_id, gone.checkpoint_ns FROM gone
+$fn$;
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_delete_runs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."mace_checkpoints_delete_runs"(text[]) FROM PUBLIC;
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_delete_runs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."mace_checkpoints_delete_runs"(text[]) TO "primitives_app";
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_delete_blobs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."mace_checkpoints_delete_blobs"(text[], text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."mace_checkpoint_blobs" AS b USING unnest($1, $2) AS p(thread_id, checkpoint_ns) WHERE b."user_id" = primitives.current_tenant() AND b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns AND NOT EXISTS (SELECT 1 FROM "langgraph"."mace_checkpoints" AS c WHERE c."user_id" = b."user_id" AND c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)
+$fn$;
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_delete_blobs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."mace_checkpoints_delete_blobs"(text[], text[]) FROM PUBLIC;
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_delete_blobs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."mace_checkpoints_delete_blobs"(text[], text[]) TO "primitives_app";
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_prune (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."mace_checkpoints_prune"(text, text, text, text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."mace_checkpoint_writes" WHERE "user_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+DELETE FROM "langgraph"."mace_checkpoints" WHERE "user_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+UPDATE "langgraph"."mace_checkpoints" SET parent_checkpoint_id = NULL WHERE "user_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY ($4) AND parent_checkpoint_id <> ALL ($4)
+$fn$;
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_prune: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."mace_checkpoints_prune"(text, text, text, text[]) FROM PUBLIC;
+
+-- langgraph.mace_checkpoint_writes: function langgraph.mace_checkpoints_prune: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."mace_checkpoints_prune"(text, text, text, text[]) TO "primitives_app";
 
 -- langgraph.mace_checkpoint_writes: comment
 COMMENT ON TABLE "langgraph"."mace_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''mace'', isolated by user_id (row-level security).';
@@ -675,11 +805,17 @@ DROP POLICY IF EXISTS "mace_auditor_read" ON "langgraph"."mace_checkpoint_writes
 -- langgraph.mace_checkpoint_writes: policy mace_auditor_read
 CREATE POLICY "mace_auditor_read" ON "langgraph"."mace_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.mace_checkpoint_writes: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "langgraph"."mace_checkpoint_writes";
+
+-- langgraph.mace_checkpoint_writes: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "langgraph"."mace_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.mace_checkpoint_writes: reset grants
 REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.mace_checkpoint_writes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.mace_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_auditor";

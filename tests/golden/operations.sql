@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 163 statements
+-- primitives plan for agent 'operations': 194 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -169,6 +169,20 @@ CREATE INDEX IF NOT EXISTS "operations_memories_content_trgm_idx" ON "platform".
 -- platform.operations_memories: index operations_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "operations_memories_embedding_idx" ON "platform"."operations_memories" USING hnsw (embedding halfvec_cosine_ops);
 
+-- platform.operations_memories: function platform.operations_delete_transient (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "platform"."operations_delete_transient"(uuid) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "platform"."operations_memories" AS m WHERE m."operator_id" = primitives.current_tenant() AND m.id = $1 RETURNING true
+$fn$;
+
+-- platform.operations_memories: function platform.operations_delete_transient: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."operations_delete_transient"(uuid) FROM PUBLIC;
+
+-- platform.operations_memories: function platform.operations_delete_transient: callable by the app role
+GRANT EXECUTE ON FUNCTION "platform"."operations_delete_transient"(uuid) TO "primitives_app";
+
 -- platform.operations_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "platform"."operations_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"platform"."operations_action_links"', 'operator_id');
 
@@ -193,11 +207,17 @@ DROP POLICY IF EXISTS "operations_auditor_read" ON "platform"."operations_memori
 -- platform.operations_memories: policy operations_auditor_read
 CREATE POLICY "operations_auditor_read" ON "platform"."operations_memories" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- platform.operations_memories: replace policy operations_owner_tenant
+DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_memories";
+
+-- platform.operations_memories: policy operations_owner_tenant
+CREATE POLICY "operations_owner_tenant" ON "platform"."operations_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- platform.operations_memories: reset grants
 REVOKE ALL ON TABLE "platform"."operations_memories" FROM "primitives_app", "primitives_auditor";
 
 -- platform.operations_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "platform"."operations_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "erased_at", "erasure_reason") ON TABLE "platform"."operations_memories" TO "primitives_app";
 
 -- platform.operations_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_memories" TO "primitives_auditor";
@@ -255,8 +275,8 @@ BEGIN
     END IF;
 
     -- One writer per (journal, tenant) at a time, until commit or rollback.
-    PERFORM pg_catalog.pg_advisory_xact_lock(
-        pg_catalog.hashtextextended(TG_RELID::text || '|' || NEW."operator_id", 0));
+    -- (through primitives.tenant_xact_lock: runtime roles may not take advisory locks)
+    PERFORM primitives.tenant_xact_lock(NEW."operator_id", 'journal ' || TG_RELID::text);
 
     SELECT e.seq, e.hash INTO last_seq, last_hash
     FROM "platform"."operations_memory_events" AS e
@@ -306,6 +326,12 @@ DROP POLICY IF EXISTS "operations_auditor_read" ON "platform"."operations_memory
 
 -- platform.operations_memory_events: policy operations_auditor_read
 CREATE POLICY "operations_auditor_read" ON "platform"."operations_memory_events" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.operations_memory_events: replace policy operations_owner_tenant
+DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_memory_events";
+
+-- platform.operations_memory_events: policy operations_owner_tenant
+CREATE POLICY "operations_owner_tenant" ON "platform"."operations_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- platform.operations_memory_events: reset grants
 REVOKE ALL ON TABLE "platform"."operations_memory_events" FROM "primitives_app", "primitives_auditor";
@@ -357,6 +383,12 @@ DROP POLICY IF EXISTS "operations_auditor_read" ON "platform"."operations_action
 -- platform.operations_action_links: policy operations_auditor_read
 CREATE POLICY "operations_auditor_read" ON "platform"."operations_action_links" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- platform.operations_action_links: replace policy operations_owner_tenant
+DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_action_links";
+
+-- platform.operations_action_links: policy operations_owner_tenant
+CREATE POLICY "operations_owner_tenant" ON "platform"."operations_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- platform.operations_action_links: reset grants
 REVOKE ALL ON TABLE "platform"."operations_action_links" FROM "primitives_app", "primitives_auditor";
 
@@ -406,11 +438,17 @@ DROP POLICY IF EXISTS "operations_auditor_read" ON "platform"."operations_scopes
 -- platform.operations_scopes: policy operations_auditor_read
 CREATE POLICY "operations_auditor_read" ON "platform"."operations_scopes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- platform.operations_scopes: replace policy operations_owner_tenant
+DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_scopes";
+
+-- platform.operations_scopes: policy operations_owner_tenant
+CREATE POLICY "operations_owner_tenant" ON "platform"."operations_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- platform.operations_scopes: reset grants
 REVOKE ALL ON TABLE "platform"."operations_scopes" FROM "primitives_app", "primitives_auditor";
 
 -- platform.operations_scopes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "platform"."operations_scopes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "platform"."operations_scopes" TO "primitives_app";
 
 -- platform.operations_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_scopes" TO "primitives_auditor";
@@ -445,6 +483,12 @@ DROP POLICY IF EXISTS "operations_auditor_read" ON "platform"."operations_promot
 
 -- platform.operations_promotions: policy operations_auditor_read
 CREATE POLICY "operations_auditor_read" ON "platform"."operations_promotions" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.operations_promotions: replace policy operations_owner_tenant
+DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_promotions";
+
+-- platform.operations_promotions: policy operations_owner_tenant
+CREATE POLICY "operations_owner_tenant" ON "platform"."operations_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- platform.operations_promotions: reset grants
 REVOKE ALL ON TABLE "platform"."operations_promotions" FROM "primitives_app", "primitives_auditor";
@@ -489,11 +533,17 @@ DROP POLICY IF EXISTS "operations_auditor_read" ON "langgraph"."operations_check
 -- langgraph.operations_checkpoints: policy operations_auditor_read
 CREATE POLICY "operations_auditor_read" ON "langgraph"."operations_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.operations_checkpoints: replace policy operations_owner_tenant
+DROP POLICY IF EXISTS "operations_owner_tenant" ON "langgraph"."operations_checkpoints";
+
+-- langgraph.operations_checkpoints: policy operations_owner_tenant
+CREATE POLICY "operations_owner_tenant" ON "langgraph"."operations_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.operations_checkpoints: reset grants
 REVOKE ALL ON TABLE "langgraph"."operations_checkpoints" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.operations_checkpoints: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."operations_checkpoints" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."operations_checkpoints" TO "primitives_app";
 
 -- langgraph.operations_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoints" TO "primitives_auditor";
@@ -531,11 +581,17 @@ DROP POLICY IF EXISTS "operations_auditor_read" ON "langgraph"."operations_check
 -- langgraph.operations_checkpoint_blobs: policy operations_auditor_read
 CREATE POLICY "operations_auditor_read" ON "langgraph"."operations_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.operations_checkpoint_blobs: replace policy operations_owner_tenant
+DROP POLICY IF EXISTS "operations_owner_tenant" ON "langgraph"."operations_checkpoint_blobs";
+
+-- langgraph.operations_checkpoint_blobs: policy operations_owner_tenant
+CREATE POLICY "operations_owner_tenant" ON "langgraph"."operations_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.operations_checkpoint_blobs: reset grants
 REVOKE ALL ON TABLE "langgraph"."operations_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.operations_checkpoint_blobs: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_app";
+GRANT SELECT, INSERT ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.operations_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_auditor";
@@ -554,6 +610,68 @@ CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoint_writes" (
     "blob" bytea NOT NULL,
     CONSTRAINT "operations_checkpoint_writes_pkey" PRIMARY KEY ("operator_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
 );
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_delete_threads (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."operations_checkpoints_delete_threads"(text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."operations_checkpoint_writes" WHERE "operator_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."operations_checkpoint_blobs" WHERE "operator_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."operations_checkpoints" WHERE "operator_id" = primitives.current_tenant() AND thread_id = ANY ($1)
+$fn$;
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_delete_threads: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."operations_checkpoints_delete_threads"(text[]) FROM PUBLIC;
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_delete_threads: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."operations_checkpoints_delete_threads"(text[]) TO "primitives_app";
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_delete_runs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."operations_checkpoints_delete_runs"(text[]) RETURNS TABLE (thread text, namespace text)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH gone AS (DELETE FROM "langgraph"."operations_checkpoints" WHERE "operator_id" = primitives.current_tenant() AND metadata ->> 'run_id' = ANY ($1) RETURNING thread_id, checkpoint_ns, checkpoint_id),
+writes AS (DELETE FROM "langgraph"."operations_checkpoint_writes" AS w USING gone WHERE w."operator_id" = primitives.current_tenant() AND w.thread_id = gone.thread_id AND w.checkpoint_ns = gone.checkpoint_ns AND w.checkpoint_id = gone.checkpoint_id)
+SELECT DISTINCT gone.thread_id, gone.checkpoint_ns FROM gone
+$fn$;
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_delete_runs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."operations_checkpoints_delete_runs"(text[]) FROM PUBLIC;
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_delete_runs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."operations_checkpoints_delete_runs"(text[]) TO "primitives_app";
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_delete_blobs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."operations_checkpoints_delete_blobs"(text[], text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."operations_checkpoint_blobs" AS b USING unnest($1, $2) AS p(thread_id, checkpoint_ns) WHERE b."operator_id" = primitives.current_tenant() AND b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns AND NOT EXISTS (SELECT 1 FROM "langgraph"."operations_checkpoints" AS c WHERE c."operator_id" = b."operator_id" AND c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)
+$fn$;
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_delete_blobs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."operations_checkpoints_delete_blobs"(text[], text[]) FROM PUBLIC;
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_delete_blobs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."operations_checkpoints_delete_blobs"(text[], text[]) TO "primitives_app";
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_prune (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."operations_checkpoints_prune"(text, text, text, text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."operations_checkpoint_writes" WHERE "operator_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+DELETE FROM "langgraph"."operations_checkpoints" WHERE "operator_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+UPDATE "langgraph"."operations_checkpoints" SET parent_checkpoint_id = NULL WHERE "operator_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY ($4) AND parent_checkpoint_id <> ALL ($4)
+$fn$;
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_prune: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."operations_checkpoints_prune"(text, text, text, text[]) FROM PUBLIC;
+
+-- langgraph.operations_checkpoint_writes: function langgraph.operations_checkpoints_prune: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."operations_checkpoints_prune"(text, text, text, text[]) TO "primitives_app";
 
 -- langgraph.operations_checkpoint_writes: comment
 COMMENT ON TABLE "langgraph"."operations_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''operations'', isolated by operator_id (row-level security).';
@@ -576,11 +694,17 @@ DROP POLICY IF EXISTS "operations_auditor_read" ON "langgraph"."operations_check
 -- langgraph.operations_checkpoint_writes: policy operations_auditor_read
 CREATE POLICY "operations_auditor_read" ON "langgraph"."operations_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.operations_checkpoint_writes: replace policy operations_owner_tenant
+DROP POLICY IF EXISTS "operations_owner_tenant" ON "langgraph"."operations_checkpoint_writes";
+
+-- langgraph.operations_checkpoint_writes: policy operations_owner_tenant
+CREATE POLICY "operations_owner_tenant" ON "langgraph"."operations_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.operations_checkpoint_writes: reset grants
 REVOKE ALL ON TABLE "langgraph"."operations_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.operations_checkpoint_writes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.operations_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_auditor";

@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 162 statements
+-- primitives plan for agent 'spectral': 193 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -166,6 +166,20 @@ CREATE INDEX IF NOT EXISTS "spectral_memories_tsv_match_idx" ON "platform"."spec
 -- platform.spectral_memories: index spectral_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "spectral_memories_embedding_idx" ON "platform"."spectral_memories" USING hnsw (embedding halfvec_cosine_ops);
 
+-- platform.spectral_memories: function platform.spectral_delete_transient (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "platform"."spectral_delete_transient"(uuid) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "platform"."spectral_memories" AS m WHERE m."workspace_id" = primitives.current_tenant() AND m.id = $1 RETURNING true
+$fn$;
+
+-- platform.spectral_memories: function platform.spectral_delete_transient: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."spectral_delete_transient"(uuid) FROM PUBLIC;
+
+-- platform.spectral_memories: function platform.spectral_delete_transient: callable by the app role
+GRANT EXECUTE ON FUNCTION "platform"."spectral_delete_transient"(uuid) TO "primitives_app";
+
 -- platform.spectral_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "platform"."spectral_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"platform"."spectral_action_links"', 'workspace_id');
 
@@ -190,11 +204,17 @@ DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_memories";
 -- platform.spectral_memories: policy spectral_auditor_read
 CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_memories" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- platform.spectral_memories: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_memories";
+
+-- platform.spectral_memories: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- platform.spectral_memories: reset grants
 REVOKE ALL ON TABLE "platform"."spectral_memories" FROM "primitives_app", "primitives_auditor";
 
 -- platform.spectral_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "platform"."spectral_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "erased_at", "erasure_reason") ON TABLE "platform"."spectral_memories" TO "primitives_app";
 
 -- platform.spectral_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_memories" TO "primitives_auditor";
@@ -252,8 +272,8 @@ BEGIN
     END IF;
 
     -- One writer per (journal, tenant) at a time, until commit or rollback.
-    PERFORM pg_catalog.pg_advisory_xact_lock(
-        pg_catalog.hashtextextended(TG_RELID::text || '|' || NEW."workspace_id", 0));
+    -- (through primitives.tenant_xact_lock: runtime roles may not take advisory locks)
+    PERFORM primitives.tenant_xact_lock(NEW."workspace_id", 'journal ' || TG_RELID::text);
 
     SELECT e.seq, e.hash INTO last_seq, last_hash
     FROM "platform"."spectral_memory_events" AS e
@@ -303,6 +323,12 @@ DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_memory_eve
 
 -- platform.spectral_memory_events: policy spectral_auditor_read
 CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_memory_events" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.spectral_memory_events: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_memory_events";
+
+-- platform.spectral_memory_events: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- platform.spectral_memory_events: reset grants
 REVOKE ALL ON TABLE "platform"."spectral_memory_events" FROM "primitives_app", "primitives_auditor";
@@ -354,6 +380,12 @@ DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_action_lin
 -- platform.spectral_action_links: policy spectral_auditor_read
 CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_action_links" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- platform.spectral_action_links: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_action_links";
+
+-- platform.spectral_action_links: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- platform.spectral_action_links: reset grants
 REVOKE ALL ON TABLE "platform"."spectral_action_links" FROM "primitives_app", "primitives_auditor";
 
@@ -403,11 +435,17 @@ DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_scopes";
 -- platform.spectral_scopes: policy spectral_auditor_read
 CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_scopes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- platform.spectral_scopes: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_scopes";
+
+-- platform.spectral_scopes: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- platform.spectral_scopes: reset grants
 REVOKE ALL ON TABLE "platform"."spectral_scopes" FROM "primitives_app", "primitives_auditor";
 
 -- platform.spectral_scopes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "platform"."spectral_scopes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "platform"."spectral_scopes" TO "primitives_app";
 
 -- platform.spectral_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_scopes" TO "primitives_auditor";
@@ -442,6 +480,12 @@ DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_promotions
 
 -- platform.spectral_promotions: policy spectral_auditor_read
 CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_promotions" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.spectral_promotions: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_promotions";
+
+-- platform.spectral_promotions: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- platform.spectral_promotions: reset grants
 REVOKE ALL ON TABLE "platform"."spectral_promotions" FROM "primitives_app", "primitives_auditor";
@@ -486,11 +530,17 @@ DROP POLICY IF EXISTS "spectral_auditor_read" ON "langgraph"."spectral_checkpoin
 -- langgraph.spectral_checkpoints: policy spectral_auditor_read
 CREATE POLICY "spectral_auditor_read" ON "langgraph"."spectral_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.spectral_checkpoints: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "langgraph"."spectral_checkpoints";
+
+-- langgraph.spectral_checkpoints: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "langgraph"."spectral_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.spectral_checkpoints: reset grants
 REVOKE ALL ON TABLE "langgraph"."spectral_checkpoints" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.spectral_checkpoints: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_app";
 
 -- langgraph.spectral_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_auditor";
@@ -528,11 +578,17 @@ DROP POLICY IF EXISTS "spectral_auditor_read" ON "langgraph"."spectral_checkpoin
 -- langgraph.spectral_checkpoint_blobs: policy spectral_auditor_read
 CREATE POLICY "spectral_auditor_read" ON "langgraph"."spectral_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.spectral_checkpoint_blobs: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "langgraph"."spectral_checkpoint_blobs";
+
+-- langgraph.spectral_checkpoint_blobs: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "langgraph"."spectral_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.spectral_checkpoint_blobs: reset grants
 REVOKE ALL ON TABLE "langgraph"."spectral_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.spectral_checkpoint_blobs: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_app";
+GRANT SELECT, INSERT ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.spectral_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_auditor";
@@ -551,6 +607,68 @@ CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoint_writes" (
     "blob" bytea NOT NULL,
     CONSTRAINT "spectral_checkpoint_writes_pkey" PRIMARY KEY ("workspace_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
 );
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_delete_threads (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."spectral_checkpoints_delete_threads"(text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."spectral_checkpoint_writes" WHERE "workspace_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."spectral_checkpoint_blobs" WHERE "workspace_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."spectral_checkpoints" WHERE "workspace_id" = primitives.current_tenant() AND thread_id = ANY ($1)
+$fn$;
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_delete_threads: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."spectral_checkpoints_delete_threads"(text[]) FROM PUBLIC;
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_delete_threads: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."spectral_checkpoints_delete_threads"(text[]) TO "primitives_app";
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_delete_runs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."spectral_checkpoints_delete_runs"(text[]) RETURNS TABLE (thread text, namespace text)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH gone AS (DELETE FROM "langgraph"."spectral_checkpoints" WHERE "workspace_id" = primitives.current_tenant() AND metadata ->> 'run_id' = ANY ($1) RETURNING thread_id, checkpoint_ns, checkpoint_id),
+writes AS (DELETE FROM "langgraph"."spectral_checkpoint_writes" AS w USING gone WHERE w."workspace_id" = primitives.current_tenant() AND w.thread_id = gone.thread_id AND w.checkpoint_ns = gone.checkpoint_ns AND w.checkpoint_id = gone.checkpoint_id)
+SELECT DISTINCT gone.thread_id, gone.checkpoint_ns FROM gone
+$fn$;
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_delete_runs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."spectral_checkpoints_delete_runs"(text[]) FROM PUBLIC;
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_delete_runs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."spectral_checkpoints_delete_runs"(text[]) TO "primitives_app";
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_delete_blobs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."spectral_checkpoints_delete_blobs"(text[], text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."spectral_checkpoint_blobs" AS b USING unnest($1, $2) AS p(thread_id, checkpoint_ns) WHERE b."workspace_id" = primitives.current_tenant() AND b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns AND NOT EXISTS (SELECT 1 FROM "langgraph"."spectral_checkpoints" AS c WHERE c."workspace_id" = b."workspace_id" AND c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)
+$fn$;
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_delete_blobs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."spectral_checkpoints_delete_blobs"(text[], text[]) FROM PUBLIC;
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_delete_blobs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."spectral_checkpoints_delete_blobs"(text[], text[]) TO "primitives_app";
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_prune (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."spectral_checkpoints_prune"(text, text, text, text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."spectral_checkpoint_writes" WHERE "workspace_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+DELETE FROM "langgraph"."spectral_checkpoints" WHERE "workspace_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+UPDATE "langgraph"."spectral_checkpoints" SET parent_checkpoint_id = NULL WHERE "workspace_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY ($4) AND parent_checkpoint_id <> ALL ($4)
+$fn$;
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_prune: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."spectral_checkpoints_prune"(text, text, text, text[]) FROM PUBLIC;
+
+-- langgraph.spectral_checkpoint_writes: function langgraph.spectral_checkpoints_prune: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."spectral_checkpoints_prune"(text, text, text, text[]) TO "primitives_app";
 
 -- langgraph.spectral_checkpoint_writes: comment
 COMMENT ON TABLE "langgraph"."spectral_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''spectral'', isolated by workspace_id (row-level security).';
@@ -573,11 +691,17 @@ DROP POLICY IF EXISTS "spectral_auditor_read" ON "langgraph"."spectral_checkpoin
 -- langgraph.spectral_checkpoint_writes: policy spectral_auditor_read
 CREATE POLICY "spectral_auditor_read" ON "langgraph"."spectral_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.spectral_checkpoint_writes: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "langgraph"."spectral_checkpoint_writes";
+
+-- langgraph.spectral_checkpoint_writes: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "langgraph"."spectral_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.spectral_checkpoint_writes: reset grants
 REVOKE ALL ON TABLE "langgraph"."spectral_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.spectral_checkpoint_writes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.spectral_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_auditor";

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 163 statements
+-- primitives plan for agent 'world': 194 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -169,6 +169,20 @@ CREATE INDEX IF NOT EXISTS "world_agent_memories_content_trgm_idx" ON "worlds"."
 -- worlds.world_agent_memories: index world_agent_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "world_agent_memories_embedding_idx" ON "worlds"."world_agent_memories" USING hnsw (embedding halfvec_cosine_ops);
 
+-- worlds.world_agent_memories: function worlds.world_agent_delete_transient (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "worlds"."world_agent_delete_transient"(uuid) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "worlds"."world_agent_memories" AS m WHERE m."world_id" = primitives.current_tenant() AND m.id = $1 RETURNING true
+$fn$;
+
+-- worlds.world_agent_memories: function worlds.world_agent_delete_transient: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "worlds"."world_agent_delete_transient"(uuid) FROM PUBLIC;
+
+-- worlds.world_agent_memories: function worlds.world_agent_delete_transient: callable by the app role
+GRANT EXECUTE ON FUNCTION "worlds"."world_agent_delete_transient"(uuid) TO "primitives_app";
+
 -- worlds.world_agent_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "worlds"."world_agent_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"worlds"."world_agent_action_links"', 'world_id');
 
@@ -193,11 +207,17 @@ DROP POLICY IF EXISTS "world_agent_auditor_read" ON "worlds"."world_agent_memori
 -- worlds.world_agent_memories: policy world_agent_auditor_read
 CREATE POLICY "world_agent_auditor_read" ON "worlds"."world_agent_memories" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- worlds.world_agent_memories: replace policy world_agent_owner_tenant
+DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_memories";
+
+-- worlds.world_agent_memories: policy world_agent_owner_tenant
+CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- worlds.world_agent_memories: reset grants
 REVOKE ALL ON TABLE "worlds"."world_agent_memories" FROM "primitives_app", "primitives_auditor";
 
 -- worlds.world_agent_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "worlds"."world_agent_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "erased_at", "erasure_reason") ON TABLE "worlds"."world_agent_memories" TO "primitives_app";
 
 -- worlds.world_agent_memories: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_memories" TO "primitives_auditor";
@@ -255,8 +275,8 @@ BEGIN
     END IF;
 
     -- One writer per (journal, tenant) at a time, until commit or rollback.
-    PERFORM pg_catalog.pg_advisory_xact_lock(
-        pg_catalog.hashtextextended(TG_RELID::text || '|' || NEW."world_id", 0));
+    -- (through primitives.tenant_xact_lock: runtime roles may not take advisory locks)
+    PERFORM primitives.tenant_xact_lock(NEW."world_id", 'journal ' || TG_RELID::text);
 
     SELECT e.seq, e.hash INTO last_seq, last_hash
     FROM "worlds"."world_agent_memory_events" AS e
@@ -306,6 +326,12 @@ DROP POLICY IF EXISTS "world_agent_auditor_read" ON "worlds"."world_agent_memory
 
 -- worlds.world_agent_memory_events: policy world_agent_auditor_read
 CREATE POLICY "world_agent_auditor_read" ON "worlds"."world_agent_memory_events" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- worlds.world_agent_memory_events: replace policy world_agent_owner_tenant
+DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_memory_events";
+
+-- worlds.world_agent_memory_events: policy world_agent_owner_tenant
+CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- worlds.world_agent_memory_events: reset grants
 REVOKE ALL ON TABLE "worlds"."world_agent_memory_events" FROM "primitives_app", "primitives_auditor";
@@ -357,6 +383,12 @@ DROP POLICY IF EXISTS "world_agent_auditor_read" ON "worlds"."world_agent_action
 -- worlds.world_agent_action_links: policy world_agent_auditor_read
 CREATE POLICY "world_agent_auditor_read" ON "worlds"."world_agent_action_links" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- worlds.world_agent_action_links: replace policy world_agent_owner_tenant
+DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_action_links";
+
+-- worlds.world_agent_action_links: policy world_agent_owner_tenant
+CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- worlds.world_agent_action_links: reset grants
 REVOKE ALL ON TABLE "worlds"."world_agent_action_links" FROM "primitives_app", "primitives_auditor";
 
@@ -406,11 +438,17 @@ DROP POLICY IF EXISTS "world_agent_auditor_read" ON "worlds"."world_agent_scopes
 -- worlds.world_agent_scopes: policy world_agent_auditor_read
 CREATE POLICY "world_agent_auditor_read" ON "worlds"."world_agent_scopes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- worlds.world_agent_scopes: replace policy world_agent_owner_tenant
+DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_scopes";
+
+-- worlds.world_agent_scopes: policy world_agent_owner_tenant
+CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- worlds.world_agent_scopes: reset grants
 REVOKE ALL ON TABLE "worlds"."world_agent_scopes" FROM "primitives_app", "primitives_auditor";
 
 -- worlds.world_agent_scopes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "worlds"."world_agent_scopes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "worlds"."world_agent_scopes" TO "primitives_app";
 
 -- worlds.world_agent_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_scopes" TO "primitives_auditor";
@@ -445,6 +483,12 @@ DROP POLICY IF EXISTS "world_agent_auditor_read" ON "worlds"."world_agent_promot
 
 -- worlds.world_agent_promotions: policy world_agent_auditor_read
 CREATE POLICY "world_agent_auditor_read" ON "worlds"."world_agent_promotions" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- worlds.world_agent_promotions: replace policy world_agent_owner_tenant
+DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_promotions";
+
+-- worlds.world_agent_promotions: policy world_agent_owner_tenant
+CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
 -- worlds.world_agent_promotions: reset grants
 REVOKE ALL ON TABLE "worlds"."world_agent_promotions" FROM "primitives_app", "primitives_auditor";
@@ -489,11 +533,17 @@ DROP POLICY IF EXISTS "world_agent_auditor_read" ON "langgraph"."world_agent_che
 -- langgraph.world_agent_checkpoints: policy world_agent_auditor_read
 CREATE POLICY "world_agent_auditor_read" ON "langgraph"."world_agent_checkpoints" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.world_agent_checkpoints: replace policy world_agent_owner_tenant
+DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "langgraph"."world_agent_checkpoints";
+
+-- langgraph.world_agent_checkpoints: policy world_agent_owner_tenant
+CREATE POLICY "world_agent_owner_tenant" ON "langgraph"."world_agent_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.world_agent_checkpoints: reset grants
 REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoints" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.world_agent_checkpoints: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_app";
 
 -- langgraph.world_agent_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_auditor";
@@ -531,11 +581,17 @@ DROP POLICY IF EXISTS "world_agent_auditor_read" ON "langgraph"."world_agent_che
 -- langgraph.world_agent_checkpoint_blobs: policy world_agent_auditor_read
 CREATE POLICY "world_agent_auditor_read" ON "langgraph"."world_agent_checkpoint_blobs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.world_agent_checkpoint_blobs: replace policy world_agent_owner_tenant
+DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "langgraph"."world_agent_checkpoint_blobs";
+
+-- langgraph.world_agent_checkpoint_blobs: policy world_agent_owner_tenant
+CREATE POLICY "world_agent_owner_tenant" ON "langgraph"."world_agent_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.world_agent_checkpoint_blobs: reset grants
 REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.world_agent_checkpoint_blobs: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_app";
+GRANT SELECT, INSERT ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.world_agent_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_auditor";
@@ -554,6 +610,68 @@ CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoint_writes" (
     "blob" bytea NOT NULL,
     CONSTRAINT "world_agent_checkpoint_writes_pkey" PRIMARY KEY ("world_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
 );
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_delete_threads (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."world_agent_checkpoints_delete_threads"(text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."world_agent_checkpoint_writes" WHERE "world_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."world_agent_checkpoint_blobs" WHERE "world_id" = primitives.current_tenant() AND thread_id = ANY ($1);
+DELETE FROM "langgraph"."world_agent_checkpoints" WHERE "world_id" = primitives.current_tenant() AND thread_id = ANY ($1)
+$fn$;
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_delete_threads: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."world_agent_checkpoints_delete_threads"(text[]) FROM PUBLIC;
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_delete_threads: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."world_agent_checkpoints_delete_threads"(text[]) TO "primitives_app";
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_delete_runs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."world_agent_checkpoints_delete_runs"(text[]) RETURNS TABLE (thread text, namespace text)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH gone AS (DELETE FROM "langgraph"."world_agent_checkpoints" WHERE "world_id" = primitives.current_tenant() AND metadata ->> 'run_id' = ANY ($1) RETURNING thread_id, checkpoint_ns, checkpoint_id),
+writes AS (DELETE FROM "langgraph"."world_agent_checkpoint_writes" AS w USING gone WHERE w."world_id" = primitives.current_tenant() AND w.thread_id = gone.thread_id AND w.checkpoint_ns = gone.checkpoint_ns AND w.checkpoint_id = gone.checkpoint_id)
+SELECT DISTINCT gone.thread_id, gone.checkpoint_ns FROM gone
+$fn$;
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_delete_runs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."world_agent_checkpoints_delete_runs"(text[]) FROM PUBLIC;
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_delete_runs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."world_agent_checkpoints_delete_runs"(text[]) TO "primitives_app";
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_delete_blobs (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."world_agent_checkpoints_delete_blobs"(text[], text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."world_agent_checkpoint_blobs" AS b USING unnest($1, $2) AS p(thread_id, checkpoint_ns) WHERE b."world_id" = primitives.current_tenant() AND b.thread_id = p.thread_id AND b.checkpoint_ns = p.checkpoint_ns AND NOT EXISTS (SELECT 1 FROM "langgraph"."world_agent_checkpoints" AS c WHERE c."world_id" = b."world_id" AND c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)
+$fn$;
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_delete_blobs: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."world_agent_checkpoints_delete_blobs"(text[], text[]) FROM PUBLIC;
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_delete_blobs: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."world_agent_checkpoints_delete_blobs"(text[], text[]) TO "primitives_app";
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_prune (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "langgraph"."world_agent_checkpoints_prune"(text, text, text, text[]) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DELETE FROM "langgraph"."world_agent_checkpoint_writes" WHERE "world_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+DELETE FROM "langgraph"."world_agent_checkpoints" WHERE "world_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 AND checkpoint_id <> ALL ($4);
+UPDATE "langgraph"."world_agent_checkpoints" SET parent_checkpoint_id = NULL WHERE "world_id" = primitives.current_tenant() AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY ($4) AND parent_checkpoint_id <> ALL ($4)
+$fn$;
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_prune: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "langgraph"."world_agent_checkpoints_prune"(text, text, text, text[]) FROM PUBLIC;
+
+-- langgraph.world_agent_checkpoint_writes: function langgraph.world_agent_checkpoints_prune: callable by the app role
+GRANT EXECUTE ON FUNCTION "langgraph"."world_agent_checkpoints_prune"(text, text, text, text[]) TO "primitives_app";
 
 -- langgraph.world_agent_checkpoint_writes: comment
 COMMENT ON TABLE "langgraph"."world_agent_checkpoint_writes" IS 'LangGraph pending writes of checkpoints of agent ''world'', isolated by world_id (row-level security).';
@@ -576,11 +694,17 @@ DROP POLICY IF EXISTS "world_agent_auditor_read" ON "langgraph"."world_agent_che
 -- langgraph.world_agent_checkpoint_writes: policy world_agent_auditor_read
 CREATE POLICY "world_agent_auditor_read" ON "langgraph"."world_agent_checkpoint_writes" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
 
+-- langgraph.world_agent_checkpoint_writes: replace policy world_agent_owner_tenant
+DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "langgraph"."world_agent_checkpoint_writes";
+
+-- langgraph.world_agent_checkpoint_writes: policy world_agent_owner_tenant
+CREATE POLICY "world_agent_owner_tenant" ON "langgraph"."world_agent_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
 -- langgraph.world_agent_checkpoint_writes: reset grants
 REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
 
 -- langgraph.world_agent_checkpoint_writes: grants for the app role
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.world_agent_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_auditor";

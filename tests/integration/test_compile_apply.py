@@ -17,7 +17,9 @@ from psycopg import sql
 
 from primitives._project import migrate
 from primitives.compile import Capabilities, Plan, Tables, compile_plan
+from primitives.compile._tables import MEMORY_UPDATE_COLUMNS
 from primitives.db import OWNER_ROLE, apply_plan, tenant_transaction
+from primitives.engine._queries import delete_memory
 from primitives.errors import PolicyViolation, StorageError
 from primitives.spec import AgentSpec, load_spec, load_spec_text
 from tests.conftest import PostgresHandle
@@ -156,7 +158,25 @@ def test_reapplying_the_plan_is_harmless(
         " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
         (spectral_plan.tables.schema, spectral_plan.tables.memories.name),
     ).fetchone()
-    assert policies == (2,)
+    assert policies == (3,)  # tenant (app), auditor read, tenant (owner, for its functions)
+
+
+def test_reapplying_takes_table_level_update_and_delete_from_an_older_database(
+    admin_conn: psycopg.Connection[Any], spectral_plan: Plan
+) -> None:
+    """Earlier plans granted UPDATE and DELETE on whole tables; a migrate converts them."""
+    memories = spectral_plan.tables.memories
+    admin_conn.execute(sql.SQL("GRANT UPDATE, DELETE ON {} TO primitives_app").format(
+        memories.ident))
+    apply(admin_conn, spectral_plan, force=True)
+    held = admin_conn.execute(
+        "SELECT has_table_privilege('primitives_app', %s, 'UPDATE'), "
+        "has_table_privilege('primitives_app', %s, 'DELETE'), "
+        "has_column_privilege('primitives_app', %s, 'tombstoned_at', 'UPDATE'), "
+        "has_column_privilege('primitives_app', %s, %s, 'UPDATE')",
+        (memories.qualified, memories.qualified, memories.qualified, memories.qualified,
+         spectral_plan.tables.tenant_column)).fetchone()
+    assert held == (False, False, True, False)
 
 
 def test_every_unique_index_leads_with_the_tenant_column(
@@ -196,10 +216,11 @@ def test_app_role_inserts_in_its_tenant_and_is_refused_in_another(
                 tables.active_memories.ident), (memory_id,),
         ).fetchone()
         assert active == (False, True)
-        # transient, unlinked: scope-end removal is allowed
-        app_conn.execute(
-            sql.SQL("DELETE FROM {} WHERE id = %s").format(tables.memories.ident), (memory_id,)
-        )
+        # transient, unlinked: scope-end removal is allowed, through the owner's function
+        app_conn.execute(delete_memory(tables), {"id": memory_id})
+        gone = app_conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE id = %s").format(
+            tables.memories.ident), (memory_id,)).fetchone()
+        assert gone == (0,)
 
 
 def test_app_role_without_a_tenant_sees_and_writes_nothing(
@@ -222,12 +243,15 @@ def test_persistent_memory_delete_and_journal_update_are_refused(
             sql.SQL("INSERT INTO {} ({}, kind, memory_id) VALUES (%s, 'written', %s)").format(
                 tables.events.ident, tables.tenant), (tenant, memory_id),
         )
-    with pytest.raises(PolicyViolation, match="persistent"):
+    with pytest.raises(PolicyViolation, match="permission denied"):  # no DELETE grant
         with tenant_transaction(app_conn, tenant):
             app_conn.execute(
                 sql.SQL("DELETE FROM {} WHERE id = %s").format(tables.memories.ident),
                 (memory_id,),
             )
+    with pytest.raises(PolicyViolation, match="persistent"):  # the function meets the guard
+        with tenant_transaction(app_conn, tenant):
+            app_conn.execute(delete_memory(tables), {"id": memory_id})
     with pytest.raises(PolicyViolation):  # no UPDATE grant on the journal
         with tenant_transaction(app_conn, tenant):
             app_conn.execute(sql.SQL("UPDATE {} SET kind = 'x'").format(tables.events.ident))
@@ -353,12 +377,17 @@ def test_each_broken_bound_fails_under_its_own_constraint_name_as_the_app_role(
 ) -> None:
     tables = spectral_plan.tables
     literal = psycopg.types.json.Jsonb(value) if isinstance(value, dict) else value
+    row = {"tier": "run", "typology": "episodic", "key": f"k-{uuid.uuid4().hex}",
+           "content": "fits"}
+    updated = column in MEMORY_UPDATE_COLUMNS
+    if not updated:  # the app role may not UPDATE it: the INSERT carries the broken value
+        row[column] = literal
     with pytest.raises(StorageError) as caught, tenant_transaction(app_conn, "bounds-t1"):
-        app_conn.execute(sql.SQL(
-            "INSERT INTO {} ({}, tier, typology, key, content) "
-            "VALUES (%s, 'run', 'episodic', %s, 'fits') RETURNING id").format(
-                tables.memories.ident, tables.tenant), ("bounds-t1", f"k-{uuid.uuid4().hex}"))
+        app_conn.execute(sql.SQL("INSERT INTO {} ({}, {}) VALUES (%s, {}) RETURNING id").format(
+            tables.memories.ident, tables.tenant, sql.SQL(", ").join(map(sql.Identifier, row)),
+            sql.SQL(", ").join(sql.Placeholder() * len(row))), ("bounds-t1", *row.values()))
         # the same row, one column changed: an UPDATE is held to the bounds as an INSERT is
+        assert updated
         app_conn.execute(sql.SQL("UPDATE {} SET {} = %s WHERE {} = %s").format(
             tables.memories.ident, sql.Identifier(column), tables.tenant),
             (literal, "bounds-t1"))

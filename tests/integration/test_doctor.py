@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from rich.console import Console
 
 from primitives import cli
@@ -22,7 +23,7 @@ from primitives._doctor import run_doctor
 from primitives._project import migrate
 from primitives.audit import connect_auditor
 from primitives.cli import main
-from primitives.db import APP_ROLE, OWNER_ROLE, auditor_dsn
+from primitives.db import APP_ROLE, OWNER_ROLE, app_dsn, auditor_dsn
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
 
@@ -86,7 +87,7 @@ def test_doctor_passes_on_the_five_freshly_migrated_reference_specs(
     use_database(admin)
     code, out = _doctor(capsys, *SPECS)
     assert code == 0, out
-    assert "of 5 agent(s) pass all 13 checks" in out
+    assert "of 5 agent(s) pass all 16 checks" in out
 
 
 def test_doctor_runs_as_the_auditor_role(database: str) -> None:
@@ -142,6 +143,32 @@ BREAKS = [
     pytest.param(
         [sql.SQL("DROP TRIGGER primitives_guard_delete ON {}").format(MEMORIES)], True,
         "triggers", "table platform.spectral_memories", id="guard-dropped"),
+    pytest.param(
+        [sql.SQL("GRANT UPDATE ON {} TO {}").format(MEMORIES, sql.Identifier(APP_ROLE))],
+        True, "grants", "table platform.spectral_memories", id="table-update-grant"),
+    pytest.param(
+        [sql.SQL("GRANT UPDATE (workspace_id) ON {} TO {}").format(
+            MEMORIES, sql.Identifier(APP_ROLE))],
+        True, "grants", "table platform.spectral_memories", id="tenant-column-update"),
+    pytest.param(
+        [sql.SQL("GRANT EXECUTE ON FUNCTION pg_catalog.pg_terminate_backend(integer, bigint) "
+                 "TO {}").format(sql.Identifier(APP_ROLE))], False,
+        "runtime_functions", f"role {APP_ROLE}", id="app-may-terminate"),
+    pytest.param(
+        [sql.SQL("GRANT EXECUTE ON FUNCTION pg_catalog.pg_advisory_lock(bigint) TO PUBLIC")],
+        False, "runtime_functions", f"role {APP_ROLE}", id="public-advisory-lock"),
+    pytest.param(
+        [sql.SQL("GRANT SELECT ON pg_catalog.pg_stat_user_tables TO primitives_auditor")], False,
+        "runtime_functions", "role primitives_auditor", id="auditor-reads-table-stats"),
+    pytest.param(
+        [sql.SQL("CREATE FUNCTION platform.probe() RETURNS int LANGUAGE sql SECURITY DEFINER "
+                 "AS 'SELECT 1'")], True,
+        "security_definer", "function platform.probe()", id="definer-without-search-path"),
+    pytest.param(
+        [sql.SQL("CREATE FUNCTION platform.probe() RETURNS int LANGUAGE sql SECURITY DEFINER "
+                 "SET search_path = pg_catalog, pg_temp AS 'SELECT 1'"),
+         sql.SQL("GRANT EXECUTE ON FUNCTION platform.probe() TO PUBLIC")], True,
+        "security_definer", "function platform.probe()", id="definer-for-public"),
 ]
 
 
@@ -155,6 +182,20 @@ def test_doctor_names_the_broken_object_and_exits_non_zero(
     assert code == 1, out
     lines = [line for line in out.splitlines() if offender in line]
     assert any(check in line for line in lines), out
+
+
+def test_a_setting_a_session_persists_on_its_role_is_named(
+    database: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Scoped to the fresh database (IN DATABASE), which is dropped with its settings."""
+    name = conninfo_to_dict(database)["dbname"]
+    with psycopg.connect(app_dsn(database), autocommit=True) as app:
+        app.execute(sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET statement_timeout = 1")
+                    .format(sql.Identifier(name)))
+    code, out = _doctor(capsys)
+    assert code == 1, out
+    assert any("role_settings" in line and f"role {APP_ROLE}" in line
+               and "statement_timeout=1" in line for line in out.splitlines()), out
 
 
 def test_doctor_lists_every_offending_object_at_once(
@@ -242,7 +283,7 @@ def test_doctor_json_reports_the_same_findings_with_the_same_exit_status(
     clean = json.loads(capsys.readouterr().out)
     assert clean["ok"] is True and clean["findings"] == []
     assert clean["agents"] == ["spectral"] and clean["relations"] > 0
-    assert len(clean["checks"]) == 13 and "runtime_create" in clean["checks"]
+    assert len(clean["checks"]) == 16 and "runtime_create" in clean["checks"]
     _admin(database, sql.SQL("ALTER TABLE {} NO FORCE ROW LEVEL SECURITY").format(MEMORIES),
            sql.SQL("GRANT TRUNCATE ON {} TO {}").format(MEMORIES, sql.Identifier(APP_ROLE)))
     assert main(["doctor", SPECTRAL, "--json"]) == 1

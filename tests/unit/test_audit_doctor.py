@@ -11,10 +11,13 @@ from primitives._doctor import (
     CHECKS,
     Catalog,
     Creator,
+    Definer,
     Grant,
     Policy,
     Relation,
     Role,
+    RoleSetting,
+    RuntimeReach,
     Trigger,
     UniqueIndex,
     diagnose,
@@ -158,6 +161,30 @@ def test_truncate_for_the_app_role_and_insert_for_the_auditor_are_named(tables: 
     assert len(found) == 2
 
 
+def test_table_level_update_or_delete_for_the_app_role_is_named_as_a_lock_hazard(
+    tables: Tables,
+) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.scopes.name)
+    extra = [Grant(oid, APP, "UPDATE"), Grant(oid, APP, "DELETE"), Grant(oid, APP, "MAINTAIN")]
+    found = diagnose([tables], replace(catalog, grants=[*catalog.grants, *extra]))
+    assert [(f.check, f.object) for f in found] == [("grants", f"table {tables.scopes.qualified}")] * 3
+    assert all("LOCK the table in any mode" in f.problem for f in found)
+
+
+def test_column_update_is_allowed_except_on_the_tenant_column(tables: Tables) -> None:
+    catalog = healthy(tables)
+    oid = oid_of(catalog, tables.memories.name)
+    extra = [Grant(oid, APP, "UPDATE", "superseded_at"),
+             Grant(oid, APP, "UPDATE", tables.tenant_column),
+             Grant(oid, AUDITOR, "UPDATE", "content")]
+    found = diagnose([tables], replace(catalog, grants=[*catalog.grants, *extra]))
+    assert sorted(f.problem for f in found) == [
+        f"grants UPDATE (content) to {AUDITOR}",
+        f"grants UPDATE ({tables.tenant_column}) to {APP}: a row could be moved to another "
+        "tenant"]
+
+
 def test_unique_index_not_led_by_the_tenant_is_named(tables: Tables) -> None:
     catalog = healthy(tables)
     oid = oid_of(catalog, tables.memories.name)
@@ -205,6 +232,40 @@ def test_view_without_security_invoker_is_named(tables: Tables) -> None:
             tables.audit_erasures.name else r for r in catalog.relations]
     assert findings(tables, replace(catalog, relations=rows)) == [
         ("security_invoker", f"view {tables.audit_erasures.qualified}")]
+
+
+def test_a_setting_persisted_on_a_runtime_role_is_named_with_its_fix(tables: Tables) -> None:
+    settings = [RoleSetting(APP, None, "default_transaction_read_only=on"),
+                RoleSetting(AUDITOR, "prod", "search_path=nowhere")]
+    found = diagnose([tables], replace(healthy(tables), role_settings=settings))
+    assert [(f.check, f.object) for f in found] == [
+        ("role_settings", f"role {APP}"), ("role_settings", f"role {AUDITOR}")]
+    assert "default_transaction_read_only=on in every database" in found[0].problem
+    assert f"ALTER ROLE {APP} RESET ALL" in found[0].problem
+
+
+def test_built_ins_that_reach_other_tenants_are_named_per_role(tables: Tables) -> None:
+    reach = [RuntimeReach(APP, "function", "pg_terminate_backend(integer,bigint)"),
+             RuntimeReach(APP, "function", "pg_advisory_lock(bigint)"),
+             RuntimeReach(AUDITOR, "view", "pg_stat_user_tables")]
+    found = diagnose([tables], replace(healthy(tables), reach=reach))
+    assert sorted((f.check, f.object) for f in found) == [
+        ("runtime_functions", f"role {APP}"), ("runtime_functions", f"role {APP}"),
+        ("runtime_functions", f"role {AUDITOR}")]
+    assert any("stall its writes" in f.problem for f in found)
+
+
+def test_security_definer_functions_need_a_fixed_search_path_and_no_public_execute(
+    tables: Tables,
+) -> None:
+    definers = [Definer("primitives.tenant_xact_lock(text, text)", "pg_catalog, pg_temp", False),
+                Definer("platform.open(uuid)", None, False),
+                Definer("platform.widened(uuid)", "pg_catalog, public", False),
+                Definer("platform.everyone(uuid)", "pg_catalog, pg_temp", True)]
+    found = findings(tables, replace(healthy(tables), definers=definers))
+    assert found == [("security_definer", "function platform.everyone(uuid)"),
+                     ("security_definer", "function platform.open(uuid)"),
+                     ("security_definer", "function platform.widened(uuid)")]
 
 
 def test_every_check_is_documented_in_the_compliance_guide() -> None:

@@ -310,8 +310,9 @@ def test_app_grants_are_least_privilege(spectral: AgentSpec) -> None:
         and " ON TABLE " in s
     }
     functions = [s for s in rendered(plan) if s.startswith("GRANT") and " ON FUNCTION " in s]
+    # the one the memories table's constraint calls, and the one hard delete of memories
     assert [s.split(" ON FUNCTION ")[1].split("(")[0] for s in functions] == [
-        '"table"."limit_memories_bounds"']  # the one the memories table's constraint calls
+        '"table"."limit_memories_bounds"', '"table"."limit_delete_transient"']
     assert all(s.startswith("GRANT EXECUTE") and s.endswith('TO "primitives_app"')
                for s in functions)
 
@@ -319,13 +320,17 @@ def test_app_grants_are_least_privilege(spectral: AgentSpec) -> None:
         assert tables is not None
         return grants[table.ident.as_string(None)]  # type: ignore[attr-defined]
 
-    assert granted(tables.memories) == "SELECT, INSERT, UPDATE, DELETE"
-    assert granted(tables.scopes) == "SELECT, INSERT, UPDATE, DELETE"
+    # no table-level UPDATE, DELETE or TRUNCATE anywhere: any of them lets LOCK TABLE take
+    # every mode; UPDATE only of the columns the engine sets, never the tenant or the key
+    assert granted(tables.memories).startswith('SELECT, INSERT, UPDATE ("superseded_at", ')
+    assert '"user"' not in granted(tables.memories) and '"key"' not in granted(tables.memories)
+    assert granted(tables.scopes) == 'SELECT, INSERT, UPDATE ("last_activity_at", "closed_at")'
     for append_only in (tables.events, tables.action_links, tables.approvals, tables.promotions):
         assert granted(append_only) == "SELECT, INSERT"
     for table in tables.tables:
-        if table not in (tables.memories, tables.scopes):
-            assert "DELETE" not in granted(table)
+        assert "DELETE" not in granted(table)
+        assert granted(table).startswith("SELECT, INSERT") and "UPDATE" not in \
+            granted(table).replace("UPDATE (", "")
     for view in tables.views:
         assert granted(view) == "SELECT"
     auditor = [s for s in rendered(plan) if s.endswith('TO "primitives_auditor"')]

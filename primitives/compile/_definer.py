@@ -1,0 +1,155 @@
+"""The engine's hard deletes, as SECURITY DEFINER functions owned by the owner role.
+
+A table-level DELETE (or UPDATE) grant lets the holder ``LOCK TABLE`` in any mode, so one
+session of the app role could stop every tenant. The app role holds neither; the few
+deletes the engine does (a transient row at its scope's end, a LangGraph thread, a run's
+checkpoints, unreferenced blobs, pruned checkpoints) run in these functions instead.
+
+Each one runs as ``primitives_owner`` with ``search_path = pg_catalog, pg_temp`` and
+schema-qualified names, deletes only rows of the transaction's tenant
+(``primitives.current_tenant()``, and the owner's own tenant policy), and is executable by
+the app role alone. LANGUAGE sql with a string body: no dependency on the tables' columns
+that would block a later plan from changing them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from psycopg import sql
+
+from primitives.compile._names import APP_ROLE, Tables
+
+if TYPE_CHECKING:
+    from primitives.compile._checkpointer import CheckpointerTables
+
+__all__ = [
+    "checkpoint_delete_blobs_function",
+    "checkpoint_delete_runs_function",
+    "checkpoint_delete_threads_function",
+    "checkpoint_functions",
+    "checkpoint_prune_function",
+    "definer_names",
+    "memory_functions",
+    "transient_delete_function",
+]
+
+_DEFINER = sql.SQL("""\
+CREATE OR REPLACE FUNCTION {function}({args}) RETURNS {returns}
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+{body}
+$fn$""")
+
+_TENANT = sql.SQL("primitives.current_tenant()")
+
+
+def _function(schema: str, tables: Tables, suffix: str) -> sql.Identifier:
+    return sql.Identifier(schema, tables.object_name(suffix))
+
+
+def _steps(function: sql.Identifier, args: str, returns: str, body: sql.Composable,
+           label: str) -> tuple[tuple[str, sql.Composed], ...]:
+    """(label, statement) pairs: the function, no EXECUTE for PUBLIC, EXECUTE for the app."""
+    signature = sql.SQL("{}({})").format(function, sql.SQL(args))
+    return (
+        (f"{label} (SECURITY DEFINER)", _DEFINER.format(
+            function=function, args=sql.SQL(args), returns=sql.SQL(returns), body=body)),
+        (f"{label}: not callable by PUBLIC",
+         sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
+        (f"{label}: callable by the app role",
+         sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
+                                                               sql.Identifier(APP_ROLE))),
+    )
+
+
+def transient_delete_function(tables: Tables) -> sql.Identifier:
+    """``<schema>.<prefix>_delete_transient(uuid)``: hard delete of one memory row."""
+    return _function(tables.schema, tables, "delete_transient")
+
+
+def memory_functions(tables: Tables) -> tuple[tuple[str, sql.Composed], ...]:
+    """The memories table's function: delete one row of the tenant by id. The delete guard
+    (``primitives.guard_memory_delete``) still refuses persistent and action-linked rows."""
+    body = sql.SQL("DELETE FROM {} AS m WHERE m.{} = {} AND m.id = $1 RETURNING true").format(
+        tables.memories.ident, tables.tenant, _TENANT)
+    return _steps(transient_delete_function(tables), "uuid", "boolean", body,
+                  f"function {tables.schema}.{tables.object_name('delete_transient')}")
+
+
+def _checkpoint_function(t: CheckpointerTables, suffix: str) -> sql.Identifier:
+    """``<checkpointer schema>.<prefix>_checkpoints_<suffix>``."""
+    return sql.Identifier(t.checkpoints.schema, f"{t.checkpoints.name}_{suffix}")
+
+
+def checkpoint_delete_threads_function(t: CheckpointerTables) -> sql.Identifier:
+    return _checkpoint_function(t, "delete_threads")
+
+
+def checkpoint_delete_runs_function(t: CheckpointerTables) -> sql.Identifier:
+    return _checkpoint_function(t, "delete_runs")
+
+
+def checkpoint_delete_blobs_function(t: CheckpointerTables) -> sql.Identifier:
+    return _checkpoint_function(t, "delete_blobs")
+
+
+def checkpoint_prune_function(t: CheckpointerTables) -> sql.Identifier:
+    return _checkpoint_function(t, "prune")
+
+
+def definer_names(tables: Tables, t: CheckpointerTables | None) -> tuple[str, ...]:
+    """The functions' names (without schema), for the identifier length check."""
+    names = [tables.object_name("delete_transient")]
+    if t is not None:
+        names += [f"{t.checkpoints.name}_{s}"
+                  for s in ("delete_threads", "delete_runs", "delete_blobs", "prune")]
+    return tuple(names)
+
+
+def checkpoint_functions(t: CheckpointerTables) -> tuple[tuple[str, sql.Composed], ...]:
+    """The checkpointer's deletes: whole threads, the checkpoints of runs (returning the
+    (thread, namespace) pairs touched), unreferenced blobs, and pruning one namespace."""
+    mine = sql.SQL("{} = {}").format(t.tenant, _TENANT)
+    threads = sql.SQL(";\n").join(
+        sql.SQL("DELETE FROM {} WHERE {} AND thread_id = ANY ($1)").format(table.ident, mine)
+        for table in (t.writes, t.blobs, t.checkpoints))
+    runs = sql.SQL(
+        "WITH gone AS (DELETE FROM {cp} WHERE {mine} AND metadata ->> 'run_id' = ANY ($1) "
+        "RETURNING thread_id, checkpoint_ns, checkpoint_id),\n"
+        "writes AS (DELETE FROM {w} AS w USING gone WHERE w.{t} = {tenant} "
+        "AND w.thread_id = gone.thread_id AND w.checkpoint_ns = gone.checkpoint_ns "
+        "AND w.checkpoint_id = gone.checkpoint_id)\n"
+        "SELECT DISTINCT gone.thread_id, gone.checkpoint_ns FROM gone"
+    ).format(cp=t.checkpoints.ident, w=t.writes.ident, t=t.tenant, mine=mine, tenant=_TENANT)
+    blobs = sql.SQL(
+        "DELETE FROM {b} AS b USING unnest($1, $2) AS p(thread_id, checkpoint_ns) "
+        "WHERE b.{t} = {tenant} AND b.thread_id = p.thread_id "
+        "AND b.checkpoint_ns = p.checkpoint_ns AND NOT EXISTS (SELECT 1 FROM {cp} AS c "
+        "WHERE c.{t} = b.{t} AND c.thread_id = b.thread_id "
+        "AND c.checkpoint_ns = b.checkpoint_ns "
+        "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
+    ).format(b=t.blobs.ident, cp=t.checkpoints.ident, t=t.tenant, tenant=_TENANT)
+    older = sql.SQL("{} AND thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id < $3 "
+                    "AND checkpoint_id <> ALL ($4)").format(mine)
+    prune = sql.SQL(";\n").join([
+        sql.SQL("DELETE FROM {} WHERE {}").format(t.writes.ident, older),
+        sql.SQL("DELETE FROM {} WHERE {}").format(t.checkpoints.ident, older),
+        sql.SQL("UPDATE {} SET parent_checkpoint_id = NULL WHERE {} AND thread_id = $1 "
+                "AND checkpoint_ns = $2 AND checkpoint_id = ANY ($4) "
+                "AND parent_checkpoint_id <> ALL ($4)").format(t.checkpoints.ident, mine),
+    ])
+    def label(function: sql.Identifier) -> str:
+        return "function " + function.as_string(None).replace('"', "")
+
+    steps: list[tuple[str, sql.Composed]] = []
+    for function, args, returns, body in (
+        (checkpoint_delete_threads_function(t), "text[]", "void", threads),
+        (checkpoint_delete_runs_function(t), "text[]", "TABLE (thread text, namespace text)",
+         runs),
+        (checkpoint_delete_blobs_function(t), "text[], text[]", "void", blobs),
+        (checkpoint_prune_function(t), "text, text, text, text[]", "void", prune),
+    ):
+        steps += _steps(function, args, returns, body, label(function))
+    return tuple(steps)
