@@ -403,8 +403,9 @@ def observe(
     """Write a memory. With ``key``, the write is an atomic supersession: an unchanged write
     returns the current row (no event), a changed one supersedes it (the old row stays,
     marked), and concurrent writers of one key each get a version in one linear history.
-    Without ``key``, ``memory_id`` is the write's idempotency key: a retry of a write that
-    did commit returns the row written then, and writes and journals nothing. With an
+    ``memory_id`` is the write's idempotency key: a retry of a write that did commit
+    returns the row written then (keyed: even once a later version superseded it), and
+    writes and journals nothing. With an
     embedder, the row stores its vector and the model's id (``embedding`` when the caller
     already has it). ``final``: this operation is the whole transaction, so its last
     statement is marked ``last``. Any other argument is refused (``via`` among them)."""
@@ -466,8 +467,10 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
                 if previous.id == new_id:
                     raise reused_id(new_id)
                 # Free the current-key slot first; the new row takes it. The old row stays.
-                yield Step(q.supersede(ctx.tables), {"tenant": ctx.tenant, "id": previous.id,
-                                                     "by": new_id})
+                freed = yield Step(q.supersede(ctx.tables), {
+                    "tenant": ctx.tenant, "id": previous.id, "by": new_id}, "one")
+                if freed is None:  # this id is written already; a later version followed it
+                    return (yield from _written_before(ctx, w, new_id))
                 yield _event(ctx, "superseded", previous.id, {"by": str(new_id)})
         # The row, its journal event and the scope mark: one statement, one round trip. It
         # writes nothing when the id or the current-key slot is taken; then it returns the
@@ -494,11 +497,21 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         "key": row_key, "content": content, "tags": tag_list}, row)
 
 
+def _written_before(ctx: Context, w: WriteInput, memory_id: UUID) -> Op[Memory]:
+    """The row ``memory_id`` names, when it holds the write ``w`` (a retry of a keyed write
+    whose COMMIT happened, superseded since by a later version); otherwise the id was reused
+    for another write, which is refused."""
+    found = Memory.from_row_or_none((yield get_step(ctx, memory_id)))
+    if found is None or (found.tier, found.key, found.content) != (w.tier, w.key, w.content):
+        raise reused_id(memory_id)
+    return found
+
+
 def with_idempotency_key(fields: dict[str, Any]) -> dict[str, Any]:
     """``fields`` of a write its executor may retry, with a ``memory_id`` chosen once for
-    every attempt, so a retry after a lost COMMIT acknowledgement finds the row it wrote.
-    A keyed write needs none: its retry finds its version current and unchanged."""
-    if fields.get("key") is not None or fields.get("memory_id") is not None:
+    every attempt, so a retry after a lost COMMIT acknowledgement finds the row it wrote,
+    keyed or not (a keyed one may have been superseded by another writer in between)."""
+    if fields.get("memory_id") is not None:
         return fields
     return {**fields, "memory_id": new_uuid()}
 

@@ -150,11 +150,15 @@ def select_memory(tables: Tables) -> sql.Composed:
 
 @lru_cache(maxsize=64)
 def supersede(tables: Tables) -> sql.Composed:
-    """Mark a row superseded by another; the row stays (soft-supersession)."""
+    """Mark a row superseded by the row ``by`` is to be; the row stays (soft-supersession).
+    Returns its id, or nothing when ``by`` names a row already: the retry of a keyed write
+    that committed (a later version replaced it since), which must not supersede again."""
     return sql.SQL(
-        "UPDATE {} SET superseded_at = now(), superseded_by = %(by)s, updated_at = now() "
-        "WHERE {} = %(tenant)s AND id = %(id)s AND superseded_at IS NULL"
-    ).format(tables.memories.ident, tables.tenant)
+        "UPDATE {mem} SET superseded_at = now(), superseded_by = %(by)s, updated_at = now() "
+        "WHERE {t} = %(tenant)s AND id = %(id)s AND superseded_at IS NULL "
+        "AND NOT EXISTS (SELECT FROM {mem} AS w WHERE w.{t} = %(tenant)s AND w.id = %(by)s) "
+        "RETURNING id"
+    ).format(mem=tables.memories.ident, t=tables.tenant)
 
 
 def rows_to_embed(tables: Tables) -> sql.Composed:

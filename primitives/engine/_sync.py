@@ -228,10 +228,10 @@ class Engine(EngineBase):
         trip: ``BEGIN; SET LOCAL``, the insert (row, journal event, scope mark) and ``COMMIT``
         in one message.
 
-        Its retry is idempotent: without ``key`` the write's ``memory_id`` (the caller's, or
-        one chosen before the first attempt) is its idempotency key, so a retry after a
-        COMMIT whose acknowledgement was lost returns the row that COMMIT wrote and writes
-        nothing; with ``key`` the retry finds its version current and unchanged."""
+        Its retry is idempotent: the write's ``memory_id`` (the caller's, or one chosen
+        before the first attempt) is its idempotency key, so a retry after a COMMIT whose
+        acknowledgement was lost returns the row that COMMIT wrote and writes nothing, keyed
+        or not (a keyed one even when another writer superseded it in between)."""
         resolved = resolve_anchor(self.spec, anchor)
         seed = seed or f"{self.spec.agent}:{resolved.tenant}"
         pool = self._pool

@@ -228,3 +228,64 @@ def test_async_observe_retried_after_a_lost_commit_ack_writes_once(
     rows, events = _rows_and_events(engine, tenant)
     assert rows == [(memory.id, "async, once")]
     assert events == [("observed", memory.id)]
+
+
+def _key_history(engine: Engine, tenant: str, key: str) -> list[tuple[Any, ...]]:
+    """(id, content, live, superseded_by) of every version of ``key``, oldest first."""
+    with engine.tenant({"workspace_id": tenant}) as mem:
+        return mem.connection.execute(sql.SQL(
+            "SELECT id, content, superseded_at IS NULL AND tombstoned_at IS NULL, superseded_by "
+            "FROM {} WHERE key = %s ORDER BY created_at, id").format(
+                engine.tables.memories.ident), (key,)).fetchall()
+
+
+def test_keyed_retry_with_its_memory_id_after_a_later_version_keeps_one_live_version(
+    engine: Engine,
+) -> None:
+    # The write with id x committed (its answer lost); another writer's version came after
+    # it; the caller retries with the same id. The retry must find x written, not supersede
+    # the later version with x again (which left no live version and a cycle x -> v3 -> x).
+    tenant = new_tenant("ack")
+    anchor = {"workspace_id": tenant}
+    x = uuid.uuid4()
+    fields = {"typology": "procedural", "key": "policy"}
+    v1 = engine.observe(anchor, "workspace", "v1", **fields)
+    v2 = engine.observe(anchor, "workspace", "v2", memory_id=x, **fields)
+    v3 = engine.observe(anchor, "workspace", "v3", **fields)
+    again = engine.observe(anchor, "workspace", "v2", memory_id=x, **fields)
+    assert (again.id, again.content) == (v2.id, "v2")
+    assert _key_history(engine, tenant, "policy") == [
+        (v1.id, "v1", False, x), (x, "v2", False, v3.id), (v3.id, "v3", True, None)]
+    _rows, events = _rows_and_events(engine, tenant)
+    assert events == [("observed", v1.id), ("superseded", v1.id), ("observed", x),
+                      ("superseded", x), ("observed", v3.id)]
+
+
+def test_keyed_engine_retry_after_a_lost_ack_and_a_later_version_writes_nothing_twice(
+    engine: Engine, cutter: CommitCutter, pg: PostgresHandle, spectral: AgentSpec,
+) -> None:
+    # Engine.observe's own retry of a keyed write, with another writer's version committed
+    # between the lost answer and the retry (run from the retry's backoff): the retry
+    # returns the version it wrote and adds no copy of it on top of the later one.
+    tenant = new_tenant("ack")
+    anchor = {"workspace_id": tenant}
+    fields = {"typology": "procedural", "key": "policy"}
+    v1 = engine.observe(anchor, "workspace", "v1", **fields)
+    later: list[Memory] = []
+
+    def another_writer(_: float) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            with Engine.connect(spectral, pg.app_dsn, max_connections=1) as direct:
+                later.append(direct.observe(anchor, "workspace", "v3", **fields))
+
+    cuts = cutter.cuts
+    cutter.armed.set()
+    v2 = engine.observe(anchor, "workspace", "v2", sleep=another_writer, **fields)
+    assert cutter.cuts == cuts + 1 and len(later) == 1
+    [v3] = later
+    assert _key_history(engine, tenant, "policy") == [
+        (v1.id, "v1", False, v2.id), (v2.id, "v2", False, v3.id), (v3.id, "v3", True, None)]
+    rows, events = _rows_and_events(engine, tenant)
+    assert len(rows) == 3
+    assert [kind for kind, _ in events].count("observed") == 3
