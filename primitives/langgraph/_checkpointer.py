@@ -40,7 +40,7 @@ from primitives.db import (
     app_dsn,
     atenant_transaction,
     resolve_dsn,
-    set_tenant_statement,
+    check_tenant,
     tenant_transaction,
 )
 from primitives.db._session import aruntime_conninfo, runtime_conninfo
@@ -95,7 +95,7 @@ class _Saver(CheckpointCore):
                 f"checkpointer {call} of agent '{self.spec.agent}' needs the tenant key "
                 f"'{self.tenant_key}' as a string, got {type(value).__name__}",
                 agent=self.spec.agent)
-        set_tenant_statement(value)  # empty or NUL: TenancyError
+        check_tenant(value)  # empty or NUL: TenancyError
         return value
 
     def tenant_of(self, config: RunnableConfig | None, call: str) -> str:
