@@ -182,6 +182,23 @@ def _prepared_form(conn: Any, text: str, base: str, types: list[str]) -> tuple[s
     return form
 
 
+def _text_array(items: list[str]) -> str:
+    """A list of text in an array's text form, written as psycopg writes it (so the statement
+    reads the same text whether it was bound or inlined): an element is double-quoted, its
+    quotes and backslashes escaped, when it is empty, is the word NULL, or holds a brace,
+    comma, quote, backslash or white space."""
+    return "{" + ",".join(
+        '"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if not item or _NEEDS_QUOTES.search(item) or item.lower() == "null" else item
+        for item in items) + "}"
+
+
+_NEEDS_QUOTES = re.compile(
+    r'[{},"\\ \t\n\r\f\v\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]')
+"""Characters that make an array element need quotes (ASCII white space and the Unicode
+spaces psycopg also quotes)."""
+
+
 def _typed_values(conn: Any, order: tuple[str, ...],
                   params: Mapping[str, Any]) -> tuple[list[str], list[bytes | None]] | None:
     """Each parameter's declared type (:func:`_type_name`) and its value in text form, in
@@ -205,6 +222,10 @@ def _typed_values(conn: Any, order: tuple[str, ...],
         elif value is None:
             types.append("unknown")
             values.append(None)
+        elif type(value) is list and all(type(item) is str and "\x00" not in item
+                                         for item in value):
+            types.append("unknown")  # psycopg sends a list of text (or an empty one) untyped
+            values.append(_text_array(value).encode(encoding))
         else:
             name = _type_name(conn, transformer, value)
             if name is None:
