@@ -68,7 +68,7 @@ def _take(pgconn: PGconn, results: list[PGresult]) -> bool:
         if result is None:  # the end of one command's results
             if pgconn.status != 0:  # CONNECTION_OK is 0: the connection broke
                 raise psycopg.OperationalError(
-                    f"the connection was lost: {pgconn.get_error_message().decode(errors='replace')}")
+                    f"the connection was lost: {pgconn.get_error_message()}")
             continue
         if result.status == ExecStatus.PIPELINE_SYNC:
             return True

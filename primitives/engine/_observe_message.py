@@ -161,16 +161,16 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
         values = {column: None if value is None else _text(value, encoding)
                   for column, value in anchor.values}
         values.update({
-            "id": row_key.encode(), "tier": _text(w.tier, encoding),
+            "id": new_id.hex.encode(), "tier": _text(w.tier, encoding),
             "typology": _text(w.typology, encoding),
             "scope_id": None if w.scope_id is None else _text(w.scope_id, encoding),
             "namespace": _labels(w.namespace, encoding), "key": row_key.encode(),
             "content": _text(w.content, encoding), "value": _jsonb(w.value, encoding),
             "envelope": _jsonb(w.envelope, encoding), "tags": _labels(w.tags, encoding),
-            "provenance": _EMPTY_OBJECT, "event_time": when.isoformat().encode(),
+            "provenance": _EMPTY_OBJECT, "event_time": str(when).encode(),
             "source": None if source is None else _text(source, encoding),
             "actor": _text(actor, encoding), "tenant": _text(anchor.tenant, encoding),
-            "event_id": str(q.new_event_id()).encode(),
+            "event_id": q.new_event_id().hex.encode(),
             "payload": _payload(observed_payload(w, row_key, "direct"), encoding),
         })
         arguments = tuple(_getter(order)(values))

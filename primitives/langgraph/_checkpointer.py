@@ -39,8 +39,8 @@ from primitives.compile._checkpointer import CheckpointerTables, checkpointer_ta
 from primitives.db import (
     app_dsn,
     atenant_transaction,
-    resolve_dsn,
     check_tenant,
+    resolve_dsn,
     tenant_transaction,
 )
 from primitives.db._session import aruntime_conninfo, runtime_conninfo
