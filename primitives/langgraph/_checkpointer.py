@@ -3,7 +3,7 @@
 LangGraph's Postgres saver semantics (``_checkpoint_core``) in the spec's checkpointer
 schema, on the tables the compiled plan creates (``primitives migrate``; ``setup()`` only
 checks they exist). Every call runs in a tenant transaction as the application role
-(``SET LOCAL primitives.tenant``; forced row-level security behind an explicit tenant
+(the tenant set for the transaction; forced row-level security behind an explicit tenant
 filter). The tenant comes from the anchor's tenant key in ``config["configurable"]``
 (e.g. ``workspace_id``), or from :meth:`for_tenant` for the calls that take no config
 (``delete_thread``, ``delete_for_runs``, ``copy_thread``, ``prune``, ``list(None)``).

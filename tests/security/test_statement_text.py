@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
