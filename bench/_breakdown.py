@@ -2,7 +2,7 @@
 
 It takes the steps ``Engine.observe`` takes for this write on one application-role
 connection, with a clock around each part: the checks and the message built
-(``primitives.engine._observe_message.observe_call``), then ``BEGIN; SET LOCAL`` tenant,
+(``primitives.engine._observe_message.observe_call``), then ``BEGIN`` and the bound tenant,
 ``EXECUTE`` of the prepared insert (row, journal event with its chain trigger, scope mark)
 and ``COMMIT; RESET ALL`` as one message, and the returned memory made from what was sent
 and read back. Diagnostic only: the headline numbers come from the
@@ -29,7 +29,7 @@ __all__ = ["PARTS", "write_breakdown"]
 
 PARTS = (
     ("python_checks", "Python: policy and limit checks, the message written"),
-    ("message", "one message: BEGIN; SET LOCAL; EXECUTE insert (row + journal event with chain "
+    ("message", "one round trip: BEGIN; tenant; insert (row + journal event with chain "
                 "trigger + scope mark); COMMIT (WAL flush); RESET ALL"),
     ("total", "total"),
 )

@@ -2,9 +2,10 @@
 
 :class:`ReplayTarget` asks the engine once for the message of one ``observe`` (exactly as
 ``Engine.observe`` builds it, :func:`~primitives.engine._observe_message.observe_call`:
-``BEGIN; SET LOCAL`` tenant, ``EXECUTE`` of the prepared insert of row, journal event and
-scope mark, ``COMMIT; RESET ALL``) and then sends that message
-again and again, with the tenant, the memory id and the event id replaced for each write.
+``BEGIN``, the bound tenant, the prepared insert of row, journal event and scope mark with
+its bound values, ``COMMIT``, ``RESET ALL``, queued in one pipeline) and then sends those
+commands again and again, with the tenant, the memory id and the event id replaced in the
+values for each write.
 The server does all the work of a real write (row-level security, chain trigger, text
 index, commit); the client spends a few microseconds per write instead of the engine's
 Python. Writes per second of this replay are what the server can take of the engine's
@@ -19,15 +20,15 @@ Diagnostic only (``python -m bench.ceiling``): the headline numbers come from th
 
 from __future__ import annotations
 
-import re
 import warnings
 from typing import Any
 from uuid import uuid4
 
 import psycopg
 
-from primitives.db._oneshot import _begin, _exchange, _Prepared
-from primitives.engine import Engine
+from primitives.db._oneshot import _Prepared
+from primitives.db._pipeline import SET_TENANT, Command, exchange
+from primitives.engine import Engine, _queries
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.spec import load_spec
@@ -37,8 +38,7 @@ __all__ = ["ReplayTarget", "one_message_call", "write_message"]
 _MARK = "replay-tenant-mark"
 """The tenant the message is built for; each write puts its own tenant in its place."""
 
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_RELAX = "SET LOCAL synchronous_commit = off"
+_RELAX = Command(b"SET LOCAL synchronous_commit = off")
 
 
 def one_message_call(engine: Engine, conn: psycopg.Connection[Any], tenant: str, tier: str,
@@ -57,16 +57,20 @@ def one_message_call(engine: Engine, conn: psycopg.Connection[Any], tenant: str,
 def write_message(conn: psycopg.Connection[Any], engine: Engine, tier: str,
                   fields: dict[str, Any]) -> tuple[_Prepared, tuple[str, str]]:
     """The prepared call ``engine.observe({tenant: _MARK}, tier, **fields)`` sends on ``conn``
-    (its ``PREPARE`` and its ``EXECUTE`` arguments) and the two ids in it (memory, event).
+    (its ``PREPARE`` and its bound values) and the two ids in it (memory, event).
     Nothing is sent."""
     fields = dict(fields)
     content = fields.pop("content")
-    call = one_message_call(engine, conn, _MARK, tier, content, fields)
-    memory_id = str(call.written["id"])
-    others = set(_UUID.findall(call.prepared.arguments)) - {memory_id}
-    if len(others) != 1:
-        raise AssertionError(f"expected one event id besides the memory id, found {others}")
-    return call.prepared, (memory_id, others.pop())
+    event_id = uuid4()
+    fields["memory_id"] = memory_id = uuid4()
+    made, _queries.new_event_id = _queries.new_event_id, lambda: event_id
+    try:
+        call = one_message_call(engine, conn, _MARK, tier, content, fields)
+    finally:
+        _queries.new_event_id = made
+    if event_id.hex.encode() not in call.prepared.values:
+        raise AssertionError("the event id is not among the insert's values")
+    return call.prepared, (str(memory_id), str(event_id))
 
 
 class ReplayTarget:
@@ -83,27 +87,36 @@ class ReplayTarget:
         finally:
             engine.close()
         self.conn.execute(prepared.prepare)
-        self._body = f"EXECUTE {prepared.name}{prepared.arguments}; COMMIT; RESET ALL"
-        if self._body.count(f"'{_MARK}'") != self._body.count(_MARK):
-            raise AssertionError("the tenant appears in the insert other than as a literal")
+        self._name, self._values = prepared.name.encode(), prepared.values
+        if not any(_MARK.encode() == value for value in self._values):
+            raise AssertionError("the tenant is not one of the insert's values")
         self._relaxed = relaxed
-        self._heads: dict[str, str] = {}
 
-    def _head(self, tenant: str) -> str:
-        head = self._heads.get(tenant)
-        if head is None:
-            head = _begin(tenant) + (f"; {_RELAX}; " if self._relaxed else "; ")
-            self._heads[tenant] = head
-        return head
+    def _head(self, tenant: bytes) -> list[Command]:
+        """``BEGIN``, the bound tenant and, relaxed, the unflushed commit."""
+        head = [Command(b"BEGIN"), Command(SET_TENANT, (tenant,))]
+        return [*head, _RELAX] if self._relaxed else head
 
     def writer(self) -> Any:
-        conn, body, (memory_id, event_id) = self.conn, self._body, self._ids
+        conn, (memory_id, event_id) = self.conn, self._ids
+        marks = ((_MARK.encode(), None), (memory_id.encode(), "id"),
+                 (memory_id.replace("-", "").encode(), "hex"),
+                 (event_id.replace("-", "").encode(), "event"))
         encoding = conn.info.encoding
 
         def write(tenant: str, i: int) -> None:
-            text = body.replace(_MARK, tenant.replace("'", "''")).replace(
-                memory_id, str(uuid4())).replace(event_id, str(uuid4()))
-            _exchange(conn, (self._head(tenant) + text).encode(encoding))
+            new_id, new_event = uuid4(), uuid4()
+            swap = {None: tenant.encode(encoding), "id": str(new_id).encode(),
+                    "hex": new_id.hex.encode(), "event": new_event.hex.encode()}
+            values = []
+            for value in self._values:
+                if value is not None:
+                    for old, which in marks:
+                        value = value.replace(old, swap[which])
+                values.append(value)
+            commands = [*self._head(swap[None]), Command(self._name, values, prepared=True),
+                        Command(b"COMMIT"), Command(b"RESET ALL")]
+            exchange(conn, commands)
 
         return write
 

@@ -146,9 +146,10 @@ def render_markdown(result: dict[str, Any], *, table_only: bool = False) -> str:
         "",
         f"- **ours**: `engine.observe({{\"workspace_id\": t}}, \"{params['tier']}\", content, "
         f"envelope=..., tags=...)` with the spec `{params['spec']}`, connected as "
-        "`primitives_app` (row-level security forced). One transaction per write, sent as one "
-        "message (`BEGIN; SET LOCAL` tenant; `EXECUTE` of the prepared insert; `COMMIT; RESET "
-        "ALL`): the memory row, its hash-chained journal event and the scope mark.",
+        "`primitives_app` (row-level security forced). One transaction per write, sent in one "
+        "round trip (`BEGIN`, the bound tenant, the prepared insert with bound values, "
+        "`COMMIT`, `RESET ALL` in one pipeline): the memory row, its hash-chained journal "
+        "event and the scope mark.",
         "- **theirs**: LangGraph's `PostgresStore.put((t, tier), key, value, index=False)` in "
         "its own database, connected as the admin: it has no tenancy, no row-level security "
         "and no journal. Same payloads.",

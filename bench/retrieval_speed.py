@@ -11,7 +11,7 @@ service's working set would be, not on what the other's load happened to leave b
 per scale:
 
 - our engine: ``engine.search(anchor, text, limit=10)``, a tenant transaction of its own
-  (``BEGIN; SET LOCAL`` with the search settings, then the search with ``COMMIT``: two
+  (``BEGIN`` and the bound tenant with the search settings, then the search with ``COMMIT``: two
   messages), with the semantic and lexical (BM25) signals fused by RRF in one statement, as
   the application role, the exact/HNSW switch point ``auto``; the query vector comes from a lookup, so query embedding is
   excluded (the real model's ``embed_query`` is timed separately);

@@ -62,7 +62,8 @@ from bench._replay import one_message_call
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, payload
 from bench.writes import tenant_ids
 from primitives._project import migrate
-from primitives.db._oneshot import OnceTransaction, _begin, _exchange, _message
+from primitives.db._oneshot import OnceTransaction, _commands
+from primitives.db._pipeline import SET_TENANT, Command, exchange
 from primitives.engine import Engine
 from primitives.spec import AgentSpec, load_spec_text
 
@@ -107,24 +108,23 @@ def variant_sql(path: Path) -> str:
 
 MESSAGES = ("engine", "implicit", "no-reset")
 """How the variant copy's writes are sent: ``engine``, as ``Engine.observe`` sends them
-(``BEGIN; SET LOCAL`` tenant; ``EXECUTE``; ``COMMIT; RESET ALL``); ``implicit``, without
-``BEGIN`` and ``COMMIT`` (``SET LOCAL``; ``EXECUTE``; ``RESET ALL``: PostgreSQL runs a
-message's statements as one implicit transaction); ``no-reset``, the engine's without
+(``BEGIN``; the bound tenant; the prepared insert; ``COMMIT``; ``RESET ALL``, in one
+pipeline); ``implicit``, without ``BEGIN`` and ``COMMIT`` (PostgreSQL runs a pipeline's
+commands up to its sync as one implicit transaction); ``no-reset``, the engine's without
 ``RESET ALL``. Measurement only: the base copy always sends the engine's."""
 
 
-def _form(message: str, form: str) -> str:
-    """The engine's one-message write (``_message``) in ``form`` (:data:`MESSAGES`)."""
+def _form(commands: list[Command], form: str) -> list[Command]:
+    """The engine's one-round-trip write (``_commands``) in ``form`` (:data:`MESSAGES`)."""
     if form == "engine":
-        return message
+        return commands
+    texts = [c.text for c in commands]
+    if texts[:2] != [b"BEGIN", SET_TENANT] or texts[-2:] != [b"COMMIT", b"RESET ALL"]:
+        raise AssertionError(f"the engine's commands no longer have the shape the '{form}' "
+                             "form rewrites: update bench/server_ab.py")
     if form == "no-reset":
-        cut = message.removesuffix("; RESET ALL")
-    else:
-        cut = message.removeprefix("BEGIN; ").replace("; COMMIT; RESET ALL", "; RESET ALL")
-    if cut == message:
-        raise AssertionError(f"the engine's message no longer has the shape the '{form}' form "
-                             "rewrites: update bench/server_ab.py")
-    return cut
+        return commands[:-1]
+    return commands[1:-2] + commands[-1:]
 
 
 class _Copy:
@@ -146,8 +146,8 @@ class _Copy:
                              "/proc/<pid>/schedstat: the server must run on this machine "
                              "(unset PRIMITIVES_DSN to use the embedded one)") from None
 
-    def message(self, tenant: str, i: int) -> bytes:
-        """``Engine.observe``'s message for bench write ``i`` of ``tenant`` (its statement
+    def message(self, tenant: str, i: int) -> list[Command]:
+        """``Engine.observe``'s commands for bench write ``i`` of ``tenant`` (its statement
         prepared on this copy's backend)."""
         content, envelope, tags = payload(i)
         call = one_message_call(self.engine, self.conn, tenant, BENCH_TIER, content,
@@ -155,11 +155,10 @@ class _Copy:
         tx = OnceTransaction(self.conn, tenant)
         if not tx._ensure(call.prepared):
             raise AssertionError("the server would not prepare the engine's insert")
-        message = _form(_message(_begin(tenant), call.prepared, True), self.form)
-        return message.encode(self.conn.info.encoding)
+        return _form(_commands(tx.tenant_value, call.prepared, True), self.form)
 
-    def send(self, message: bytes) -> None:
-        _exchange(self.conn, message)
+    def send(self, message: list[Command]) -> None:
+        exchange(self.conn, message)
 
     def close(self) -> None:
         self.conn.close()

@@ -53,7 +53,7 @@ from primitives.db._server import (
 )
 from primitives.db._tenant import (
     atenant_transaction,
-    begin_statement,
+    check_tenant,
     set_tenant_statement,
     tenant_transaction,
     translate_error,
@@ -88,7 +88,7 @@ __all__ = [
     "aread_once",
     "atenant_transaction",
     "auditor_dsn",
-    "begin_statement",
+    "check_tenant",
     "ensure_text_match",
     "has_text_match",
     "load_migrations",

@@ -1,23 +1,26 @@
-"""Tenant transactions in as few messages as they have statements.
+"""Tenant transactions in as few round trips as they have statements, every value bound.
 
-A statement through :func:`tenant_transaction` costs three round trips (``BEGIN; SET LOCAL``,
-the statement, ``COMMIT; RESET ALL``). :class:`OnceTransaction` sends ``BEGIN; SET LOCAL``
-with the first statement and ``COMMIT; RESET ALL`` with the one marked last, so a
-one-statement read or write (:func:`read_once`, ``Engine.observe``) is one query string::
+A statement through :func:`tenant_transaction` costs three round trips (``BEGIN`` and the
+tenant, the statement, ``COMMIT; RESET ALL``). :class:`OnceTransaction` queues ``BEGIN`` and
+the tenant with the first statement and ``COMMIT; RESET ALL`` with the one marked last, in
+libpq's pipeline (:mod:`primitives.db._pipeline`), so a one-statement read or write
+(:func:`read_once`, ``Engine.observe``) is one round trip::
 
-    BEGIN; SET LOCAL primitives.tenant = '<tenant>'; EXECUTE <name>(<literals>); COMMIT; RESET ALL
+    BEGIN | SELECT set_config('primitives.tenant', $1, true) | EXECUTE <name>($1..$n) | COMMIT | RESET ALL
 
 ``<name>`` is a server-side prepared statement made once per connection with ``PREPARE``
 (so the plan is cached as with psycopg's own prepared statements), its parameter types
 declared as psycopg would send them (``unknown`` for text and NULL, so the server infers
-those from context exactly as it does for a bound parameter); the parameters travel as
-literals quoted by psycopg. A statement run with other parameter types gets a prepared
-statement of its own. The tenant rule is unchanged: it is set with ``SET LOCAL`` inside an
-explicit transaction, and the session is reset afterwards.
+those from context exactly as it does for a bound parameter). The tenant and every parameter
+travel as bind values in text form: no statement text the server sees, logs or shows in
+``pg_stat_activity`` carries a tenant's value. A statement run with other parameter types
+gets a prepared statement of its own. The tenant is set for the transaction only
+(``set_config(..., true)``) inside an explicit transaction, and the session is reset
+afterwards.
 
 Only statements written with named placeholders (``%(name)s``) are prepared. One the server
 cannot prepare, or with a parameter of a type psycopg cannot name, runs as an ordinary bound
-statement inside the same transaction: nothing is lost, only the saved round trips. A session
+statement inside the same transaction: nothing is lost, only the saved client work. A session
 that lost its statement, or holds one whose result type a migration changed, prepares it
 again (``OnceTransaction._sent``).
 
@@ -29,11 +32,8 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
 import re
-import select
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -43,24 +43,24 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from uuid import UUID
 
 import psycopg
-from psycopg import errors, sql
+from psycopg import sql
 from psycopg.abc import Transformer as RowLoader
 from psycopg.adapt import PyFormat, Transformer
-from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.pq import TransactionStatus
 from psycopg.pq.abc import PGresult
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
-from primitives.db._tenant import begin_statement, translate_error
+from primitives.db._pipeline import SET_TENANT, Command, aexchange, exchange
+from primitives.db._tenant import check_tenant, translate_error
 
 __all__ = ["AsyncOnceTransaction", "OnceTransaction", "aread_once", "read_once", "server_form"]
 
+_SET_TENANT_BOUND = "SELECT pg_catalog.set_config('primitives.tenant', %s, true)"
 
 T = TypeVar("T")
 
 _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s|%s")
-_END = "; COMMIT; RESET ALL"
-_ROLLBACK = "ROLLBACK; RESET ALL"
 _UNDEFINED_STATEMENT = "26000"  # invalid_sql_statement_name: not prepared on this session
 _PLAN_CHANGED = "0A000"
 """feature_not_supported, what ``EXECUTE`` raises as "cached plan must not change result
@@ -182,42 +182,6 @@ def _prepared_form(conn: Any, text: str, base: str, types: list[str]) -> tuple[s
     return form
 
 
-def _quote_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _literal(conn: Any, value: Any, plain_strings: bool) -> str:
-    """``value`` as an SQL literal: the common types directly, the rest through psycopg.
-
-    Text is quoted by doubling quotes only when the server reads backslashes literally
-    (``standard_conforming_strings``, on by default) and the text has no NUL (which
-    PostgreSQL text cannot hold; psycopg refuses it).
-    """
-    kind = type(value)
-    if kind is str and plain_strings and "\x00" not in value:
-        return _quote_text(value)
-    if value is None:
-        return "NULL"
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int:
-        return str(value)
-    if kind is UUID:
-        return f"'{value}'::uuid"
-    if kind is datetime and value.tzinfo is not None:
-        return f"'{value.isoformat()}'::timestamptz"
-    if kind is Jsonb and plain_strings:
-        if type(value.obj) is dict and not value.obj and value.dumps is None:
-            return "'{}'::jsonb"  # an empty object, as json.dumps writes it
-        text = (value.dumps or json.dumps)(value.obj)
-        if "\x00" not in text:
-            return _quote_text(text) + "::jsonb"
-    if kind is list and plain_strings and all(type(item) is str and "\x00" not in item
-                                              for item in value):
-        return _quote_text(_text_array(value))
-    return sql.Literal(value).as_string(conn)
-
-
 def _text_array(items: list[str]) -> str:
     """A list of text in an array's text form, written as psycopg writes it (so the statement
     reads the same text whether it was bound or inlined): an element is double-quoted, its
@@ -235,33 +199,44 @@ _NEEDS_QUOTES = re.compile(
 spaces psycopg also quotes)."""
 
 
-def _typed_literals(conn: Any, order: tuple[str, ...],
-                    params: Mapping[str, Any]) -> tuple[list[str], list[str]] | None:
-    """Each parameter's declared type (:func:`_type_name`) and literal (:func:`_literal`) in
+def _typed_values(conn: Any, order: tuple[str, ...],
+                  params: Mapping[str, Any]) -> tuple[list[str], list[bytes | None]] | None:
+    """Each parameter's declared type (:func:`_type_name`) and its value in text form, in
     ``$`` order, in one pass: text and NULL, the most common, without a call each. ``None``
-    when a parameter is missing or of a type psycopg cannot name."""
-    plain = conn.pgconn.parameter_status(b"standard_conforming_strings") == b"on"
+    when a parameter is missing, is text with a NUL (libpq would cut it there; the bound path
+    refuses it as psycopg does) or is of a type psycopg cannot name."""
+    encoding = conn.info.encoding
     transformer = _LazyTransformer(conn)
     types: list[str] = []
-    literals: list[str] = []
+    values: list[bytes | None] = []
     for key in order:
         try:
             value = params[key]
         except KeyError:
             return None
-        if type(value) is str and plain and "\x00" not in value:
+        if type(value) is str:
+            if "\x00" in value:
+                return None
             types.append("unknown")
-            literals.append(_quote_text(value))
+            values.append(value.encode(encoding))
         elif value is None:
             types.append("unknown")
-            literals.append("NULL")
+            values.append(None)
+        elif type(value) is list and all(type(item) is str and "\x00" not in item
+                                         for item in value):
+            types.append("unknown")  # psycopg sends a list of text (or an empty one) untyped
+            values.append(_text_array(value).encode(encoding))
         else:
             name = _type_name(conn, transformer, value)
             if name is None:
                 return None
+            text = bytes(transformer.get_dumper(value, PyFormat.TEXT).dump(value))
+            if b"\x00" in text:
+                return None
             types.append(name)
-            literals.append(_literal(conn, value, plain))
-    return types, literals
+            values.append(text)
+    return types, values
+
 
 
 def _is_prepared(conn: Any, name: str) -> bool:
@@ -301,18 +276,10 @@ def _deallocate(name: str) -> sql.Composed:
     return sql.SQL("DEALLOCATE {}").format(sql.Identifier(name))
 
 
-@lru_cache(maxsize=4096)
-def _begin(tenant: str) -> str:
-    """``BEGIN; SET LOCAL primitives.tenant = <literal>`` as text, validated and built once per
-    tenant (psycopg renders a literal with a backslash in the ``E''`` form, which reads the
-    same whatever ``standard_conforming_strings`` is)."""
-    return begin_statement(tenant).as_string(None)
-
-
 def read_once(conn: psycopg.Connection[Any], tenant: str, statement: str,
               params: Mapping[str, Any] | None) -> psycopg.Cursor[Any]:
     """Run the one-statement read ``statement`` for ``tenant`` as a whole tenant transaction
-    in one message; a cursor on its rows. ``conn`` must be an idle autocommit connection.
+    in one round trip; a cursor on its rows. ``conn`` must be an idle autocommit connection.
     Errors come out as :func:`~primitives.db.translate_error` makes them, with the
     transaction rolled back and the session reset."""
     tx = OnceTransaction(conn, tenant)
@@ -334,42 +301,56 @@ async def aread_once(conn: psycopg.AsyncConnection[Any], tenant: str, statement:
         raise translate_error(err, tenant=tenant) from err
 
 
-# -- a whole write transaction in as few messages as it has statements ---------------------------
+# -- a whole write transaction in as few round trips as it has statements -------------------------
 class _Prepared(NamedTuple):
-    """A statement's session-prepared form for one call: the ``PREPARE`` that makes it, the
-    name to ``EXECUTE`` and this call's arguments as literals."""
+    """A statement's session-prepared form for one call: the ``PREPARE`` that makes it (text
+    with ``$n`` placeholders and declared types, no values), the name to execute, and this
+    call's values in text form, bound when it is executed."""
 
     name: str
     prepare: str
-    arguments: str
+    values: tuple[bytes | None, ...]
 
 
 def _prepared_call(conn: Any, statement: str,
                    params: Mapping[str, Any] | None) -> _Prepared | None:
-    """``statement``'s prepared form for these parameters, or ``None`` when it runs bound."""
+    """``statement``'s prepared form for these parameters, or ``None`` when it runs bound
+    through psycopg."""
     form = server_form(statement)
     if form is None or not isinstance(params, Mapping):
         return None
     base, text, order = form
-    typed = _typed_literals(conn, order, params)
+    typed = _typed_values(conn, order, params)
     if typed is None:
         return None
-    types, literals = typed
+    types, values = typed
     name, prepare = _prepared_form(conn, text, base, types)
     if name in _unfit:
         return None
-    # the literals are SQL already (quoted above or by psycopg): joined as text on the hot path
-    return _Prepared(name, prepare, f"({', '.join(literals)})" if literals else "")
+    return _Prepared(name, prepare, tuple(values))
 
 
-def _message(begin: str | None, prepared: _Prepared, last: bool) -> str:
-    # Joined as text on the hot path: each piece is SQL already (BEGIN and the tenant literal
-    # rendered by psycopg.sql, a hex name of ours, arguments quoted as literals).
-    head = f"{begin}; " if begin is not None else ""
-    return f"{head}EXECUTE {prepared.name}{prepared.arguments}{_END if last else ''}"
+_BEGIN = Command(b"BEGIN")
+_END = (Command(b"COMMIT"), Command(b"RESET ALL"))
+"""How a tenant transaction ends: every session setting goes back to its default, so nothing a
+caller set on the connection (a tenant above all) outlives the transaction."""
+_COMMIT = "COMMIT; RESET ALL"
+_ROLLBACK = "ROLLBACK; RESET ALL"
 
 
-_COMMIT = _END.removeprefix("; ")
+def _commands(tenant: bytes | None, prepared: _Prepared, last: bool) -> list[Command]:
+    """``BEGIN`` and the tenant (when ``tenant`` is given: the transaction's first statement),
+    the prepared statement, and ``COMMIT; RESET ALL`` when it is the ``last``."""
+    commands = [_BEGIN, Command(SET_TENANT, (tenant,))] if tenant is not None else []
+    commands.append(Command(prepared.name.encode(), prepared.values, prepared=True))
+    if last:
+        commands.extend(_END)
+    return commands
+
+
+def _tenant_value(conn: Any, tenant: str) -> bytes:
+    return check_tenant(tenant).encode(conn.info.encoding)
+
 
 NOT_SENT: Any = object()
 """What ``fetch_prepared`` returns when the call must go through ``fetch`` instead."""
@@ -377,127 +358,6 @@ NOT_SENT: Any = object()
 Fetch = Literal["none", "one", "all"]
 """What :meth:`OnceTransaction.fetch` returns: nothing, one row (or ``None``), every row."""
 
-_OK = (ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY)
-
-
-def _exchange(conn: psycopg.Connection[Any], message: bytes) -> list[PGresult]:
-    """Send ``message`` (a simple query of several statements) and read all its results
-    straight from libpq, as psycopg's cursor would but without building one; raise the
-    error of the first failed statement (the server ran none after it).
-
-    The wait for the server is ``select`` on the socket, outside the GIL. Interrupted (Ctrl-C),
-    the query is cancelled and its results drained before the interrupt goes on, so the
-    connection is left idle or in a failed transaction, never mid-query."""
-    pgconn = conn.pgconn
-    results: list[PGresult] = []
-    with conn.lock:
-        pgconn.send_query(message)
-        try:
-            while pgconn.flush():
-                select.select([], [pgconn.socket], [])
-            while True:
-                # The socket is read only once select says there is something to read: a read
-                # before the reply (or between results already buffered) is a wasted call.
-                if pgconn.is_busy():  # the next result is not all here yet
-                    select.select([pgconn.socket], [], [])
-                    pgconn.consume_input()
-                    continue
-                result = pgconn.get_result()
-                if result is None:  # the message's last result was read
-                    break
-                results.append(result)
-        except BaseException:
-            if pgconn.transaction_status == TransactionStatus.ACTIVE:
-                _cancel_and_drain(conn)
-            raise
-    return _checked(conn, results)
-
-
-def _checked(conn: Any, results: list[PGresult]) -> list[PGresult]:
-    """``results``, or the error of the first that failed, as psycopg's cursor raises it."""
-    for result in results:
-        if result.status not in _OK:
-            if result.status == ExecStatus.FATAL_ERROR:
-                raise errors.error_from_result(result, encoding=conn.info.encoding)
-            raise psycopg.InternalError(
-                f"unexpected result status {ExecStatus(result.status).name} from the message")
-    return results
-
-
-async def _aexchange(conn: psycopg.AsyncConnection[Any], message: bytes) -> list[PGresult]:
-    """The async twin of :func:`_exchange`: the waits go through the event loop (a reader or
-    writer on the socket), and a cancelled task cancels the query and drains it."""
-    pgconn = conn.pgconn
-    results: list[PGresult] = []
-    async with conn.lock:
-        pgconn.send_query(message)
-        try:
-            while pgconn.flush():
-                await _socket_ready(pgconn.socket, write=True)
-            while True:
-                if pgconn.is_busy():  # as in _exchange: read only what the socket has
-                    await _socket_ready(pgconn.socket)
-                    pgconn.consume_input()
-                    continue
-                result = pgconn.get_result()
-                if result is None:
-                    break
-                results.append(result)
-        except BaseException:  # CancelledError included
-            if pgconn.transaction_status == TransactionStatus.ACTIVE:
-                await _acancel_and_drain(conn)
-            raise
-    return _checked(conn, results)
-
-
-async def _socket_ready(fd: int, *, write: bool = False) -> None:
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    if write:
-        loop.add_writer(fd, wake)
-    else:
-        loop.add_reader(fd, wake)
-    try:
-        await ready
-    finally:
-        if write:
-            loop.remove_writer(fd)
-        else:
-            loop.remove_reader(fd)
-
-
-async def _acancel_and_drain(conn: psycopg.AsyncConnection[Any]) -> None:
-    pgconn = conn.pgconn
-    try:
-        await conn.cancel_safe(timeout=5.0)
-        while True:
-            pgconn.consume_input()
-            if pgconn.is_busy():
-                await asyncio.wait_for(_socket_ready(pgconn.socket), timeout=5.0)
-                continue
-            if pgconn.get_result() is None:
-                break
-    except BaseException:  # the connection is beyond use; the pool discards it
-        pass
-
-
-def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
-    pgconn = conn.pgconn
-    mode = pgconn.nonblocking
-    try:
-        conn.cancel_safe(timeout=5.0)
-        pgconn.nonblocking = 0  # a blocking read of what is left
-        while pgconn.get_result() is not None:
-            pass
-    except Exception:  # the connection is beyond use; the pool discards it
-        pass
-    finally:
-        pgconn.nonblocking = mode
 
 
 _LOADER_ATTRIBUTE = "_primitives_row_loader"
@@ -548,14 +408,14 @@ def fetch_rows(cursor: psycopg.Cursor[Any], fetch: Fetch) -> Any:
 
 
 class OnceTransaction:
-    """A tenant transaction whose ``BEGIN; SET LOCAL`` travels with its first statement and whose
-    ``COMMIT; RESET ALL`` travels with the statement marked ``last``.
+    """A tenant transaction whose ``BEGIN`` and tenant travel with its first statement and whose
+    ``COMMIT; RESET ALL`` travels with the statement marked ``last``, every value bound.
 
-    Each statement goes as ``EXECUTE`` of a statement prepared on the session (see
-    :func:`read_once`), so a one-statement write is one round trip. A statement that cannot
-    be prepared runs as an ordinary bound statement inside the same transaction. Use
-    :meth:`rollback` on any error; :meth:`commit` when the operation ends (a no-op if the
-    ``last`` statement committed already).
+    Each statement goes as the execution of a statement prepared on the session, queued in
+    libpq's pipeline (:mod:`primitives.db._pipeline`), so a one-statement write is one round
+    trip. A statement that cannot be prepared runs as an ordinary bound statement inside the
+    same transaction. Use :meth:`rollback` on any error; :meth:`commit` when the operation
+    ends (a no-op if the ``last`` statement committed already).
     """
 
     def __init__(self, conn: psycopg.Connection[Any], tenant: str) -> None:
@@ -563,42 +423,29 @@ class OnceTransaction:
             raise psycopg.ProgrammingError(
                 "OnceTransaction needs an idle autocommit connection (it opens the transaction)")
         self.conn, self.tenant = conn, tenant
-        self.begin = _begin(tenant)  # validates the tenant
+        self.tenant_value = _tenant_value(conn, tenant)  # validates the tenant
         self.open = False
         self.committed = False
 
     def execute(self, statement: str, params: Mapping[str, Any] | None, *,
                 last: bool = False) -> psycopg.Cursor[Any]:
-        """Run one statement of the transaction; a cursor on its result."""
+        """Run one statement of the transaction; a cursor on its result (psycopg's own
+        pipeline: the statement's values bound, ``BEGIN`` and ``COMMIT`` in the same round
+        trip)."""
         if self.committed:
             raise psycopg.ProgrammingError("this tenant transaction has committed already")
         conn = self.conn
-        prepared = _prepared_call(conn, statement, params)
-        if prepared is not None and not self._ensure(prepared):
-            prepared = None
-        if prepared is None:
+        with conn.pipeline():
             if not self.open:
-                conn.execute(self.begin)
+                conn.execute(_BEGIN.text.decode(), prepare=False)
+                conn.execute(_SET_TENANT_BOUND, (self.tenant,), prepare=False)
                 self.open = True
-            cursor = conn.execute(statement, params)
-            if last:
-                conn.execute(_COMMIT)
-                self.committed = True
-            return cursor
-        first = not self.open
-        message = _message(self.begin if first else None, prepared, last)
-
-        def send() -> psycopg.Cursor[Any]:
             cursor = conn.cursor()
-            # prepare=False: the text differs on every call (its arguments are in it) and holds
-            # several statements, so psycopg's own prepared-statement cache could never use it.
-            cursor.execute(message, prepare=False)
-            return cursor
-
-        cursor = self._sent(prepared, first, send)
-        self.open, self.committed = True, last
-        for _ in range(2 if first else 0):  # past BEGIN and SET LOCAL to the EXECUTE's result
-            cursor.nextset()
+            cursor.execute(statement, params)
+            if last:
+                for command in _END:
+                    conn.execute(command.text.decode(), prepare=False)
+        self.committed = last
         return cursor
 
     def fetch(self, statement: str, params: Mapping[str, Any] | None, *,
@@ -606,10 +453,9 @@ class OnceTransaction:
         """Run one statement of the transaction and return its rows as tuples (``fetch="one"``:
         the first row or ``None``; ``"all"``: a list; ``"none"``: nothing).
 
-        The same messages as :meth:`execute`; a prepared statement's message is exchanged with
-        libpq directly, without a cursor, which saves most of the client's CPU per round trip
-        (about 80 of 320 us for a write, measured). A connection with a row factory of its
-        own goes through :meth:`execute`, so its rows keep their shape."""
+        A prepared statement is exchanged with libpq directly, without a cursor, which saves
+        most of the client's CPU per round trip. A connection with a row factory of its own
+        goes through :meth:`execute`, so its rows keep their shape."""
         conn = self.conn
         if conn.row_factory is not tuple_row:
             return fetch_rows(self.execute(statement, params, last=last), fetch)
@@ -624,11 +470,11 @@ class OnceTransaction:
 
     def fetch_prepared(self, prepared: _Prepared, *, last: bool = False,
                        fetch: Fetch = "none") -> Any:
-        """:meth:`fetch` of a call its caller put in prepared form already (its arguments
-        written as literals, as :func:`_prepared_call` writes them). :data:`NOT_SENT` when it
-        cannot go that way (a connection with a row factory of its own, a statement the
-        server would not prepare): nothing was sent, and the caller runs the statement
-        through :meth:`fetch` instead."""
+        """:meth:`fetch` of a call its caller put in prepared form already (its values in text
+        form, as :func:`_prepared_call` writes them). :data:`NOT_SENT` when it cannot go that
+        way (a connection with a row factory of its own, a statement the server would not
+        prepare): nothing was sent, and the caller runs the statement through :meth:`fetch`
+        instead."""
         if self.committed:
             raise psycopg.ProgrammingError("this tenant transaction has committed already")
         if self.conn.row_factory is not tuple_row or not self._ensure(prepared):
@@ -638,17 +484,16 @@ class OnceTransaction:
     def _fetch(self, prepared: _Prepared, last: bool, fetch: Fetch) -> Any:
         conn = self.conn
         first = not self.open
-        message = _message(self.begin if first else None, prepared, last).encode(
-            conn.info.encoding)
-        results = self._sent(prepared, first, lambda: _exchange(conn, message))
+        commands = _commands(self.tenant_value if first else None, prepared, last)
+        results = self._sent(prepared, first, lambda: exchange(conn, commands))
         self.open, self.committed = True, last
         return _rows(conn, results[2 if first else 0], fetch)
 
     def _sent(self, prepared: _Prepared, first: bool, send: Callable[[], T]) -> T:
-        """``send()`` of a message that executes ``prepared``. When the session lost the
+        """``send()`` of commands that execute ``prepared``. When the session lost the
         statement (DISCARD ALL, a pooler) or holds it with a result type that a migration has
         changed since, and nothing else ran in this transaction before it: roll back,
-        prepare it again and send the same message once more. Later in a transaction the
+        prepare it again and send the same commands once more. Later in a transaction the
         error stands (the transaction's earlier work is lost with it, so the caller decides)
         and the next transaction prepares the statement afresh."""
         try:
@@ -701,14 +546,14 @@ class OnceTransaction:
 
 
 class AsyncOnceTransaction:
-    """The async twin of :class:`OnceTransaction`: the same messages, awaited."""
+    """The async twin of :class:`OnceTransaction`: the same commands, awaited."""
 
     def __init__(self, conn: psycopg.AsyncConnection[Any], tenant: str) -> None:
         if not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
             raise psycopg.ProgrammingError(
                 "OnceTransaction needs an idle autocommit connection (it opens the transaction)")
         self.conn, self.tenant = conn, tenant
-        self.begin = _begin(tenant)
+        self.tenant_value = _tenant_value(conn, tenant)
         self.open = False
         self.committed = False
 
@@ -717,30 +562,17 @@ class AsyncOnceTransaction:
         if self.committed:
             raise psycopg.ProgrammingError("this tenant transaction has committed already")
         conn = self.conn
-        prepared = _prepared_call(conn, statement, params)
-        if prepared is not None and not await self._ensure(prepared):
-            prepared = None
-        if prepared is None:
+        async with conn.pipeline():
             if not self.open:
-                await conn.execute(self.begin)
+                await conn.execute(_BEGIN.text.decode(), prepare=False)
+                await conn.execute(_SET_TENANT_BOUND, (self.tenant,), prepare=False)
                 self.open = True
-            cursor = await conn.execute(statement, params)
-            if last:
-                await conn.execute(_COMMIT)
-                self.committed = True
-            return cursor
-        first = not self.open
-        message = _message(self.begin if first else None, prepared, last)
-
-        async def send() -> psycopg.AsyncCursor[Any]:
             cursor = conn.cursor()
-            await cursor.execute(message, prepare=False)
-            return cursor
-
-        cursor = await self._sent(prepared, first, send)
-        self.open, self.committed = True, last
-        for _ in range(2 if first else 0):
-            cursor.nextset()
+            await cursor.execute(statement, params)
+            if last:
+                for command in _END:
+                    await conn.execute(command.text.decode(), prepare=False)
+        self.committed = last
         return cursor
 
     async def fetch(self, statement: str, params: Mapping[str, Any] | None, *,
@@ -770,9 +602,8 @@ class AsyncOnceTransaction:
     async def _fetch(self, prepared: _Prepared, last: bool, fetch: Fetch) -> Any:
         conn = self.conn
         first = not self.open
-        message = _message(self.begin if first else None, prepared, last).encode(
-            conn.info.encoding)
-        results = await self._sent(prepared, first, lambda: _aexchange(conn, message))
+        commands = _commands(self.tenant_value if first else None, prepared, last)
+        results = await self._sent(prepared, first, lambda: aexchange(conn, commands))
         self.open, self.committed = True, last
         return _rows(conn, results[2 if first else 0], fetch)
 

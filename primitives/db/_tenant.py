@@ -1,10 +1,11 @@
-"""Tenant-scoped transactions: the tenant is set with ``SET LOCAL``, never per session.
+"""Tenant-scoped transactions: the tenant is set for the transaction, never per session.
 
-``SET LOCAL primitives.tenant = '<tenant>'`` lasts until the transaction ends, so a
+``set_config('primitives.tenant', $1, true)`` lasts until the transaction ends, so a
 pooled connection cannot carry one tenant's setting into the next transaction
-(DESIGN §5 rule 3). ``SET LOCAL`` rather than ``set_config(..., true)`` because
-Citus forwards it to the workers. Row-level security policies read it through
-``primitives.current_tenant()``.
+(DESIGN §5 rule 3). The tenant is a bound value, never part of the statement's text, so no
+other session reads it in ``pg_stat_activity`` and no statement log records it; ``BEGIN``
+and the tenant go in one round trip (:mod:`primitives.db._pipeline`). Row-level security
+policies read it through ``current_setting('primitives.tenant')``.
 
 Errors the database raises inside the block come out translated: a refusal on
 policy grounds (RLS ``WITH CHECK``, missing grant: SQLSTATE 42501; append-only
@@ -29,9 +30,11 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from primitives.db._names import POLICY_SQLSTATES
+from primitives.db._pipeline import SET_TENANT, Command, aexchange, exchange
 from primitives.errors import PolicyViolation, StorageError, StorageFull, TenancyError
 
-__all__ = ["atenant_transaction", "set_tenant_statement", "tenant_transaction", "translate_error"]
+__all__ = ["atenant_transaction", "check_tenant", "set_tenant_statement", "tenant_transaction",
+           "translate_error"]
 
 Row = TypeVar("Row")
 
@@ -39,15 +42,22 @@ _SET_TENANT = sql.SQL("SET LOCAL primitives.tenant = {}")
 _DISK_FULL = "53100"
 
 
-def set_tenant_statement(tenant: str) -> sql.Composed:
-    """The ``SET LOCAL`` statement for ``tenant``; raises ``TenancyError`` for an empty tenant."""
+def check_tenant(tenant: str) -> str:
+    """``tenant``, or ``TenancyError`` when it is not a non-empty string without NUL."""
     if not isinstance(tenant, str) or not tenant.strip():
         raise TenancyError(
             f"a tenant is required for every memory transaction, got {tenant!r}", tenant=tenant
         )
     if "\x00" in tenant:
         raise TenancyError("a tenant may not contain NUL characters", tenant=tenant)
-    return _SET_TENANT.format(sql.Literal(tenant))
+    return tenant
+
+
+def set_tenant_statement(tenant: str) -> sql.Composed:
+    """``SET LOCAL primitives.tenant = <literal>``: the form a Citus coordinator forwards to
+    its workers (``citus.propagate_set_commands = 'local'``). The single-node runtime does not
+    use it (its text would carry the tenant); it binds the tenant with ``set_config``."""
+    return _SET_TENANT.format(sql.Literal(check_tenant(tenant)))
 
 
 def translate_error(
@@ -65,16 +75,21 @@ def translate_error(
     return StorageError(f"database error: {primary}", **context)
 
 
-_BEGIN = sql.SQL("BEGIN; SET LOCAL primitives.tenant = {}")
+_SET_TENANT_BOUND = "SELECT pg_catalog.set_config('primitives.tenant', %s, true)"
 _END = {True: "COMMIT; RESET ALL", False: "ROLLBACK; RESET ALL"}
 """How a tenant transaction ends: every session setting goes back to its default, so nothing a
 caller set on the connection (a tenant above all) outlives the transaction."""
 
 
-def begin_statement(tenant: str) -> sql.Composed:
-    """``BEGIN; SET LOCAL primitives.tenant = <literal>``: one round trip opens the scope."""
-    set_tenant_statement(tenant)  # validates
-    return _BEGIN.format(sql.Literal(tenant))
+def _begin(conn: psycopg.Connection[Any], tenant: str) -> None:
+    """``BEGIN`` and the bound tenant: one round trip opens the scope."""
+    exchange(conn, [Command(b"BEGIN"),
+                    Command(SET_TENANT, (tenant.encode(conn.info.encoding),))])
+
+
+async def _abegin(conn: psycopg.AsyncConnection[Any], tenant: str) -> None:
+    await aexchange(conn, [Command(b"BEGIN"),
+                           Command(SET_TENANT, (tenant.encode(conn.info.encoding),))])
 
 
 def _end_quietly(conn: psycopg.Connection[Any]) -> None:
@@ -102,19 +117,20 @@ def tenant_transaction(
     autocommit connection the transaction opens and ends in one round trip each and ends with
     ``RESET ALL``; nested ``conn.transaction()`` blocks inside it are savepoints.
     """
-    statement = set_tenant_statement(tenant)
+    check_tenant(tenant)
     _require_idle(conn.info, tenant)
     if not conn.autocommit:
         try:
             with conn.transaction():
-                conn.execute(statement)
+                conn.execute(_SET_TENANT_BOUND, (tenant,))
                 yield conn
         except psycopg.Error as err:
             raise translate_error(err, tenant=tenant) from err
         return
     try:
-        conn.execute(begin_statement(tenant))
+        _begin(conn, tenant)
     except psycopg.Error as err:
+        _end_quietly(conn)
         raise translate_error(err, tenant=tenant) from err
     try:
         yield conn
@@ -135,19 +151,20 @@ async def atenant_transaction(
     conn: psycopg.AsyncConnection[Row], tenant: str
 ) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
     """The async twin of ``tenant_transaction``: same statements, same checks, same errors."""
-    statement = set_tenant_statement(tenant)
+    check_tenant(tenant)
     _require_idle(conn.info, tenant)
     if not conn.autocommit:
         try:
             async with conn.transaction():
-                await conn.execute(statement)
+                await conn.execute(_SET_TENANT_BOUND, (tenant,))
                 yield conn
         except psycopg.Error as err:
             raise translate_error(err, tenant=tenant) from err
         return
     try:
-        await conn.execute(begin_statement(tenant))
+        await _abegin(conn, tenant)
     except psycopg.Error as err:
+        await _aend_quietly(conn)
         raise translate_error(err, tenant=tenant) from err
     try:
         yield conn

@@ -1,7 +1,7 @@
 """The engine: the one choke point for memory access (DESIGN §2, §5).
 
 ``engine.tenant(anchor)`` opens a transaction as the application role with the tenant
-set by ``SET LOCAL``; every write inside it appends its journal event in the same
+set for the transaction only (a bound ``set_config``); every write inside it appends its journal event in the same
 transaction. The sync and async engines run the same core operations.
 
 >>> with Engine.connect(spec) as engine:                       # doctest: +SKIP

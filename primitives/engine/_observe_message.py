@@ -1,21 +1,21 @@
-"""The common ``observe`` written straight into its one message.
+"""The common ``observe`` put straight into its prepared call.
 
-``Engine.observe`` and ``AsyncEngine.observe`` send a write as one message: ``BEGIN; SET
-LOCAL`` tenant, ``EXECUTE`` of the prepared insert (row, journal event, scope mark) with its
-arguments as literals, ``COMMIT; RESET ALL``. The general path gets there through the core
-operation: :func:`~primitives.engine._core.observe` yields a step with a parameter dict, and
-:class:`~primitives.db._oneshot.OnceTransaction` works out each parameter's SQL type and
-literal. For the common write (no key, no embedder, no temporal edge) every parameter's type
-is known in advance, so :func:`observe_call` checks the fields with the same function as the
-core operation (:func:`~primitives.engine._core.checked_write`) and writes the literals
-itself: the same prepared statement and, byte for byte, the same message
-(``tests/integration/test_observe_message.py`` compares the two), for about a third less of
-the client's CPU per write.
+``Engine.observe`` and ``AsyncEngine.observe`` send a write in one round trip: ``BEGIN``, the
+bound tenant, the execution of the prepared insert (row, journal event, scope mark) with its
+values bound in text form, ``COMMIT; RESET ALL``. The general path gets there through the
+core operation: :func:`~primitives.engine._core.observe` yields a step with a parameter dict,
+and :class:`~primitives.db._oneshot.OnceTransaction` works out each parameter's SQL type and
+text form. For the common write (no key, no embedder, no temporal edge) every parameter's
+type is known in advance, so :func:`observe_call` checks the fields with the same function as
+the core operation (:func:`~primitives.engine._core.checked_write`) and writes the values
+itself: the same prepared statement and the same values
+(``tests/integration/test_observe_message.py`` compares the two), for less of the client's
+CPU per write.
 
 Anything else returns ``None`` and takes the general path, which also raises what the write's
-errors are: a key, an embedder, a temporal edge, an unknown field, a value the literals here
-do not write (text with a NUL, a naive event time, an envelope JSON cannot encode), a
-connection with a row factory of its own or without ``standard_conforming_strings``.
+errors are: a key, an embedder, a temporal edge, an unknown field, a value written here
+differently (text with a NUL, a naive event time, an envelope JSON cannot encode), a
+connection with a row factory of its own.
 """
 
 from __future__ import annotations
@@ -30,14 +30,7 @@ from typing import Any
 
 from psycopg.rows import tuple_row
 
-from primitives.db._oneshot import (
-    _Prepared,
-    _prepared_form,
-    _quote_text,
-    _text_array,
-    _unfit,
-    server_form,
-)
+from primitives.db._oneshot import _Prepared, _prepared_form, _text_array, _unfit, server_form
 from primitives.engine import _queries as q
 from primitives.engine._anchor import Anchor
 from primitives.engine._base import EngineBase, render
@@ -69,26 +62,27 @@ class ObserveCall:
     written: dict[str, Any]
 
 
-def _quoted(value: str) -> str:
+def _text(value: str, encoding: str) -> bytes:
     if "\x00" in value:
         raise _Unfit  # PostgreSQL text holds no NUL: the general path says so
-    return _quote_text(value)
+    return value.encode(encoding)
 
 
 _ENCODER = json.JSONEncoder()
 """``json.dumps`` with its defaults, without re-reading its options on every call."""
+_EMPTY_OBJECT = b"{}"
 
 
-def _jsonb(value: dict[str, Any]) -> str:
+def _jsonb(value: dict[str, Any], encoding: str) -> bytes:
     if not value:
-        return "'{}'::jsonb"
-    return _quoted(_ENCODER.encode(value)) + "::jsonb"
+        return _EMPTY_OBJECT
+    return _text(_ENCODER.encode(value), encoding)
 
 
-def _payload(payload: dict[str, Any]) -> str:
+def _payload(payload: dict[str, Any], encoding: str) -> bytes:
     """The ``observed`` payload as ``json.dumps`` writes it (its keys and their order are
     :func:`~primitives.engine._core.observed_payload`'s; strings escaped to ASCII as
-    ``json.dumps`` escapes them), as a ``jsonb`` literal."""
+    ``json.dumps`` escapes them), as ``jsonb`` text."""
     scope = payload["scope_id"]
     text = (
         f'{{"tier": {_json_string(payload["tier"])}, '
@@ -99,14 +93,14 @@ def _payload(payload: dict[str, Any]) -> str:
         f'"content_sha256": "{payload["content_sha256"]}", '
         f'"value_sha256": "{payload["value_sha256"]}", '
         f'"via": {_json_string(payload["via"])}}}')
-    return _quoted(text) + "::jsonb"
+    return _text(text, encoding)
 
 
-def _quoted_labels(items: list[str]) -> str:
+def _labels(items: list[str], encoding: str) -> bytes:
     for item in items:
         if "\x00" in item:
             raise _Unfit
-    return _quote_text(_text_array(items))
+    return _text_array(items).encode(encoding)
 
 
 _GETTERS: dict[tuple[str, ...], Any] = {}
@@ -114,7 +108,7 @@ _BY_TEXT: dict[str, tuple[str, str]] = {}
 
 
 def _getter(order: tuple[str, ...]) -> Any:
-    """The literals of ``order``'s parameters, in that order, as one C-level lookup."""
+    """The values of ``order``'s parameters, in that order, as one C-level lookup."""
     getter = _GETTERS.get(order)
     if getter is None:
         getter = itemgetter(*order) if len(order) > 1 else (lambda d: (d[order[0]],))
@@ -138,8 +132,7 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
     spec's checks run here and raise as they do on the general path."""
     if (not _FIELDS.issuperset(fields) or fields.get("key") is not None
             or (engine.embedder is not None and engine.has_embedding)
-            or type(actor) is not str or conn.row_factory is not tuple_row
-            or conn.pgconn.parameter_status(b"standard_conforming_strings") != b"on"):
+            or type(actor) is not str or conn.row_factory is not tuple_row):
         return None
     source, event_time = fields.get("source"), fields.get("event_time")
     if ((source is not None and type(source) is not str)
@@ -163,22 +156,25 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
     new_id = _memory_id(fields.get("memory_id"))
     row_key = str(new_id)
     when = event_time or datetime.now(UTC)  # an instant: the column is timestamptz
+    encoding = conn.info.encoding
     try:
-        literals = {column: "NULL" if value is None else _quoted(value)
-                    for column, value in anchor.values}
-        literals.update({
-            "id": f"'{row_key}'::uuid", "tier": _quoted(w.tier), "typology": _quoted(w.typology),
-            "scope_id": "NULL" if w.scope_id is None else _quoted(w.scope_id),
-            "namespace": _quoted_labels(w.namespace), "key": _quoted(row_key),
-            "content": _quoted(w.content), "value": _jsonb(w.value),
-            "envelope": _jsonb(w.envelope), "tags": _quoted_labels(w.tags),
-            "provenance": "'{}'::jsonb", "event_time": f"'{when.isoformat()}'::timestamptz",
-            "source": "NULL" if source is None else _quoted(source), "actor": _quoted(actor),
-            "tenant": _quoted(anchor.tenant), "event_id": f"'{q.new_event_id()}'::uuid",
-            "payload": _payload(observed_payload(w, row_key, "direct")),
+        values = {column: None if value is None else _text(value, encoding)
+                  for column, value in anchor.values}
+        values.update({
+            "id": new_id.hex.encode(), "tier": _text(w.tier, encoding),
+            "typology": _text(w.typology, encoding),
+            "scope_id": None if w.scope_id is None else _text(w.scope_id, encoding),
+            "namespace": _labels(w.namespace, encoding), "key": row_key.encode(),
+            "content": _text(w.content, encoding), "value": _jsonb(w.value, encoding),
+            "envelope": _jsonb(w.envelope, encoding), "tags": _labels(w.tags, encoding),
+            "provenance": _EMPTY_OBJECT, "event_time": str(when).encode(),
+            "source": None if source is None else _text(source, encoding),
+            "actor": _text(actor, encoding), "tenant": _text(anchor.tenant, encoding),
+            "event_id": q.new_event_id().hex.encode(),
+            "payload": _payload(observed_payload(w, row_key, "direct"), encoding),
         })
-        arguments = "(" + ", ".join(_getter(order)(literals)) + ")"
-    except (_Unfit, TypeError, ValueError, KeyError):
+        arguments = tuple(_getter(order)(values))
+    except (_Unfit, TypeError, ValueError, KeyError, UnicodeEncodeError):
         return None  # JSON cannot encode a value, or the statement has a parameter not here
     name, prepare = _form(conn, text, base, order)
     if name in _unfit:

@@ -71,7 +71,7 @@ def _drive(conn: psycopg.Connection[Any], op: core.Op[R], step: Any) -> R:
 def _run_once(conn: psycopg.Connection[Any], tenant: str, op: core.Op[R], *,
               after_last: Literal["refuse", "new"]) -> R:
     """Drive ``op`` in one tenant transaction sent with as few messages as it has statements:
-    ``BEGIN; SET LOCAL`` goes with its first statement, ``COMMIT`` with the one marked
+    ``BEGIN`` and the bound tenant go with its first statement, ``COMMIT`` with the one marked
     ``last`` (or alone, at the end). A statement after the ``last`` one runs in a new
     transaction (``after_last="new"``: a read op's independent follow-up, such as a TTL
     refresh) or is refused (``"refuse"``: a write must be one transaction)."""
@@ -177,7 +177,7 @@ class Engine(EngineBase):
              actor: str = "agent", seed: str | None = None,
              sleep: Callable[[float], None] = time.sleep) -> R:
         """Run the read-only core operation ``make(context)`` for ``anchor`` in its own tenant
-        transaction: ``BEGIN; SET LOCAL`` travels with its first statement and ``COMMIT`` with
+        transaction: ``BEGIN`` and the bound tenant travel with its first statement and ``COMMIT`` with
         the statement it marks ``last``, so a one-statement read is one round trip. A
         transient failure is retried once after the same deterministic backoff as
         :meth:`write`; then the error is raised.
@@ -225,7 +225,7 @@ class Engine(EngineBase):
                 sleep: Callable[[float], None] = time.sleep, **fields: Any) -> Memory:
         """One memory (see :meth:`TenantMemory.observe`) in a tenant transaction of its own,
         retried like :meth:`write`. Without ``key`` and without an embedder it is one round
-        trip: ``BEGIN; SET LOCAL``, the insert (row, journal event, scope mark) and ``COMMIT``
+        trip: ``BEGIN``, the bound tenant, the insert (row, journal event, scope mark) and ``COMMIT``
         in one message.
 
         Its retry is idempotent: the write's ``memory_id`` (the caller's, or one chosen

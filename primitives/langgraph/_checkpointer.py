@@ -3,7 +3,7 @@
 LangGraph's Postgres saver semantics (``_checkpoint_core``) in the spec's checkpointer
 schema, on the tables the compiled plan creates (``primitives migrate``; ``setup()`` only
 checks they exist). Every call runs in a tenant transaction as the application role
-(``SET LOCAL primitives.tenant``; forced row-level security behind an explicit tenant
+(the tenant set for the transaction; forced row-level security behind an explicit tenant
 filter). The tenant comes from the anchor's tenant key in ``config["configurable"]``
 (e.g. ``workspace_id``), or from :meth:`for_tenant` for the calls that take no config
 (``delete_thread``, ``delete_for_runs``, ``copy_thread``, ``prune``, ``list(None)``).
@@ -39,8 +39,8 @@ from primitives.compile._checkpointer import CheckpointerTables, checkpointer_ta
 from primitives.db import (
     app_dsn,
     atenant_transaction,
+    check_tenant,
     resolve_dsn,
-    set_tenant_statement,
     tenant_transaction,
 )
 from primitives.db._session import aruntime_conninfo, runtime_conninfo
@@ -95,7 +95,7 @@ class _Saver(CheckpointCore):
                 f"checkpointer {call} of agent '{self.spec.agent}' needs the tenant key "
                 f"'{self.tenant_key}' as a string, got {type(value).__name__}",
                 agent=self.spec.agent)
-        set_tenant_statement(value)  # empty or NUL: TenancyError
+        check_tenant(value)  # empty or NUL: TenancyError
         return value
 
     def tenant_of(self, config: RunnableConfig | None, call: str) -> str:

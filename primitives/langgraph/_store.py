@@ -3,7 +3,7 @@
 ``batch`` / ``abatch`` are the choke point (DESIGN §8): every op is checked against the
 spec (:mod:`primitives.langgraph._namespaces`), the ops are grouped by anchor, and each
 group runs in one tenant transaction through ``engine.write`` (tenant set with
-``SET LOCAL``, journal events in the same transaction, one retry on a transient error).
+the tenant set for the transaction, journal events in the same transaction, one retry on a transient error).
 Ops run in the order given; results come back in that order.
 
 Where the audit posture differs from BaseStore (see ``docs/langgraph.md``):

@@ -17,6 +17,7 @@ from bench._targets import BENCH_SPEC, BENCH_TIER, payload
 from bench.ceiling import KINDS, measure, render_table
 from primitives.audit import connect_auditor, verify_chains
 from primitives.db import tenant_transaction
+from primitives.db._pipeline import SET_TENANT, Command
 from primitives.engine import Engine
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
@@ -68,11 +69,11 @@ def test_only_the_relaxed_replay_turns_synchronous_commit_off(
     for relaxed in (False, True):
         target = ReplayTarget(pg.app_dsn, BENCH_SPEC, BENCH_TIER, FIELDS, relaxed=relaxed)
         try:
-            heads[relaxed] = target._head("t-1")
+            heads[relaxed] = target._head(b"t-1")
         finally:
             target.close()
-    assert heads[False] == "BEGIN; SET LOCAL primitives.tenant = 't-1'; "
-    assert heads[True] == heads[False] + "SET LOCAL synchronous_commit = off; "
+    assert heads[False] == [Command(b"BEGIN"), Command(SET_TENANT, (b"t-1",))]
+    assert heads[True] == [*heads[False], Command(b"SET LOCAL synchronous_commit = off")]
 
 
 def test_ceiling_runs_end_to_end_and_writes_its_json(

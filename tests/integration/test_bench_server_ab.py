@@ -21,7 +21,8 @@ from bench.server_ab import (
     render_table,
     variant_sql,
 )
-from primitives.db._oneshot import _begin, _message, _Prepared
+from primitives.db._oneshot import _commands, _Prepared
+from primitives.db._pipeline import SET_TENANT, Command
 from primitives.spec import load_spec
 from tests.conftest import PostgresHandle
 
@@ -90,18 +91,18 @@ def test_the_variant_runs_on_the_variant_copy_only(
 
 
 def test_each_message_form_rewrites_the_engines_message() -> None:
-    engine = _message(_begin("t"), _Prepared("primitives_once_x", "PREPARE ...", "(1)"), True)
-    assert engine == ("BEGIN; SET LOCAL primitives.tenant = 't'; EXECUTE primitives_once_x(1); "
-                      "COMMIT; RESET ALL")
+    engine = _commands(b"t", _Prepared("primitives_once_x", "PREPARE ...", (b"1",)), True)
+    execute = Command(b"primitives_once_x", (b"1",), prepared=True)
+    assert engine == [Command(b"BEGIN"), Command(SET_TENANT, (b"t",)), execute,
+                      Command(b"COMMIT"), Command(b"RESET ALL")]
     forms = {form: _form(engine, form) for form in MESSAGES}
     assert forms == {
         "engine": engine,
-        "implicit": "SET LOCAL primitives.tenant = 't'; EXECUTE primitives_once_x(1); RESET ALL",
-        "no-reset": ("BEGIN; SET LOCAL primitives.tenant = 't'; EXECUTE primitives_once_x(1); "
-                     "COMMIT"),
+        "implicit": [Command(SET_TENANT, (b"t",)), execute, Command(b"RESET ALL")],
+        "no-reset": engine[:-1],
     }
-    with pytest.raises(AssertionError, match="no longer has the shape"):
-        _form("EXECUTE primitives_once_x(1)", "implicit")
+    with pytest.raises(AssertionError, match="no longer have the shape"):
+        _form([execute], "implicit")
 
 
 def test_the_implicit_message_lands_every_write(

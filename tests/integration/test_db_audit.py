@@ -234,8 +234,11 @@ def test_concurrent_appends_of_one_tenant_keep_the_chain_intact(
 def test_journal_insert_outside_read_committed_is_refused(
     app_conn: psycopg.Connection[Any], journal: sql.Identifier
 ) -> None:
+    # The tenant transaction's first statement sets the tenant, which takes a snapshot, so
+    # the isolation level comes from the session default its BEGIN reads.
+    app_conn.execute("SET default_transaction_isolation = 'repeatable read'")
     with pytest.raises(StorageError) as caught, tenant_transaction(app_conn, "acme"):
-        app_conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        assert app_conn.execute("SHOW transaction_isolation").fetchone() == ("repeatable read",)
         app_conn.execute(
             sql.SQL("INSERT INTO {} (tenant_id, kind) VALUES ('acme', 'x')").format(journal)
         )

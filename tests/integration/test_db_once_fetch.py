@@ -20,7 +20,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from primitives.db import AsyncOnceTransaction, OnceTransaction, _oneshot, use_fast_json
+from primitives.db import AsyncOnceTransaction, OnceTransaction, _oneshot, _pipeline, use_fast_json
 from tests.conftest import PostgresHandle
 
 pytestmark = pytest.mark.db
@@ -201,7 +201,7 @@ def test_an_interrupt_while_waiting_cancels_the_query_and_leaves_no_query_runnin
             raise KeyboardInterrupt
         return real(rlist, wlist, xlist, *timeout)
 
-    monkeypatch.setattr(_oneshot.select, "select", interrupted)
+    monkeypatch.setattr(_pipeline.select, "select", interrupted)
     tx = OnceTransaction(app_conn, "acme")
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):

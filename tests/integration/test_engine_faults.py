@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 from primitives._project import migrate
-from primitives.db import OWNER_ROLE, _oneshot, app_dsn
+from primitives.db import OWNER_ROLE, _pipeline, app_dsn
 from primitives.engine import AsyncEngine, Engine, TenantMemory
 from primitives.engine import _core as core
 from primitives.errors import StorageFull
@@ -195,7 +195,7 @@ def test_an_interrupted_write_gives_its_connection_back_clean(
     with Engine.connect(spectral, pg.app_dsn, max_connections=1) as engine:
         anchor = _anchor()
         engine.observe(anchor, "cycle", "before the interrupt")
-        monkeypatch.setattr(_oneshot.select, "select", _interrupted_select(select.select))
+        monkeypatch.setattr(_pipeline.select, "select", _interrupted_select(select.select))
         with pytest.raises(KeyboardInterrupt):
             engine.observe(anchor, "cycle", "interrupted while the server works")
         monkeypatch.undo()

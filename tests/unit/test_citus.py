@@ -130,7 +130,8 @@ def test_tenant_is_forwarded_to_workers_with_set_local(plan: Plan) -> None:
     assert "ALTER ROLE \"primitives_app\" SET citus.propagate_set_commands = 'local'" in statements
     assert statements.index('SET LOCAL ROLE "primitives_owner"') > statements.index(
         "ALTER ROLE \"primitives_app\" SET citus.propagate_set_commands = 'local'")
-    # the engine sets the tenant with SET LOCAL, the form Citus forwards
+    # a Citus coordinator forwards the SET LOCAL form (the single-node runtime binds the
+    # tenant with set_config instead: docs/scaling.md)
     assert set_tenant_statement("acme").as_string(None) == (
         "SET LOCAL primitives.tenant = 'acme'")
 

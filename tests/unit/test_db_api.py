@@ -18,6 +18,7 @@ from primitives.db import (
     SQLSTATE_PERSISTENT_DELETE,
     app_dsn,
     auditor_dsn,
+    check_tenant,
     load_migrations,
     migrations_dir,
     primitives_home,
@@ -58,7 +59,7 @@ def test_public_surface_is_pinned() -> None:
         "aread_once",
         "atenant_transaction",
         "auditor_dsn",
-        "begin_statement",
+        "check_tenant",
         "ensure_text_match",
         "has_text_match",
         "load_migrations",
@@ -88,6 +89,8 @@ def test_set_tenant_statement_is_set_local_with_a_quoted_literal() -> None:
 def test_set_tenant_statement_refuses_empty_or_nul_tenants(tenant: str) -> None:
     with pytest.raises(TenancyError):
         set_tenant_statement(tenant)
+    with pytest.raises(TenancyError):
+        check_tenant(tenant)
 
 
 def test_role_dsns_swap_the_user_and_drop_the_admin_password(

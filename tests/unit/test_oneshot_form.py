@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-from psycopg.types.json import Jsonb
-
-from primitives.db._oneshot import _literal, server_form
+from primitives.db._oneshot import _text_array, server_form
 from primitives.engine._core import canonical_json
 
 
@@ -38,11 +36,14 @@ def test_each_statement_text_has_its_own_name() -> None:
     assert server_form("SELECT %(a)s::int") == one  # stable
 
 
-def test_an_empty_object_is_written_as_the_general_path_writes_it() -> None:
-    assert _literal(None, Jsonb({}), True) == "'" + json.dumps({}) + "'::jsonb"
+def test_a_list_of_text_is_written_in_the_array_form_psycopg_writes() -> None:
+    from psycopg.adapt import PyFormat, Transformer
+
+    items = ["a b", "{brace}", "comma,", 'q"uote', "back\\slash", "", "NULL", "null", "\u3000"]
+    dumped = bytes(Transformer().get_dumper(items, PyFormat.TEXT).dump(items))
+    assert _text_array(items).encode() == dumped
+
+
+def test_canonical_json_is_sorted_and_compact() -> None:
     assert canonical_json({}) == json.dumps({}, sort_keys=True, separators=(",", ":"))
-    # only a plain empty dict takes the short way: the rest goes through json.dumps
-    assert _literal(None, Jsonb({"a": 1}), True) == """'{"a": 1}'::jsonb"""
-    assert _literal(None, Jsonb([]), True) == "'[]'::jsonb"
-    assert _literal(None, Jsonb({}, dumps=lambda _: '{ }'), True) == "'{ }'::jsonb"
     assert canonical_json({"b": 1, "a": None}) == '{"a":null,"b":1}'

@@ -1,0 +1,202 @@
+"""Several statements in one round trip, every value bound: libpq's pipeline mode.
+
+A tenant transaction's statements (``BEGIN``, the tenant's ``set_config``, the prepared
+statement, ``COMMIT``, ``RESET ALL``) are queued as extended-protocol messages and sent with
+one ``Sync``: one round trip, as a simple-query string of several statements would be, but
+the statement texts hold only ``$n`` placeholders. Values travel as bind parameters, so no
+tenant, content, key or query text ever appears in ``pg_stat_activity`` or a server log of
+statements (``tests/security/test_statement_text.py``).
+
+:func:`exchange` talks to libpq directly (psycopg's ``pgconn``), under the connection's lock,
+and leaves pipeline mode before it returns, so psycopg's own state never sees it. After a
+failed command the server skips the rest up to the ``Sync``; the first failure is raised once
+every result is read, and the connection is left in a failed transaction for the caller to
+roll back. Interrupted (Ctrl-C, a cancelled task), the query is cancelled and the pipeline
+drained, so the connection is never left mid-query.
+
+Example::
+
+    results = exchange(conn, [Command(b"BEGIN"), Command(SET_TENANT, (b"acme",)),
+                              Command(b"stmt_name", (b"7",), prepared=True),
+                              Command(b"COMMIT")])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import psycopg
+from psycopg import errors
+from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.pq.abc import PGconn, PGresult
+
+__all__ = ["SET_TENANT", "Command", "aexchange", "exchange"]
+
+SET_TENANT = b"SELECT pg_catalog.set_config('primitives.tenant', $1, true)"
+"""Sets the transaction's tenant from a bound value (``true``: local to the transaction, so it
+ends with it: DESIGN §5 rule 3)."""
+
+_OK = (ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY)
+
+
+class Command(NamedTuple):
+    """One queued statement: a query text with ``$n`` placeholders (or, with ``prepared``,
+    the name of a statement prepared on the session) and its values in text form."""
+
+    text: bytes
+    values: Sequence[bytes | None] | None = None
+    prepared: bool = False
+
+
+def _send(pgconn: PGconn, commands: Sequence[Command]) -> None:
+    pgconn.enter_pipeline_mode()
+    for command in commands:
+        if command.prepared:
+            pgconn.send_query_prepared(command.text, command.values)
+        else:
+            pgconn.send_query_params(command.text, command.values)
+    pgconn.pipeline_sync()
+
+
+def _take(pgconn: PGconn, results: list[PGresult]) -> bool:
+    """Read what libpq has buffered into ``results``; True once the ``Sync`` is read."""
+    while not pgconn.is_busy():
+        result = pgconn.get_result()
+        if result is None:  # the end of one command's results
+            if pgconn.status != 0:  # CONNECTION_OK is 0: the connection broke
+                raise psycopg.OperationalError(
+                    f"the connection was lost: {pgconn.get_error_message()}")
+            continue
+        if result.status == ExecStatus.PIPELINE_SYNC:
+            return True
+        results.append(result)
+    return False
+
+
+def _leave(pgconn: PGconn) -> None:
+    try:
+        pgconn.exit_pipeline_mode()
+    except psycopg.Error:
+        pass  # results still pending: only after a broken connection, which the pool drops
+
+
+def _checked(conn: Any, results: list[PGresult]) -> list[PGresult]:
+    """``results``, or the error of the first that failed, as psycopg's cursor raises it."""
+    for result in results:
+        if result.status not in _OK:
+            if result.status == ExecStatus.FATAL_ERROR:
+                raise errors.error_from_result(result, encoding=conn.info.encoding)
+            if result.status == ExecStatus.PIPELINE_ABORTED:
+                continue  # skipped after the failure, which comes first
+            raise psycopg.InternalError(
+                f"unexpected result status {ExecStatus(result.status).name} in a pipeline")
+    return results
+
+
+def exchange(conn: psycopg.Connection[Any], commands: Sequence[Command]) -> list[PGresult]:
+    """Send ``commands`` in one round trip; one result per command, or the first error.
+
+    The waits for the server are ``select`` on the socket, outside the GIL."""
+    pgconn = conn.pgconn
+    results: list[PGresult] = []
+    with conn.lock:
+        try:
+            _send(pgconn, commands)
+            while pgconn.flush():
+                select.select([], [pgconn.socket], [])
+            while True:
+                if _take(pgconn, results):
+                    break
+                select.select([pgconn.socket], [], [])
+                pgconn.consume_input()
+        except BaseException:
+            if pgconn.transaction_status == TransactionStatus.ACTIVE:
+                _cancel_and_drain(conn)
+            raise
+        finally:
+            _leave(pgconn)
+    return _checked(conn, results)
+
+
+async def aexchange(conn: psycopg.AsyncConnection[Any],
+                    commands: Sequence[Command]) -> list[PGresult]:
+    """The async twin of :func:`exchange`: the waits go through the event loop."""
+    pgconn = conn.pgconn
+    results: list[PGresult] = []
+    async with conn.lock:
+        try:
+            _send(pgconn, commands)
+            while pgconn.flush():
+                await _socket_ready(pgconn.socket, write=True)
+            while True:
+                if _take(pgconn, results):
+                    break
+                await _socket_ready(pgconn.socket)
+                pgconn.consume_input()
+        except BaseException:  # CancelledError included
+            if pgconn.transaction_status == TransactionStatus.ACTIVE:
+                await _acancel_and_drain(conn)
+            raise
+        finally:
+            _leave(pgconn)
+    return _checked(conn, results)
+
+
+async def _socket_ready(fd: int, *, write: bool = False) -> None:
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    if write:
+        loop.add_writer(fd, wake)
+    else:
+        loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        if write:
+            loop.remove_writer(fd)
+        else:
+            loop.remove_reader(fd)
+
+
+def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
+    pgconn = conn.pgconn
+    mode = pgconn.nonblocking
+    try:
+        conn.cancel_safe(timeout=5.0)
+        pgconn.nonblocking = 0  # blocking reads of what is left, up to the Sync
+        while True:
+            result = pgconn.get_result()
+            if result is not None and result.status == ExecStatus.PIPELINE_SYNC:
+                break
+            if result is None and pgconn.status != 0:
+                break
+    except Exception:  # the connection is beyond use; the pool discards it
+        pass
+    finally:
+        pgconn.nonblocking = mode
+
+
+async def _acancel_and_drain(conn: psycopg.AsyncConnection[Any]) -> None:
+    pgconn = conn.pgconn
+    try:
+        await conn.cancel_safe(timeout=5.0)
+        while True:
+            pgconn.consume_input()
+            if pgconn.is_busy():
+                await asyncio.wait_for(_socket_ready(pgconn.socket), timeout=5.0)
+                continue
+            result = pgconn.get_result()
+            if result is not None and result.status == ExecStatus.PIPELINE_SYNC:
+                break
+            if result is None and pgconn.status != 0:
+                break
+    except BaseException:  # the connection is beyond use; the pool discards it
+        pass
