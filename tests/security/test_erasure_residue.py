@@ -187,3 +187,53 @@ def test_erasures_view_reports_residue_when_erased_text_is_put_back(
                     "SELECT memory_id FROM {} WHERE {} = %s AND residue").format(
                     tables.audit_erasures.ident, t), (tenant,)).fetchall()
                 assert flagged, f"residue not reported after restoring {table.name}"
+
+
+def _relation_files(admin: psycopg.Connection[Any], tables: Any) -> list[Path]:
+    """The files of every table an erasure touches, with their indexes and TOAST."""
+    from primitives.compile._erasure import erasure_vacuum
+
+    names = [t.qualified for t in (tables.memories, tables.entities, tables.edges,
+                                   tables.checkpoints, tables.checkpoint_blobs,
+                                   tables.checkpoint_writes) if t is not None]
+    assert len(names) == len(erasure_vacuum(tables))
+    rows = admin.execute(
+        "SELECT current_setting('data_directory'), pg_relation_filepath(c.oid) "
+        "FROM pg_class AS c WHERE c.oid = ANY(%(t)s::regclass[]) "
+        "OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = ANY(%(t)s::regclass[])) "
+        "OR c.oid IN (SELECT reltoastrelid FROM pg_class WHERE oid = ANY(%(t)s::regclass[])) "
+        "OR c.oid IN (SELECT i.indexrelid FROM pg_index AS i JOIN pg_class AS r "
+        "ON r.reltoastrelid = i.indrelid WHERE r.oid = ANY(%(t)s::regclass[]))",
+        {"t": names}).fetchall()
+    files = []
+    for root, relative in rows:
+        base = Path(root) / relative
+        files += [p for p in base.parent.glob(base.name + "*") if p.name.split(".")[0]
+                  .split("_")[0] == base.name]
+    return files
+
+
+def _bytes_hits(files: list[Path]) -> list[str]:
+    found = re.compile("|".join(STEMS).encode(), re.IGNORECASE)
+    return [str(f) for f in files if found.search(f.read_bytes())]
+
+
+def test_old_row_versions_leave_the_disk_only_with_primitives_vacuum(
+    pg: PostgresHandle, engine: Engine, assistant: AgentSpec
+) -> None:
+    """``pg_dump`` shows live rows only; the old versions stay in the table and index files
+    (the text index keeps the subject's lexemes) until ``primitives vacuum`` rewrites them."""
+    from primitives.cli import main
+
+    tenant, thread = new_tenant("vacuum"), f"thread-{uuid.uuid4().hex[:8]}"
+    _write_about_the_subject(pg, engine, tenant, thread)
+    with engine.tenant({"user_id": tenant}) as mem:
+        mem.erase(SUBJECT, approvals=APPROVERS, reason="DSR-44", thread_ids=[thread])
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        admin.execute("CHECKPOINT")  # the buffers reach the files read below
+        assert _bytes_hits(_relation_files(admin, engine.tables)), \
+            "dead row versions should still hold the subject before the vacuum"
+        assert main(["vacuum", str(ROOT / "agents" / "assistant_memory.yaml")]) == 0
+        admin.execute("CHECKPOINT")
+        files = _relation_files(admin, engine.tables)
+        assert files and _bytes_hits(files) == []
