@@ -237,3 +237,31 @@ def test_old_row_versions_leave_the_disk_only_with_primitives_vacuum(
         admin.execute("CHECKPOINT")
         files = _relation_files(admin, engine.tables)
         assert files and _bytes_hits(files) == []
+
+
+@pytest.mark.parametrize(("moved", "broken"), [
+    pytest.param("newest", {"destination": 2}, id="newest-event"),
+    pytest.param("middle", {"source": 2, "destination": 2}, id="middle-event"),
+])
+def test_moving_an_event_to_another_tenant_breaks_the_chains_docs_compliance_names(
+    pg: PostgresHandle, engine: Engine, moved: str, broken: dict[str, int]
+) -> None:
+    """docs/compliance.md: the tenant value is outside the hash. Moving a tenant's newest
+    event away leaves its chain a valid, shorter chain: only the destination breaks."""
+    source, destination = new_tenant("src"), new_tenant("dst")
+    for tenant, count in ((source, 3), (destination, 1)):
+        with engine.tenant({"user_id": tenant}) as mem:
+            for i in range(count):
+                mem.observe("long_term", f"event {i}", typology="episodic")
+    tables = engine.tables
+    t = sql.Identifier(tables.tenant_column)
+    seq = 3 if moved == "newest" else 2
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin, \
+            admin.transaction(force_rollback=True):
+        # a superuser can switch the journal's append-only triggers off; the app role cannot
+        admin.execute("SET LOCAL session_replication_role = replica")
+        admin.execute(sql.SQL("UPDATE {} SET {} = %s WHERE {} = %s AND seq = %s").format(
+            tables.events.ident, t, t), (destination, source, seq))
+        found = {"source": verify_chain(admin, tables, source),
+                 "destination": verify_chain(admin, tables, destination)}
+    assert {k: v for k, v in found.items() if v is not None} == broken
