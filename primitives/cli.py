@@ -1,4 +1,5 @@
-"""The ``primitives`` command: validate, schema, init, compile, migrate, server, demo.
+"""The ``primitives`` command: validate, schema, init, compile, migrate, server, demo,
+audit, doctor, vacuum.
 
 Exit status: 0 on success, 1 when the input is wrong (a spec error), 2 when the
 database or server fails.
@@ -323,6 +324,32 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1
 
 
+# vacuum -----------------------------------------------------------------------------------------
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    import psycopg
+
+    from primitives.compile import agent_tables
+    from primitives.compile._erasure import erasure_vacuum
+    from primitives.db import resolve_dsn
+    from primitives.spec import load_specs
+
+    specs = load_specs(list(_spec_paths(args.specs)))
+    statements = [s for spec in specs for s in erasure_vacuum(agent_tables(spec))]
+    if args.sql:
+        for statement in statements:
+            sys.stdout.write(statement.as_string(None) + ";\n")
+        return 0
+    try:
+        with psycopg.connect(resolve_dsn(), autocommit=True) as conn:
+            for statement in statements:
+                console.print(statement.as_string(conn))
+                conn.execute(statement)
+    except psycopg.Error as err:
+        raise StorageError(f"vacuum failed: {err}") from err
+    console.print(f"[green]done[/green]: {len(statements)} table(s) rewritten")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="primitives",
@@ -414,6 +441,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="print the report as JSON (the exit status is the same: 1 on findings)")
     p.set_defaults(func=cmd_doctor)
+    p = sub.add_parser("vacuum", help="after an erasure: rewrite the tables it changed so no "
+                                      "old row version stays on disk (locks them meanwhile)")
+    p.add_argument("specs", nargs="*", metavar="SPEC", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.add_argument("--sql", action="store_true", help="print the statements, run nothing")
+    p.set_defaults(func=cmd_vacuum)
     return parser
 
 

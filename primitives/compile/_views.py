@@ -260,30 +260,52 @@ def retention_state_view(spec: AgentSpec, tables: Tables) -> sql.Composed:
 
 
 def erasures_view(tables: Tables, *, has_embedding: bool) -> sql.Composed:
-    """``<prefix>_audit_erasures``: erased rows, and whether anything beyond the hash remains.
+    """``<prefix>_audit_erasures``: erased rows, and whether anything of them remains.
 
-    ``residue`` is true when content is not ``sha256:<hex>``, value is not ``{}``, or an
-    embedding is still stored.
+    ``residue`` is computed from what is stored now: true when content is not
+    ``sha256:<hex>``; value, envelope, provenance or tags are not empty; source or an
+    embedding is still stored; an edge from or to the row still holds evidence; or (graph
+    specs) an entity is still named or aliased the subject whose hash the erasure event
+    recorded (``payload.subject_sha256``).
     """
     t = tables.tenant_column
-    residue = [
+    residue: list[sql.Composable] = [
         sql.SQL("m.content !~ {}").format(sql.Literal(ERASED_CONTENT_PATTERN)),
         sql.SQL("m.value <> '{}'::jsonb"),
+        sql.SQL("m.envelope <> '{}'::jsonb"),
+        sql.SQL("m.provenance <> '{}'::jsonb"),
+        sql.SQL("m.tags <> '{}'::text[]"),
+        sql.SQL("m.source IS NOT NULL"),
     ]
     if has_embedding:
         residue.append(sql.SQL("m.embedding IS NOT NULL"))
-    event = sql.SQL(
-        "(SELECT max(e.seq) FROM {} AS e WHERE {} = {} AND e.memory_id = m.id AND e.kind = {})"
+    if tables.edges is not None:
+        residue.append(sql.SQL(
+            "EXISTS (SELECT 1 FROM {} AS g WHERE {} = {} AND (g.source_id = m.id "
+            "OR g.target_id = m.id) AND g.evidence <> '[]'::jsonb)"
+        ).format(tables.edges.ident, column(t, "g"), column(t, "m")))
+    if tables.entities is not None:
+        def hashed(expr: sql.Composable) -> sql.Composed:
+            return sql.SQL("encode(sha256(convert_to(lower({}), 'UTF8')), 'hex')").format(expr)
+        residue.append(sql.SQL(
+            "EXISTS (SELECT 1 FROM {} AS n WHERE {} = {} AND ({} = x.subject_sha256 OR "
+            "EXISTS (SELECT 1 FROM unnest(n.aliases) AS a WHERE {} = x.subject_sha256)))"
+        ).format(tables.entities.ident, column(t, "n"), column(t, "m"),
+                 hashed(column("canonical_name", "n")), hashed(sql.Identifier("a"))))
+    erased_event = sql.SQL(
+        "LEFT JOIN LATERAL (SELECT e.seq, e.payload ->> 'subject_sha256' AS subject_sha256 "
+        "FROM {} AS e WHERE {} = {} AND e.memory_id = m.id AND e.kind = {} "
+        "ORDER BY e.seq DESC LIMIT 1) AS x ON true"
     ).format(tables.events.ident, column(t, "e"), column(t, "m"),
              sql.Literal(ERASED_EVENT_KIND))
     items: list[sql.Composable | tuple[sql.Composable, str]] = [
         column(t, "m"), (column("id", "m"), "memory_id"),
         *(column(x, "m") for x in ("tier", "key", "erased_at", "erasure_reason")),
-        (event, "erasure_event_seq"),
-        (sql.SQL("({})").format(sql.SQL(" OR ").join(residue)), "residue"),
+        (sql.SQL("x.seq"), "erasure_event_seq"),
+        (sql.SQL("coalesce({}, false)").format(sql.SQL(" OR ").join(residue)), "residue"),
     ]
-    body = sql.SQL("SELECT {}\nFROM {} AS m\nWHERE m.erased_at IS NOT NULL").format(
-        _select(items), tables.memories.ident
+    body = sql.SQL("SELECT {}\nFROM {} AS m\n{}\nWHERE m.erased_at IS NOT NULL").format(
+        _select(items), tables.memories.ident, erased_event
     )
     return _view(tables.audit_erasures, body)
 

@@ -286,10 +286,11 @@ class AsyncTenantMemory:
         return await arun_op(self._conn, core.end_scope(self.ctx, tier, scope_id))
 
     async def erase(self, subject: str, *, approvals: list[str], reason: str,
-                    memory_ids: list[UUID] | None = None) -> int:
+                    memory_ids: list[UUID] | None = None,
+                    thread_ids: list[str] | None = None) -> int:
         return await arun_op(self._conn, core.erase(
             self.ctx, subject, approvals=approvals, reason=reason,
-            memory_ids=memory_ids or []))
+            memory_ids=memory_ids or [], thread_ids=thread_ids or []))
 
     async def get(self, memory_id: UUID) -> Memory | None:
         return await arun_op(self._conn, core.get(self.ctx, memory_id))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -155,6 +156,12 @@ def _event(ctx: Context, kind: str, memory_id: UUID | None, payload: Mapping[str
         "tenant": ctx.tenant, "event_id": q.new_event_id(), "kind": kind,
         "memory_id": memory_id, "actor": ctx.actor, "payload": Jsonb(dict(payload)),
     })
+
+
+def reason_payload(reason: str | None) -> dict[str, str | None]:
+    """A caller's free-text reason as the journal records it: its sha256 only. The journal
+    can never be changed, so text that erasure may have to remove never enters it."""
+    return {"reason_sha256": content_hash(reason) if reason is not None else None}
 
 
 def _text(value: str, what: str) -> str:
@@ -554,7 +561,7 @@ def supersede(ctx: Context, memory_id: UUID, content: str, *,
     new = yield from _write(ctx, w, event_time=None, source=None, memory_id=None,
                             embedding=None, final=False, via="supersede")
     if reason:
-        yield _event(ctx, "supersession_reason", old.id, {"reason": reason})
+        yield _event(ctx, "supersession_reason", old.id, reason_payload(reason))
     return new
 
 
@@ -564,15 +571,20 @@ _STATE_EVENTS = {"invalidate": "invalidated", "archive": "archived", "tombstone"
 
 
 def change_state(ctx: Context, action: str, memory_id: UUID, *, reason: str | None,
-                 at: datetime | None = None) -> Op[Memory]:
-    """Invalidate, archive or tombstone: a state column is set; the row is never removed."""
+                 at: datetime | None = None, cause: str | None = None) -> Op[Memory]:
+    """Invalidate, archive or tombstone: a state column is set; the row is never removed.
+    The caller's ``reason`` is journaled as a hash; ``cause``, a fixed label of the engine's
+    own (``store: deleted``), in clear."""
     memory = _require(Memory.from_row_or_none((yield get_step(ctx, memory_id))), memory_id)
     column = _STATE_COLUMNS[action]
     if getattr(memory, column) is not None:
         return memory
     row = yield Step(q.set_state(ctx.tables, column), {
         "tenant": ctx.tenant, "id": memory_id, "at": at or datetime.now().astimezone()}, "one")
-    yield _event(ctx, _STATE_EVENTS[action], memory_id, {"reason": reason, "column": column})
+    payload: dict[str, Any] = {**reason_payload(reason), "column": column}
+    if cause is not None:
+        payload["cause"] = cause
+    yield _event(ctx, _STATE_EVENTS[action], memory_id, payload)
     return Memory.from_row(row)
 
 
@@ -623,12 +635,18 @@ def end_scope(ctx: Context, tier: str, scope_id: str) -> Op[tuple[int, int]]:
 
 
 def erase(ctx: Context, subject: str, *, approvals: Sequence[str], reason: str,
-          memory_ids: Sequence[UUID] = ()) -> Op[int]:
-    """Governed erasure of a subject's memories (``envelope.subject`` or listed ids).
+          memory_ids: Sequence[UUID] = (), thread_ids: Sequence[str] = ()) -> Op[int]:
+    """Governed erasure of a subject's memories (``envelope.subject`` or listed ids), and of
+    what was derived from them.
 
-    Content becomes ``sha256:<hex>``, value/envelope/tags/embedding are cleared, the row and
-    its links stay, and each erasure is a journal event. Needs the approvals the persistent
-    tier's retention names (``deletion_requires``), or at least one.
+    Each row keeps only ``sha256:<hex>`` of its content: value, envelope, tags, source,
+    provenance and embedding are cleared (the text index follows the content). Graph
+    entities named or aliased ``subject`` keep only a hash of their name; edges touching an
+    erased row lose their evidence; the checkpoints of ``thread_ids`` are deleted. The
+    stored erasure reason has the subject's name and tokens masked, and the journal records
+    only hashes of the subject, the reason and the thread ids. Needs the approvals the
+    persistent tier's retention names (``deletion_requires``), or at least one. Returns the
+    number of memory rows erased.
     """
     required = _deletion_requires(ctx.spec)
     missing = [r for r in required if r not in approvals]
@@ -638,17 +656,58 @@ def erase(ctx: Context, subject: str, *, approvals: Sequence[str], reason: str,
             + (f"; missing {', '.join(missing)}" if missing else ""), subject=subject)
     if not reason.strip():
         raise GovernanceError("erasure needs a reason", subject=subject)
+    hashes = {"subject_sha256": subject_hash(subject), **reason_payload(reason),
+              "approvals": list(approvals)}
     rows = yield Step(q.subject_rows(ctx.tables), {
         "tenant": ctx.tenant, "subject": Jsonb({"subject": subject}),
         "ids": list(memory_ids)}, "all")
-    erased = 0
+    stored_reason = mask_subject(reason, subject)
+    erased: list[UUID] = []
     for memory_id, content in rows:
         yield Step(q.erase_row(ctx.tables, has_embedding=ctx.has_embedding), {
             "tenant": ctx.tenant, "id": memory_id,
-            "content": f"sha256:{content_hash(content)}", "reason": reason})
-        yield _event(ctx, "erased", memory_id, {"reason": reason, "approvals": list(approvals)})
-        erased += 1
-    return erased
+            "content": f"sha256:{content_hash(content)}", "reason": stored_reason})
+        yield _event(ctx, "erased", memory_id, hashes)
+        erased.append(memory_id)
+    derived: dict[str, Any] = {"memories": len(erased)}
+    if ctx.tables.entities is not None and ctx.tables.edges is not None:
+        entities = yield Step(q.erase_entities(ctx.tables), {
+            "tenant": ctx.tenant, "subject": subject}, "all")
+        edges = yield Step(q.erase_edge_evidence(ctx.tables), {
+            "tenant": ctx.tenant, "ids": erased}, "all")
+        derived |= {"entity_ids": [str(row[0]) for row in entities],
+                    "edge_ids": [str(row[0]) for row in edges]}
+    if thread_ids:
+        if ctx.tables.checkpoints is None:
+            raise PolicyViolation(f"agent '{ctx.spec.agent}' has no checkpointer; "
+                                  "erase(thread_ids=...) has nothing to delete")
+        counts = yield Step(q.delete_checkpoint_threads(ctx.tables), {
+            "tenant": ctx.tenant, "thread_ids": list(thread_ids)}, "one")
+        derived |= {"threads_sha256": sorted(content_hash(t) for t in thread_ids),
+                    "checkpoint_rows_deleted": sum(counts)}
+    yield _event(ctx, "subject_erased", None, {**hashes, **derived})
+    return len(erased)
+
+
+def subject_hash(subject: str) -> str:
+    """sha256 of the subject as erasure matches it (trimmed, lower-cased): what the journal
+    and the erasures view compare instead of the name."""
+    return content_hash(subject.strip().lower())
+
+
+SUBJECT_MASK = "[erased subject]"
+"""What the stored erasure reason shows where it named the subject."""
+
+
+def mask_subject(text: str, subject: str) -> str:
+    """``text`` with the subject, and each of its words of three or more letters, masked
+    (any case): the reason is kept for the audit, the name is not."""
+    words = sorted({w for w in re.split(r"\W+", subject) if len(w) >= 3}, key=len,
+                   reverse=True)
+    parts = [p for p in (re.escape(subject.strip()), *map(re.escape, words)) if p]
+    if not parts:  # a blank subject: an empty pattern would match between every character
+        return text
+    return re.sub("|".join(parts), SUBJECT_MASK, text, flags=re.IGNORECASE)
 
 
 def _deletion_requires(spec: AgentSpec) -> list[str]:

@@ -23,7 +23,16 @@ from psycopg.types.json import Jsonb
 
 from primitives.compile import Tables
 from primitives.compile._optional_tables import ENTITY_NAME_CHARS
-from primitives.engine._core import Context, Op, Step, _event, _require, content_hash, get_step
+from primitives.engine._core import (
+    Context,
+    Op,
+    Step,
+    _event,
+    _require,
+    content_hash,
+    get_step,
+    reason_payload,
+)
 from primitives.engine._queries import ACTIVE, _returning_m
 from primitives.engine._records import Edge, Entity, Memory
 from primitives.errors import GovernanceError, PolicyViolation
@@ -340,7 +349,8 @@ def end_edge(ctx: Context, edge_id: UUID, *, reason: str | None = None,
                                   edge_id=str(edge_id))
         return Edge.from_row(existing)
     edge = Edge.from_row(row)
-    yield _event(ctx, "edge_ended", edge.source_id, {"edge_id": str(edge_id), "reason": reason})
+    yield _event(ctx, "edge_ended", edge.source_id, {"edge_id": str(edge_id),
+                                                  **reason_payload(reason)})
     return edge
 
 

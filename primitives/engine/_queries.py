@@ -250,9 +250,50 @@ def erase_row(tables: Tables, *, has_embedding: bool) -> sql.Composed:
     embedding = sql.SQL(", embedding = NULL") if has_embedding else sql.SQL("")
     return sql.SQL(
         "UPDATE {} SET content = %(content)s, value = '{{}}'::jsonb, envelope = '{{}}'::jsonb, "
-        "tags = '{{}}'::text[]{}, erased_at = now(), erasure_reason = %(reason)s, "
-        "updated_at = now() WHERE {} = %(tenant)s AND id = %(id)s"
+        "tags = '{{}}'::text[], provenance = '{{}}'::jsonb, source = NULL{}, erased_at = now(), "
+        "erasure_reason = %(reason)s, updated_at = now() WHERE {} = %(tenant)s AND id = %(id)s"
     ).format(tables.memories.ident, embedding, tables.tenant)
+
+
+_NAME_HASH = sql.SQL("'sha256:' || encode(sha256(convert_to(lower({}), 'UTF8')), 'hex')")
+"""An entity name as erasure leaves it: the hash of its lower-cased text."""
+
+
+def erase_entities(tables: Tables) -> sql.Composed:
+    """Entities named or aliased ``%(subject)s`` (any case): the name becomes its hash,
+    aliases and summary go. Returns their ids."""
+    assert tables.entities is not None
+    return sql.SQL(
+        "UPDATE {e} AS e SET canonical_name = {hashed}, aliases = '{{}}'::text[], "
+        "summary = NULL, last_updated = now() WHERE e.{t} = %(tenant)s "
+        "AND (lower(e.canonical_name) = lower(btrim(%(subject)s)) OR EXISTS (SELECT 1 FROM "
+        "unnest(e.aliases) AS a WHERE lower(a) = lower(btrim(%(subject)s)))) RETURNING e.id"
+    ).format(e=tables.entities.ident, t=tables.tenant,
+             hashed=_NAME_HASH.format(sql.SQL("e.canonical_name")))
+
+
+def erase_edge_evidence(tables: Tables) -> sql.Composed:
+    """Edges from or to the erased rows ``%(ids)s`` lose their evidence. Returns their ids."""
+    assert tables.edges is not None
+    return sql.SQL(
+        "UPDATE {} SET evidence = '[]'::jsonb WHERE {} = %(tenant)s "
+        "AND (source_id = ANY(%(ids)s::uuid[]) OR target_id = ANY(%(ids)s::uuid[])) "
+        "AND evidence <> '[]'::jsonb RETURNING id"
+    ).format(tables.edges.ident, tables.tenant)
+
+
+def delete_checkpoint_threads(tables: Tables) -> sql.Composed:
+    """Every checkpoint, blob and pending write of the threads ``%(thread_ids)s``, in one
+    statement; returns the three counts."""
+    assert tables.checkpoints is not None and tables.checkpoint_blobs is not None \
+        and tables.checkpoint_writes is not None
+    gone = [sql.SQL("{} AS (DELETE FROM {} WHERE {} = %(tenant)s "
+                    "AND thread_id = ANY(%(thread_ids)s::text[]) RETURNING 1)").format(
+                        sql.Identifier(alias), table.ident, tables.tenant)
+            for alias, table in (("c", tables.checkpoints), ("b", tables.checkpoint_blobs),
+                                 ("w", tables.checkpoint_writes))]
+    return sql.SQL("WITH {} SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM b), "
+                   "(SELECT count(*) FROM w)").format(sql.SQL(", ").join(gone))
 
 
 def history(tables: Tables) -> sql.Composed:

@@ -204,12 +204,12 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
         # An expired, archived or invalidated row leaves the key: the next write starts over.
         reason = "expired" if current.expired else f"rewritten after it was {current.memory.state}"
         yield from core.change_state(ctx, "tombstone", current.memory.id,
-                                     reason=f"store: {reason}")
+                                     reason=None, cause=f"store: {reason}")
         current = None
     if op.value is None:
         if current is not None:
             yield from core.change_state(ctx, "tombstone", current.memory.id,
-                                         reason="store: deleted")
+                                         reason=None, cause="store: deleted")
         return None
     memory = yield from core.observe(
         ctx, op.tier, op.content, typology=op.typology, key=op.key, namespace=op.namespace,
@@ -349,7 +349,7 @@ def confirm_memory(ctx: Context, memory_id: UUID, *, reason: str | None = None) 
                      "one")
     yield core._event(ctx, "confirmed", memory_id, {
         "previous_confidence": memory.confidence, "confidence": 1.0, "decay_rate": 0.0,
-        "reason": reason})
+        **core.reason_payload(reason)})
     return Memory.from_row(row)
 
 

@@ -1125,9 +1125,10 @@ SELECT "m"."user_id",
        "m"."key",
        "m"."erased_at",
        "m"."erasure_reason",
-       (SELECT max(e.seq) FROM "memory"."assistant_memory_events" AS e WHERE "e"."user_id" = "m"."user_id" AND e.memory_id = m.id AND e.kind = 'erased') AS "erasure_event_seq",
-       (m.content !~ '^sha256:[0-9a-f]{64}$' OR m.value <> '{}'::jsonb OR m.embedding IS NOT NULL) AS "residue"
+       x.seq AS "erasure_event_seq",
+       coalesce(m.content !~ '^sha256:[0-9a-f]{64}$' OR m.value <> '{}'::jsonb OR m.envelope <> '{}'::jsonb OR m.provenance <> '{}'::jsonb OR m.tags <> '{}'::text[] OR m.source IS NOT NULL OR m.embedding IS NOT NULL OR EXISTS (SELECT 1 FROM "memory"."assistant_edges" AS g WHERE "g"."user_id" = "m"."user_id" AND (g.source_id = m.id OR g.target_id = m.id) AND g.evidence <> '[]'::jsonb) OR EXISTS (SELECT 1 FROM "memory"."assistant_entities" AS n WHERE "n"."user_id" = "m"."user_id" AND (encode(sha256(convert_to(lower("n"."canonical_name"), 'UTF8')), 'hex') = x.subject_sha256 OR EXISTS (SELECT 1 FROM unnest(n.aliases) AS a WHERE encode(sha256(convert_to(lower("a"), 'UTF8')), 'hex') = x.subject_sha256))), false) AS "residue"
 FROM "memory"."assistant_memories" AS m
+LEFT JOIN LATERAL (SELECT e.seq, e.payload ->> 'subject_sha256' AS subject_sha256 FROM "memory"."assistant_memory_events" AS e WHERE "e"."user_id" = "m"."user_id" AND e.memory_id = m.id AND e.kind = 'erased' ORDER BY e.seq DESC LIMIT 1) AS x ON true
 WHERE m.erased_at IS NOT NULL;
 
 -- memory.assistant_audit_erasures: comment

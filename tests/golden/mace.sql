@@ -1009,9 +1009,10 @@ SELECT "m"."user_id",
        "m"."key",
        "m"."erased_at",
        "m"."erasure_reason",
-       (SELECT max(e.seq) FROM "mace"."mace_memory_events" AS e WHERE "e"."user_id" = "m"."user_id" AND e.memory_id = m.id AND e.kind = 'erased') AS "erasure_event_seq",
-       (m.content !~ '^sha256:[0-9a-f]{64}$' OR m.value <> '{}'::jsonb) AS "residue"
+       x.seq AS "erasure_event_seq",
+       coalesce(m.content !~ '^sha256:[0-9a-f]{64}$' OR m.value <> '{}'::jsonb OR m.envelope <> '{}'::jsonb OR m.provenance <> '{}'::jsonb OR m.tags <> '{}'::text[] OR m.source IS NOT NULL, false) AS "residue"
 FROM "mace"."mace_memories" AS m
+LEFT JOIN LATERAL (SELECT e.seq, e.payload ->> 'subject_sha256' AS subject_sha256 FROM "mace"."mace_memory_events" AS e WHERE "e"."user_id" = "m"."user_id" AND e.memory_id = m.id AND e.kind = 'erased' ORDER BY e.seq DESC LIMIT 1) AS x ON true
 WHERE m.erased_at IS NOT NULL;
 
 -- mace.mace_audit_erasures: comment

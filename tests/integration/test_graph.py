@@ -23,6 +23,7 @@ from psycopg import sql
 from primitives._project import migrate
 from primitives.audit._chain import verify_chains
 from primitives.engine import AsyncEngine, Engine, TenantMemory
+from primitives.engine._core import content_hash
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
@@ -175,7 +176,9 @@ def test_an_ended_edge_stays_and_is_journalled(engine: Engine, admin: Any) -> No
             mem.end_edge(uuid.uuid4())
     assert admin.execute(sql.SQL("SELECT count(*) FROM {} WHERE id = %s").format(EDGES),
                          (edge.id,)).fetchone() == (1,)
-    assert [p["reason"] for _, p in _events(admin, user, "edge_ended")] == ["wrong link"]
+    # the journal keeps the reason's hash only (docs/compliance.md, erasure)
+    assert [p["reason_sha256"] for _, p in _events(admin, user, "edge_ended")] == [
+        content_hash("wrong link")]
 
 
 # the graph signal -------------------------------------------------------------------------------

@@ -131,7 +131,7 @@ async def test_delete_on_the_persistent_tier_tombstones_and_keeps_the_row(
     rows = inspect(ws, sql.SQL("SELECT tombstoned_at IS NOT NULL, content FROM {} "
                                "WHERE key = 'gone'").format(_memories(spectral)))
     assert rows == [(True, "to be deleted")]
-    events = inspect(ws, sql.SQL("SELECT kind, payload->>'reason' FROM {} ORDER BY seq").format(
+    events = inspect(ws, sql.SQL("SELECT kind, payload->>'cause' FROM {} ORDER BY seq").format(
         sql.Identifier("platform", "spectral_memory_events")))
     assert events == [("observed", None), ("tombstoned", "store: deleted")]
     await api.put(ns, "gone", {"text": "written again"})

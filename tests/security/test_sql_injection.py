@@ -23,6 +23,7 @@ from psycopg.conninfo import make_conninfo
 
 from primitives.db import tenant_transaction
 from primitives.engine import Engine
+from primitives.engine._core import content_hash, mask_subject
 from primitives.errors import SpecError
 from primitives.spec import AgentSpec, load_spec_text
 from tests.conftest import PostgresHandle
@@ -266,7 +267,8 @@ def test_erase_subject_with_sql_matches_literally(
             TABLES.audit_erasures.ident)).fetchall()
     assert erased is not None and erased.content.startswith("sha256:")
     assert all(m is not None and m.content == "about someone else" for m in untouched)
-    assert audit == [(target.id, payload, False)]
+    # the stored reason masks the subject's name (here the whole reason) and nothing else
+    assert audit == [(target.id, mask_subject(payload, payload), False)]
     intact()
 
 
@@ -284,7 +286,8 @@ def test_content_value_actor_and_reason_with_sql_are_stored_literally(
     assert stored.value == {payload: payload}
     assert [(e["kind"], e["actor"]) for e in events] == [("observed", payload),
                                                          ("invalidated", payload)]
-    assert events[1]["payload"]["reason"] == payload
+    # the journal keeps the reason's hash, never its text (erasure could not remove it)
+    assert events[1]["payload"]["reason_sha256"] == content_hash(payload)
     intact()
 
 

