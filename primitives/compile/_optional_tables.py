@@ -108,7 +108,7 @@ def edges_table(spec: AgentSpec, graph: Graph, tables: Tables) -> TableDef:
         columns=columns,
         constraints=constraints,
         indexes=indexes,
-        app_update_columns=("valid_until",),
+        app_update_columns=("valid_until", "evidence"),  # evidence: cleared by erasure
         comment=(
             f"Typed edges ({', '.join(graph.edges)}) between memory rows of agent "
             f"'{tables.agent}'; removed with their endpoints."
@@ -154,7 +154,9 @@ def entities_table(
         columns=columns,
         constraints=tuple(constraints),
         indexes=indexes,
-        app_update_columns=("aliases", "summary", "mention_count", "last_updated"),
+        # canonical_name: erasure replaces a subject's name with its hash
+        app_update_columns=("canonical_name", "aliases", "summary", "mention_count",
+                            "last_updated"),
         comment=f"Canonical entities mentioned in the memory of agent '{tables.agent}'.",
     )
 

@@ -185,7 +185,7 @@ MEMORY_UPDATE_COLUMNS = (
     # vectors written after the row, store metadata and expiry
     "embedding", "embedding_model", "provenance", "expires_at",
     # erasure (engine erase): to move into a SECURITY DEFINER function with it
-    "content", "value", "envelope", "tags", "erased_at", "erasure_reason",
+    "content", "value", "envelope", "tags", "source", "erased_at", "erasure_reason",
 )
 """The memories columns the app role may UPDATE (column-level grant): the ones the engine's
 UPDATE statements set. Never the tenant, anchor keys, id, tier, typology or key."""

@@ -681,8 +681,9 @@ def erase(ctx: Context, subject: str, *, approvals: Sequence[str], reason: str,
         if ctx.tables.checkpoints is None:
             raise PolicyViolation(f"agent '{ctx.spec.agent}' has no checkpointer; "
                                   "erase(thread_ids=...) has nothing to delete")
-        counts = yield Step(q.delete_checkpoint_threads(ctx.tables), {
-            "tenant": ctx.tenant, "thread_ids": list(thread_ids)}, "one")
+        threads = {"tenant": ctx.tenant, "thread_ids": list(thread_ids)}
+        counts = yield Step(q.count_checkpoint_threads(ctx.tables), threads, "one")
+        yield Step(q.delete_checkpoint_threads(ctx.tables), {"thread_ids": list(thread_ids)})
         derived |= {"threads_sha256": sorted(content_hash(t) for t in thread_ids),
                     "checkpoint_rows_deleted": sum(counts)}
     yield _event(ctx, "subject_erased", None, {**hashes, **derived})

@@ -282,18 +282,25 @@ def erase_edge_evidence(tables: Tables) -> sql.Composed:
     ).format(tables.edges.ident, tables.tenant)
 
 
-def delete_checkpoint_threads(tables: Tables) -> sql.Composed:
-    """Every checkpoint, blob and pending write of the threads ``%(thread_ids)s``, in one
-    statement; returns the three counts."""
+def count_checkpoint_threads(tables: Tables) -> sql.Composed:
+    """How many checkpoints, blobs and pending writes the threads ``%(thread_ids)s`` hold."""
     assert tables.checkpoints is not None and tables.checkpoint_blobs is not None \
         and tables.checkpoint_writes is not None
-    gone = [sql.SQL("{} AS (DELETE FROM {} WHERE {} = %(tenant)s "
-                    "AND thread_id = ANY(%(thread_ids)s::text[]) RETURNING 1)").format(
-                        sql.Identifier(alias), table.ident, tables.tenant)
-            for alias, table in (("c", tables.checkpoints), ("b", tables.checkpoint_blobs),
-                                 ("w", tables.checkpoint_writes))]
-    return sql.SQL("WITH {} SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM b), "
-                   "(SELECT count(*) FROM w)").format(sql.SQL(", ").join(gone))
+    counts = [sql.SQL("(SELECT count(*) FROM {} WHERE {} = %(tenant)s "
+                      "AND thread_id = ANY(%(thread_ids)s::text[]))").format(table.ident,
+                                                                            tables.tenant)
+              for table in (tables.checkpoints, tables.checkpoint_blobs,
+                            tables.checkpoint_writes)]
+    return sql.SQL("SELECT {}").format(sql.SQL(", ").join(counts))
+
+
+def delete_checkpoint_threads(tables: Tables) -> sql.Composed:
+    """Every checkpoint, blob and pending write of the threads ``%(thread_ids)s``, through the
+    checkpointer's SECURITY DEFINER function (the app role holds no DELETE)."""
+    assert tables.checkpoints is not None
+    function = sql.Identifier(tables.checkpoints.schema,
+                              f"{tables.checkpoints.name}_delete_threads")
+    return sql.SQL("SELECT {}(%(thread_ids)s::text[])").format(function)
 
 
 def history(tables: Tables) -> sql.Composed:

@@ -214,7 +214,7 @@ CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_memories" AS PERMI
 REVOKE ALL ON TABLE "memory"."assistant_memories" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "erased_at", "erasure_reason") ON TABLE "memory"."assistant_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "source", "erased_at", "erasure_reason") ON TABLE "memory"."assistant_memories" TO "primitives_app";
 
 -- memory.assistant_memories: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_memories" TO "primitives_auditor";
@@ -556,7 +556,7 @@ CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_entities" AS PERMI
 REVOKE ALL ON TABLE "memory"."assistant_entities" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_entities: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("aliases", "summary", "mention_count", "last_updated") ON TABLE "memory"."assistant_entities" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("canonical_name", "aliases", "summary", "mention_count", "last_updated") ON TABLE "memory"."assistant_entities" TO "primitives_app";
 
 -- memory.assistant_entities: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_entities" TO "primitives_auditor";
@@ -626,7 +626,7 @@ CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_edges" AS PERMISSI
 REVOKE ALL ON TABLE "memory"."assistant_edges" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_edges: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("valid_until") ON TABLE "memory"."assistant_edges" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("valid_until", "evidence") ON TABLE "memory"."assistant_edges" TO "primitives_app";
 
 -- memory.assistant_edges: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_edges" TO "primitives_auditor";

@@ -209,7 +209,7 @@ CREATE POLICY "mace_owner_tenant" ON "mace"."mace_memories" AS PERMISSIVE FOR AL
 REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_auditor";
 
 -- mace.mace_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "provenance", "expires_at", "content", "value", "envelope", "tags", "erased_at", "erasure_reason") ON TABLE "mace"."mace_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "provenance", "expires_at", "content", "value", "envelope", "tags", "source", "erased_at", "erasure_reason") ON TABLE "mace"."mace_memories" TO "primitives_app";
 
 -- mace.mace_memories: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";

@@ -217,7 +217,7 @@ CREATE POLICY "operations_owner_tenant" ON "platform"."operations_memories" AS P
 REVOKE ALL ON TABLE "platform"."operations_memories" FROM "primitives_app", "primitives_auditor";
 
 -- platform.operations_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "erased_at", "erasure_reason") ON TABLE "platform"."operations_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "source", "erased_at", "erasure_reason") ON TABLE "platform"."operations_memories" TO "primitives_app";
 
 -- platform.operations_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_memories" TO "primitives_auditor";

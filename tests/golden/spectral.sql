@@ -214,7 +214,7 @@ CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_memories" AS PERMI
 REVOKE ALL ON TABLE "platform"."spectral_memories" FROM "primitives_app", "primitives_auditor";
 
 -- platform.spectral_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "erased_at", "erasure_reason") ON TABLE "platform"."spectral_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "source", "erased_at", "erasure_reason") ON TABLE "platform"."spectral_memories" TO "primitives_app";
 
 -- platform.spectral_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_memories" TO "primitives_auditor";
