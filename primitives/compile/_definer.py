@@ -30,6 +30,7 @@ __all__ = [
     "checkpoint_functions",
     "checkpoint_prune_function",
     "definer_names",
+    "erase_row_function",
     "memory_functions",
     "transient_delete_function",
 ]
@@ -69,13 +70,33 @@ def transient_delete_function(tables: Tables) -> sql.Identifier:
     return _function(tables.schema, tables, "delete_transient")
 
 
-def memory_functions(tables: Tables) -> tuple[tuple[str, sql.Composed], ...]:
-    """The memories table's function: delete one row of the tenant by id. The delete guard
-    (``primitives.guard_memory_delete``) still refuses persistent and action-linked rows."""
-    body = sql.SQL("DELETE FROM {} AS m WHERE m.{} = {} AND m.id = $1 RETURNING true").format(
+def erase_row_function(tables: Tables) -> sql.Identifier:
+    """``<schema>.<prefix>_erase_row(uuid, text, text)``: a governed erasure of one row."""
+    return _function(tables.schema, tables, "erase_row")
+
+
+def memory_functions(tables: Tables, *, embedding: bool = False
+                     ) -> tuple[tuple[str, sql.Composed], ...]:
+    """The memories table's functions: delete one row of the tenant by id (the delete guard,
+    ``primitives.guard_memory_delete``, still refuses persistent and action-linked rows), and
+    erase one row (content replaced by ``$2``, its hash; value, envelope, tags, provenance,
+    source and the vector cleared; ``$3`` the reason), so the app role needs no UPDATE on the
+    columns that hold what was written."""
+    delete = sql.SQL("DELETE FROM {} AS m WHERE m.{} = {} AND m.id = $1 RETURNING true").format(
         tables.memories.ident, tables.tenant, _TENANT)
-    return _steps(transient_delete_function(tables), "uuid", "boolean", body,
-                  f"function {tables.schema}.{tables.object_name('delete_transient')}")
+    vector = sql.SQL(", embedding = NULL") if embedding else sql.SQL("")
+    erase = sql.SQL(
+        "UPDATE {} AS m SET content = $2, value = '{{}}'::jsonb, envelope = '{{}}'::jsonb, "
+        "tags = '{{}}'::text[], provenance = '{{}}'::jsonb, source = NULL{}, "
+        "erased_at = now(), erasure_reason = $3, updated_at = now() "
+        "WHERE m.{} = {} AND m.id = $1 AND m.erased_at IS NULL RETURNING true"
+    ).format(tables.memories.ident, vector, tables.tenant, _TENANT)
+    return (
+        *_steps(transient_delete_function(tables), "uuid", "boolean", delete,
+                f"function {tables.schema}.{tables.object_name('delete_transient')}"),
+        *_steps(erase_row_function(tables), "uuid, text, text", "boolean", erase,
+                f"function {tables.schema}.{tables.object_name('erase_row')}"),
+    )
 
 
 def _checkpoint_function(t: CheckpointerTables, suffix: str) -> sql.Identifier:
@@ -101,7 +122,7 @@ def checkpoint_prune_function(t: CheckpointerTables) -> sql.Identifier:
 
 def definer_names(tables: Tables, t: CheckpointerTables | None) -> tuple[str, ...]:
     """The functions' names (without schema), for the identifier length check."""
-    names = [tables.object_name("delete_transient")]
+    names = [tables.object_name("delete_transient"), tables.object_name("erase_row")]
     if t is not None:
         names += [f"{t.checkpoints.name}_{s}"
                   for s in ("delete_threads", "delete_runs", "delete_blobs", "prune")]

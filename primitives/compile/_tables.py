@@ -184,8 +184,8 @@ MEMORY_UPDATE_COLUMNS = (
     "confidence", "decay_rate", "updated_at",
     # vectors written after the row, store metadata and expiry
     "embedding", "embedding_model", "provenance", "expires_at",
-    # erasure (engine erase): to move into a SECURITY DEFINER function with it
-    "content", "value", "envelope", "tags", "source", "erased_at", "erasure_reason",
+    # erasure (engine erase) changes content, value, envelope, tags and source only through
+    # the SECURITY DEFINER function <prefix>_erase_row: no runtime session rewrites them
 )
 """The memories columns the app role may UPDATE (column-level grant): the ones the engine's
 UPDATE statements set. Never the tenant, anchor keys, id, tier, typology or key."""
@@ -257,7 +257,7 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         triggers=(guard,),
         app_update_columns=MEMORY_UPDATE_COLUMNS,
         comment=_memories_comment(spec, tables),
-        functions=memory_functions(tables),
+        functions=memory_functions(tables, embedding=capabilities.vector),
         retired_indexes=tuple((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
         bounds=MEMORY_BOUNDS_COLUMNS,
     )

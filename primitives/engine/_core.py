@@ -664,7 +664,7 @@ def erase(ctx: Context, subject: str, *, approvals: Sequence[str], reason: str,
     stored_reason = mask_subject(reason, subject)
     erased: list[UUID] = []
     for memory_id, content in rows:
-        yield Step(q.erase_row(ctx.tables, has_embedding=ctx.has_embedding), {
+        yield Step(q.erase_row(ctx.tables), {
             "tenant": ctx.tenant, "id": memory_id,
             "content": f"sha256:{content_hash(content)}", "reason": stored_reason})
         yield _event(ctx, "erased", memory_id, hashes)

@@ -11,7 +11,7 @@ from uuid import UUID
 from psycopg import sql
 
 from primitives.compile import OBSERVED_EVENT_KIND, Tables
-from primitives.compile._definer import transient_delete_function
+from primitives.compile._definer import erase_row_function, transient_delete_function
 from primitives.engine._ids import new_uuid
 from primitives.engine._records import MEMORY_COLUMNS, READ_BACK_COLUMNS
 
@@ -245,14 +245,11 @@ def subject_rows(tables: Tables) -> sql.Composed:
     ).format(tables.memories.ident, tables.tenant)
 
 
-def erase_row(tables: Tables, *, has_embedding: bool) -> sql.Composed:
-    """Replace content with its hash and clear everything else that could carry it."""
-    embedding = sql.SQL(", embedding = NULL") if has_embedding else sql.SQL("")
-    return sql.SQL(
-        "UPDATE {} SET content = %(content)s, value = '{{}}'::jsonb, envelope = '{{}}'::jsonb, "
-        "tags = '{{}}'::text[], provenance = '{{}}'::jsonb, source = NULL{}, erased_at = now(), "
-        "erasure_reason = %(reason)s, updated_at = now() WHERE {} = %(tenant)s AND id = %(id)s"
-    ).format(tables.memories.ident, embedding, tables.tenant)
+def erase_row(tables: Tables) -> sql.Composed:
+    """Replace content with its hash and clear everything else that could carry it, through
+    the SECURITY DEFINER function (the app role holds no UPDATE on those columns)."""
+    return sql.SQL("SELECT {}(%(id)s::uuid, %(content)s::text, %(reason)s::text)").format(
+        erase_row_function(tables))
 
 
 _NAME_HASH = sql.SQL("'sha256:' || encode(sha256(convert_to(lower({}), 'UTF8')), 'hex')")

@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 223 statements
+-- primitives plan for agent 'mace': 226 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -175,6 +175,20 @@ REVOKE ALL ON FUNCTION "mace"."mace_delete_transient"(uuid) FROM PUBLIC;
 -- mace.mace_memories: function mace.mace_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "mace"."mace_delete_transient"(uuid) TO "primitives_app";
 
+-- mace.mace_memories: function mace.mace_erase_row (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "mace"."mace_erase_row"(uuid, text, text) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+UPDATE "mace"."mace_memories" AS m SET content = $2, value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, erased_at = now(), erasure_reason = $3, updated_at = now() WHERE m."user_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING true
+$fn$;
+
+-- mace.mace_memories: function mace.mace_erase_row: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "mace"."mace_erase_row"(uuid, text, text) FROM PUBLIC;
+
+-- mace.mace_memories: function mace.mace_erase_row: callable by the app role
+GRANT EXECUTE ON FUNCTION "mace"."mace_erase_row"(uuid, text, text) TO "primitives_app";
+
 -- mace.mace_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "mace"."mace_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"mace"."mace_action_links"', 'user_id');
 
@@ -209,7 +223,7 @@ CREATE POLICY "mace_owner_tenant" ON "mace"."mace_memories" AS PERMISSIVE FOR AL
 REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_auditor";
 
 -- mace.mace_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "provenance", "expires_at", "content", "value", "envelope", "tags", "source", "erased_at", "erasure_reason") ON TABLE "mace"."mace_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "provenance", "expires_at") ON TABLE "mace"."mace_memories" TO "primitives_app";
 
 -- mace.mace_memories: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";

@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 194 statements
+-- primitives plan for agent 'operations': 197 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -183,6 +183,20 @@ REVOKE ALL ON FUNCTION "platform"."operations_delete_transient"(uuid) FROM PUBLI
 -- platform.operations_memories: function platform.operations_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "platform"."operations_delete_transient"(uuid) TO "primitives_app";
 
+-- platform.operations_memories: function platform.operations_erase_row (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "platform"."operations_erase_row"(uuid, text, text) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+UPDATE "platform"."operations_memories" AS m SET content = $2, value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, embedding = NULL, erased_at = now(), erasure_reason = $3, updated_at = now() WHERE m."operator_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING true
+$fn$;
+
+-- platform.operations_memories: function platform.operations_erase_row: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."operations_erase_row"(uuid, text, text) FROM PUBLIC;
+
+-- platform.operations_memories: function platform.operations_erase_row: callable by the app role
+GRANT EXECUTE ON FUNCTION "platform"."operations_erase_row"(uuid, text, text) TO "primitives_app";
+
 -- platform.operations_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "platform"."operations_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"platform"."operations_action_links"', 'operator_id');
 
@@ -217,7 +231,7 @@ CREATE POLICY "operations_owner_tenant" ON "platform"."operations_memories" AS P
 REVOKE ALL ON TABLE "platform"."operations_memories" FROM "primitives_app", "primitives_auditor";
 
 -- platform.operations_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "source", "erased_at", "erasure_reason") ON TABLE "platform"."operations_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "platform"."operations_memories" TO "primitives_app";
 
 -- platform.operations_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_memories" TO "primitives_auditor";

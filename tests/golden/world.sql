@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 194 statements
+-- primitives plan for agent 'world': 197 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -183,6 +183,20 @@ REVOKE ALL ON FUNCTION "worlds"."world_agent_delete_transient"(uuid) FROM PUBLIC
 -- worlds.world_agent_memories: function worlds.world_agent_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "worlds"."world_agent_delete_transient"(uuid) TO "primitives_app";
 
+-- worlds.world_agent_memories: function worlds.world_agent_erase_row (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "worlds"."world_agent_erase_row"(uuid, text, text) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+UPDATE "worlds"."world_agent_memories" AS m SET content = $2, value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, embedding = NULL, erased_at = now(), erasure_reason = $3, updated_at = now() WHERE m."world_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING true
+$fn$;
+
+-- worlds.world_agent_memories: function worlds.world_agent_erase_row: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "worlds"."world_agent_erase_row"(uuid, text, text) FROM PUBLIC;
+
+-- worlds.world_agent_memories: function worlds.world_agent_erase_row: callable by the app role
+GRANT EXECUTE ON FUNCTION "worlds"."world_agent_erase_row"(uuid, text, text) TO "primitives_app";
+
 -- worlds.world_agent_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "worlds"."world_agent_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"worlds"."world_agent_action_links"', 'world_id');
 
@@ -217,7 +231,7 @@ CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_memories" AS P
 REVOKE ALL ON TABLE "worlds"."world_agent_memories" FROM "primitives_app", "primitives_auditor";
 
 -- worlds.world_agent_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at", "content", "value", "envelope", "tags", "source", "erased_at", "erasure_reason") ON TABLE "worlds"."world_agent_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "worlds"."world_agent_memories" TO "primitives_app";
 
 -- worlds.world_agent_memories: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_memories" TO "primitives_auditor";

@@ -142,6 +142,22 @@ def test_app_session_cannot_delete_truncate_or_rekey_rows(
         assert caught.value.context["sqlstate"] == "42501"
 
 
+@pytest.mark.parametrize("agent", [p.values[0] for p in SPEC_PARAMS])
+@pytest.mark.parametrize("column", ["content", "value", "envelope", "tags", "source",
+                                    "erasure_reason"])
+def test_app_session_cannot_rewrite_what_a_memory_holds(
+    agent: str, column: str, app_session: Conn, world: dict[str, World],
+) -> None:
+    """Content and the fields written with it change only through a governed erasure (the
+    owner's ``<prefix>_erase_row``): an UPDATE would leave no journal event."""
+    memories = TABLES_BY_AGENT[agent].memories
+    with pytest.raises(PolicyViolation, match="permission denied") as caught, \
+            tenant_transaction(app_session, world[agent].a.tenant) as conn:
+        conn.execute(sql.SQL("UPDATE {} SET {} = {}").format(
+            memories.ident, sql.Identifier(column), sql.Identifier(column)))
+    assert caught.value.context["sqlstate"] == "42501"
+
+
 # -- killing and stalling other tenants (issue 17, defect 6) -------------------------------
 
 @pytest.mark.parametrize("role", ROLES)
