@@ -310,9 +310,11 @@ def test_app_grants_are_least_privilege(spectral: AgentSpec) -> None:
         and " ON TABLE " in s
     }
     functions = [s for s in rendered(plan) if s.startswith("GRANT") and " ON FUNCTION " in s]
-    # the one the memories table's constraint calls, and the one hard delete of memories
+    # the one the memories table's constraint calls, the one hard delete of memories and the
+    # governed erasure of a row's content
     assert [s.split(" ON FUNCTION ")[1].split("(")[0] for s in functions] == [
-        '"table"."limit_memories_bounds"', '"table"."limit_delete_transient"']
+        '"table"."limit_memories_bounds"', '"table"."limit_delete_transient"',
+        '"table"."limit_erase_row"']
     assert all(s.startswith("GRANT EXECUTE") and s.endswith('TO "primitives_app"')
                for s in functions)
 
