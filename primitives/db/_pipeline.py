@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import select
+import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import errors
-from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.pq import ExecStatus
 from psycopg.pq.abc import PGconn, PGresult
 
 __all__ = ["SET_TENANT", "Command", "aexchange", "exchange"]
@@ -102,18 +103,21 @@ def exchange(conn: psycopg.Connection[Any], commands: Sequence[Command]) -> list
     The waits for the server are ``select`` on the socket, outside the GIL."""
     pgconn = conn.pgconn
     results: list[PGresult] = []
+    synced = False
     with conn.lock:
         try:
             _send(pgconn, commands)
             while pgconn.flush():
                 select.select([], [pgconn.socket], [])
-            while True:
-                if _take(pgconn, results):
-                    break
-                select.select([pgconn.socket], [], [])
-                pgconn.consume_input()
+            while not synced:
+                synced = _take(pgconn, results)
+                if not synced:
+                    select.select([pgconn.socket], [], [])
+                    pgconn.consume_input()
         except BaseException:
-            if pgconn.transaction_status == TransactionStatus.ACTIVE:
+            # Until the sync is read, a command may still run on the server (the transaction
+            # status can read idle between two commands' results): cancel it and drain.
+            if not synced and pgconn.status == 0:
                 _cancel_and_drain(conn)
             raise
         finally:
@@ -126,18 +130,19 @@ async def aexchange(conn: psycopg.AsyncConnection[Any],
     """The async twin of :func:`exchange`: the waits go through the event loop."""
     pgconn = conn.pgconn
     results: list[PGresult] = []
+    synced = False
     async with conn.lock:
         try:
             _send(pgconn, commands)
             while pgconn.flush():
                 await _socket_ready(pgconn.socket, write=True)
-            while True:
-                if _take(pgconn, results):
-                    break
-                await _socket_ready(pgconn.socket)
-                pgconn.consume_input()
+            while not synced:
+                synced = _take(pgconn, results)
+                if not synced:
+                    await _socket_ready(pgconn.socket)
+                    pgconn.consume_input()
         except BaseException:  # CancelledError included
-            if pgconn.transaction_status == TransactionStatus.ACTIVE:
+            if not synced and pgconn.status == 0:  # as in exchange
                 await _acancel_and_drain(conn)
             raise
         finally:
@@ -166,37 +171,59 @@ async def _socket_ready(fd: int, *, write: bool = False) -> None:
             loop.remove_reader(fd)
 
 
+_CANCEL_EVERY = 0.2
+"""Seconds between cancel requests while a pipeline drains: a request that reaches the
+backend between two commands (while it reads the next one) is dropped, so it is sent again
+until the sync comes back."""
+_DRAIN_FOR = 10.0
+
+
+def _drained(pgconn: PGconn) -> bool:
+    """Read what libpq has; True once the sync (or a broken connection) is reached."""
+    while not pgconn.is_busy():
+        result = pgconn.get_result()
+        if result is None:
+            if pgconn.status != 0:
+                return True
+            continue
+        if result.status == ExecStatus.PIPELINE_SYNC:
+            return True
+    return False
+
+
 def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:
     pgconn = conn.pgconn
-    mode = pgconn.nonblocking
+    # poll, not select: the wait must not go through anything an interrupt handler replaced
+    poller = select.poll()
+    poller.register(pgconn.socket, select.POLLIN)
+    deadline = time.monotonic() + _DRAIN_FOR
     try:
-        conn.cancel_safe(timeout=5.0)
-        pgconn.nonblocking = 0  # blocking reads of what is left, up to the Sync
-        while True:
-            result = pgconn.get_result()
-            if result is not None and result.status == ExecStatus.PIPELINE_SYNC:
-                break
-            if result is None and pgconn.status != 0:
-                break
+        while time.monotonic() < deadline:
+            conn.cancel_safe(timeout=5.0)
+            until = time.monotonic() + _CANCEL_EVERY
+            while time.monotonic() < until:
+                if poller.poll(20):
+                    pgconn.consume_input()
+                if _drained(pgconn):
+                    return
     except Exception:  # the connection is beyond use; the pool discards it
         pass
-    finally:
-        pgconn.nonblocking = mode
 
 
 async def _acancel_and_drain(conn: psycopg.AsyncConnection[Any]) -> None:
     pgconn = conn.pgconn
+    deadline = time.monotonic() + _DRAIN_FOR
     try:
-        await conn.cancel_safe(timeout=5.0)
-        while True:
-            pgconn.consume_input()
-            if pgconn.is_busy():
-                await asyncio.wait_for(_socket_ready(pgconn.socket), timeout=5.0)
-                continue
-            result = pgconn.get_result()
-            if result is not None and result.status == ExecStatus.PIPELINE_SYNC:
-                break
-            if result is None and pgconn.status != 0:
-                break
+        while time.monotonic() < deadline:
+            await conn.cancel_safe(timeout=5.0)
+            until = time.monotonic() + _CANCEL_EVERY
+            while time.monotonic() < until:
+                try:
+                    await asyncio.wait_for(_socket_ready(pgconn.socket), timeout=0.02)
+                    pgconn.consume_input()
+                except TimeoutError:
+                    pass
+                if _drained(pgconn):
+                    return
     except BaseException:  # the connection is beyond use; the pool discards it
         pass
