@@ -220,7 +220,10 @@ def _with_generic_chain(definition: TableDef, tables: Tables) -> TableDef:
     )
     comment = definition.comment.replace(tables.chain_function_name,
                                          f"{FRAMEWORK_SCHEMA}.chain_event")
-    return replace(definition, triggers=triggers, functions=(), comment=comment)
+    # the compiled chain function goes; the journal's other functions (erasure) stay
+    functions = tuple(f for f in definition.functions
+                      if tables.chain_function_name not in f[0])
+    return replace(definition, triggers=triggers, functions=functions, comment=comment)
 
 
 def _foreign_keys(definition: TableDef) -> tuple[Constraint, ...]:

@@ -30,6 +30,7 @@ __all__ = [
     "checkpoint_functions",
     "checkpoint_prune_function",
     "definer_names",
+    "erase_functions",
     "erase_row_function",
     "memory_functions",
     "transient_delete_function",
@@ -71,32 +72,48 @@ def transient_delete_function(tables: Tables) -> sql.Identifier:
 
 
 def erase_row_function(tables: Tables) -> sql.Identifier:
-    """``<schema>.<prefix>_erase_row(uuid, text, text)``: a governed erasure of one row."""
+    """``<schema>.<prefix>_erase_row(uuid, text, uuid, text, jsonb)``: a governed erasure of
+    one row, with its journal event."""
     return _function(tables.schema, tables, "erase_row")
 
 
-def memory_functions(tables: Tables, *, embedding: bool = False
-                     ) -> tuple[tuple[str, sql.Composed], ...]:
-    """The memories table's functions: delete one row of the tenant by id (the delete guard,
-    ``primitives.guard_memory_delete``, still refuses persistent and action-linked rows), and
-    erase one row (content replaced by ``$2``, its hash; value, envelope, tags, provenance,
-    source and the vector cleared; ``$3`` the reason), so the app role needs no UPDATE on the
-    columns that hold what was written."""
+def memory_functions(tables: Tables) -> tuple[tuple[str, sql.Composed], ...]:
+    """The memories table's function: delete one row of the tenant by id (the delete guard,
+    ``primitives.guard_memory_delete``, still refuses persistent and action-linked rows)."""
     delete = sql.SQL("DELETE FROM {} AS m WHERE m.{} = {} AND m.id = $1 RETURNING true").format(
         tables.memories.ident, tables.tenant, _TENANT)
+    return _steps(transient_delete_function(tables), "uuid", "boolean", delete,
+                  f"function {tables.schema}.{tables.object_name('delete_transient')}")
+
+
+def erase_functions(tables: Tables, *, embedding: bool = False
+                    ) -> tuple[tuple[str, sql.Composed], ...]:
+    """Erase one memory row (``$1``): its content becomes ``sha256:<hex>`` of itself,
+    computed here so that no caller can write text through the function; value, envelope,
+    tags, provenance, source and the vector are cleared; ``$2`` is the stored reason. The
+    same statement appends the row's ``erased`` event (``$3`` event id, ``$4`` actor, ``$5``
+    payload), so no row is erased without one. The app role needs no UPDATE on the columns
+    it clears. Created with the journal, which it writes."""
     vector = sql.SQL(", embedding = NULL") if embedding else sql.SQL("")
     erase = sql.SQL(
-        "UPDATE {} AS m SET content = $2, value = '{{}}'::jsonb, envelope = '{{}}'::jsonb, "
-        "tags = '{{}}'::text[], provenance = '{{}}'::jsonb, source = NULL{}, "
-        "erased_at = now(), erasure_reason = $3, updated_at = now() "
-        "WHERE m.{} = {} AND m.id = $1 AND m.erased_at IS NULL RETURNING true"
-    ).format(tables.memories.ident, vector, tables.tenant, _TENANT)
-    return (
-        *_steps(transient_delete_function(tables), "uuid", "boolean", delete,
-                f"function {tables.schema}.{tables.object_name('delete_transient')}"),
-        *_steps(erase_row_function(tables), "uuid, text, text", "boolean", erase,
-                f"function {tables.schema}.{tables.object_name('erase_row')}"),
-    )
+        "WITH erased AS (UPDATE {} AS m SET "
+        "content = 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex'), "
+        "value = '{{}}'::jsonb, envelope = '{{}}'::jsonb, tags = '{{}}'::text[], "
+        "provenance = '{{}}'::jsonb, source = NULL{}, erased_at = now(), erasure_reason = $2, "
+        "updated_at = now() WHERE m.{} = {} AND m.id = $1 AND m.erased_at IS NULL "
+        "RETURNING m.id)\n"
+        "INSERT INTO {} ({}, event_id, kind, memory_id, actor, payload) "
+        "SELECT {}, $3, 'erased', erased.id, $4, $5 FROM erased RETURNING true"
+    ).format(tables.memories.ident, vector, tables.tenant, _TENANT, tables.events.ident,
+             tables.tenant, _TENANT)
+    label = f"function {tables.schema}.{tables.object_name('erase_row')}"
+    # An earlier plan made erase_row(uuid, text, text), which wrote its caller's text and no
+    # event: a re-applied plan must not leave it callable beside this one.
+    earlier = sql.SQL("DROP FUNCTION IF EXISTS {}(uuid, text, text)").format(
+        erase_row_function(tables))
+    return ((f"{label}: the earlier signature dropped", earlier),
+            *_steps(erase_row_function(tables), "uuid, text, uuid, text, jsonb", "boolean",
+                    erase, label))
 
 
 def _checkpoint_function(t: CheckpointerTables, suffix: str) -> sql.Identifier:

@@ -37,7 +37,7 @@ from primitives.compile._ddl import (
     in_list,
     primary_key,
 )
-from primitives.compile._definer import memory_functions
+from primitives.compile._definer import erase_functions, memory_functions
 from primitives.compile._expr import active_predicate
 from primitives.compile._names import Tables, framework_function
 from primitives.spec import AgentSpec
@@ -257,7 +257,7 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         triggers=(guard,),
         app_update_columns=MEMORY_UPDATE_COLUMNS,
         comment=_memories_comment(spec, tables),
-        functions=memory_functions(tables, embedding=capabilities.vector),
+        functions=memory_functions(tables),
         retired_indexes=tuple((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
         bounds=MEMORY_BOUNDS_COLUMNS,
     )
@@ -362,7 +362,7 @@ def revoke_function_sql(function: sql.Identifier) -> sql.Composed:
     return sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(function)
 
 
-def events_table(tables: Tables) -> TableDef:
+def events_table(tables: Tables, *, embedding: bool = False) -> TableDef:
     """``<prefix>_memory_events``: the append-only, per-tenant hash-chained audit journal."""
     t, name = tables.tenant_column, tables.object_name
     tenant = sql.Identifier(t)
@@ -409,6 +409,8 @@ def events_table(tables: Tables) -> TableDef:
             (f"chain function {tables.chain_function_name}", chain_function_sql(tables)),
             (f"chain function {tables.chain_function_name}: not callable by PUBLIC",
              revoke_function_sql(tables.chain_function)),
+            # erasure writes the row and its journal event: the journal must exist first
+            *erase_functions(tables, embedding=embedding),
         ),
     )
 

@@ -663,11 +663,11 @@ def erase(ctx: Context, subject: str, *, approvals: Sequence[str], reason: str,
         "ids": list(memory_ids)}, "all")
     stored_reason = mask_subject(reason, subject)
     erased: list[UUID] = []
-    for memory_id, content in rows:
+    for memory_id, _content in rows:
+        # the function hashes the content and appends the row's ``erased`` event itself
         yield Step(q.erase_row(ctx.tables), {
-            "tenant": ctx.tenant, "id": memory_id,
-            "content": f"sha256:{content_hash(content)}", "reason": stored_reason})
-        yield _event(ctx, "erased", memory_id, hashes)
+            "tenant": ctx.tenant, "id": memory_id, "reason": stored_reason,
+            "event_id": q.new_event_id(), "actor": ctx.actor, "payload": Jsonb(hashes)})
         erased.append(memory_id)
     derived: dict[str, Any] = {"memories": len(erased)}
     if ctx.tables.entities is not None and ctx.tables.edges is not None:

@@ -246,10 +246,12 @@ def subject_rows(tables: Tables) -> sql.Composed:
 
 
 def erase_row(tables: Tables) -> sql.Composed:
-    """Replace content with its hash and clear everything else that could carry it, through
-    the SECURITY DEFINER function (the app role holds no UPDATE on those columns)."""
-    return sql.SQL("SELECT {}(%(id)s::uuid, %(content)s::text, %(reason)s::text)").format(
-        erase_row_function(tables))
+    """Replace content with its hash, clear everything else that could carry it and journal
+    the ``erased`` event, through the SECURITY DEFINER function (the app role holds no UPDATE
+    on those columns). Params: id, reason, event_id, actor, payload."""
+    return sql.SQL(
+        "SELECT {}(%(id)s::uuid, %(reason)s::text, %(event_id)s::uuid, %(actor)s::text, "
+        "%(payload)s::jsonb)").format(erase_row_function(tables))
 
 
 _NAME_HASH = sql.SQL("'sha256:' || encode(sha256(convert_to(lower({}), 'UTF8')), 'hex')")

@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 255 statements
+-- primitives plan for agent 'assistant': 256 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -180,20 +180,6 @@ REVOKE ALL ON FUNCTION "memory"."assistant_delete_transient"(uuid) FROM PUBLIC;
 -- memory.assistant_memories: function memory.assistant_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "memory"."assistant_delete_transient"(uuid) TO "primitives_app";
 
--- memory.assistant_memories: function memory.assistant_erase_row (SECURITY DEFINER)
-CREATE OR REPLACE FUNCTION "memory"."assistant_erase_row"(uuid, text, text) RETURNS boolean
-LANGUAGE sql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-UPDATE "memory"."assistant_memories" AS m SET content = $2, value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, embedding = NULL, erased_at = now(), erasure_reason = $3, updated_at = now() WHERE m."user_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING true
-$fn$;
-
--- memory.assistant_memories: function memory.assistant_erase_row: not callable by PUBLIC
-REVOKE ALL ON FUNCTION "memory"."assistant_erase_row"(uuid, text, text) FROM PUBLIC;
-
--- memory.assistant_memories: function memory.assistant_erase_row: callable by the app role
-GRANT EXECUTE ON FUNCTION "memory"."assistant_erase_row"(uuid, text, text) TO "primitives_app";
-
 -- memory.assistant_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "memory"."assistant_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"memory"."assistant_action_links"', 'user_id');
 
@@ -307,6 +293,24 @@ $fn$;
 
 -- memory.assistant_memory_events: chain function memory.assistant_chain_event: not callable by PUBLIC
 REVOKE ALL ON FUNCTION "memory"."assistant_chain_event"() FROM PUBLIC;
+
+-- memory.assistant_memory_events: function memory.assistant_erase_row: the earlier signature dropped
+DROP FUNCTION IF EXISTS "memory"."assistant_erase_row"(uuid, text, text);
+
+-- memory.assistant_memory_events: function memory.assistant_erase_row (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "memory"."assistant_erase_row"(uuid, text, uuid, text, jsonb) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH erased AS (UPDATE "memory"."assistant_memories" AS m SET content = 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex'), value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, embedding = NULL, erased_at = now(), erasure_reason = $2, updated_at = now() WHERE m."user_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING m.id)
+INSERT INTO "memory"."assistant_memory_events" ("user_id", event_id, kind, memory_id, actor, payload) SELECT primitives.current_tenant(), $3, 'erased', erased.id, $4, $5 FROM erased RETURNING true
+$fn$;
+
+-- memory.assistant_memory_events: function memory.assistant_erase_row: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "memory"."assistant_erase_row"(uuid, text, uuid, text, jsonb) FROM PUBLIC;
+
+-- memory.assistant_memory_events: function memory.assistant_erase_row: callable by the app role
+GRANT EXECUTE ON FUNCTION "memory"."assistant_erase_row"(uuid, text, uuid, text, jsonb) TO "primitives_app";
 
 -- memory.assistant_memory_events: trigger primitives_chain_event
 CREATE OR REPLACE TRIGGER "primitives_chain_event" BEFORE INSERT ON "memory"."assistant_memory_events" FOR EACH ROW EXECUTE FUNCTION "memory"."assistant_chain_event"();

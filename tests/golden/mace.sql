@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 226 statements
+-- primitives plan for agent 'mace': 227 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -175,20 +175,6 @@ REVOKE ALL ON FUNCTION "mace"."mace_delete_transient"(uuid) FROM PUBLIC;
 -- mace.mace_memories: function mace.mace_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "mace"."mace_delete_transient"(uuid) TO "primitives_app";
 
--- mace.mace_memories: function mace.mace_erase_row (SECURITY DEFINER)
-CREATE OR REPLACE FUNCTION "mace"."mace_erase_row"(uuid, text, text) RETURNS boolean
-LANGUAGE sql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-UPDATE "mace"."mace_memories" AS m SET content = $2, value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, erased_at = now(), erasure_reason = $3, updated_at = now() WHERE m."user_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING true
-$fn$;
-
--- mace.mace_memories: function mace.mace_erase_row: not callable by PUBLIC
-REVOKE ALL ON FUNCTION "mace"."mace_erase_row"(uuid, text, text) FROM PUBLIC;
-
--- mace.mace_memories: function mace.mace_erase_row: callable by the app role
-GRANT EXECUTE ON FUNCTION "mace"."mace_erase_row"(uuid, text, text) TO "primitives_app";
-
 -- mace.mace_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "mace"."mace_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"mace"."mace_action_links"', 'user_id');
 
@@ -302,6 +288,24 @@ $fn$;
 
 -- mace.mace_memory_events: chain function mace.mace_chain_event: not callable by PUBLIC
 REVOKE ALL ON FUNCTION "mace"."mace_chain_event"() FROM PUBLIC;
+
+-- mace.mace_memory_events: function mace.mace_erase_row: the earlier signature dropped
+DROP FUNCTION IF EXISTS "mace"."mace_erase_row"(uuid, text, text);
+
+-- mace.mace_memory_events: function mace.mace_erase_row (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "mace"."mace_erase_row"(uuid, text, uuid, text, jsonb) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH erased AS (UPDATE "mace"."mace_memories" AS m SET content = 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex'), value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, erased_at = now(), erasure_reason = $2, updated_at = now() WHERE m."user_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING m.id)
+INSERT INTO "mace"."mace_memory_events" ("user_id", event_id, kind, memory_id, actor, payload) SELECT primitives.current_tenant(), $3, 'erased', erased.id, $4, $5 FROM erased RETURNING true
+$fn$;
+
+-- mace.mace_memory_events: function mace.mace_erase_row: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "mace"."mace_erase_row"(uuid, text, uuid, text, jsonb) FROM PUBLIC;
+
+-- mace.mace_memory_events: function mace.mace_erase_row: callable by the app role
+GRANT EXECUTE ON FUNCTION "mace"."mace_erase_row"(uuid, text, uuid, text, jsonb) TO "primitives_app";
 
 -- mace.mace_memory_events: trigger primitives_chain_event
 CREATE OR REPLACE TRIGGER "primitives_chain_event" BEFORE INSERT ON "mace"."mace_memory_events" FOR EACH ROW EXECUTE FUNCTION "mace"."mace_chain_event"();

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 197 statements
+-- primitives plan for agent 'world': 198 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -183,20 +183,6 @@ REVOKE ALL ON FUNCTION "worlds"."world_agent_delete_transient"(uuid) FROM PUBLIC
 -- worlds.world_agent_memories: function worlds.world_agent_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "worlds"."world_agent_delete_transient"(uuid) TO "primitives_app";
 
--- worlds.world_agent_memories: function worlds.world_agent_erase_row (SECURITY DEFINER)
-CREATE OR REPLACE FUNCTION "worlds"."world_agent_erase_row"(uuid, text, text) RETURNS boolean
-LANGUAGE sql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-UPDATE "worlds"."world_agent_memories" AS m SET content = $2, value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, embedding = NULL, erased_at = now(), erasure_reason = $3, updated_at = now() WHERE m."world_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING true
-$fn$;
-
--- worlds.world_agent_memories: function worlds.world_agent_erase_row: not callable by PUBLIC
-REVOKE ALL ON FUNCTION "worlds"."world_agent_erase_row"(uuid, text, text) FROM PUBLIC;
-
--- worlds.world_agent_memories: function worlds.world_agent_erase_row: callable by the app role
-GRANT EXECUTE ON FUNCTION "worlds"."world_agent_erase_row"(uuid, text, text) TO "primitives_app";
-
 -- worlds.world_agent_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "worlds"."world_agent_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"worlds"."world_agent_action_links"', 'world_id');
 
@@ -310,6 +296,24 @@ $fn$;
 
 -- worlds.world_agent_memory_events: chain function worlds.world_agent_chain_event: not callable by PUBLIC
 REVOKE ALL ON FUNCTION "worlds"."world_agent_chain_event"() FROM PUBLIC;
+
+-- worlds.world_agent_memory_events: function worlds.world_agent_erase_row: the earlier signature dropped
+DROP FUNCTION IF EXISTS "worlds"."world_agent_erase_row"(uuid, text, text);
+
+-- worlds.world_agent_memory_events: function worlds.world_agent_erase_row (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "worlds"."world_agent_erase_row"(uuid, text, uuid, text, jsonb) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH erased AS (UPDATE "worlds"."world_agent_memories" AS m SET content = 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex'), value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, embedding = NULL, erased_at = now(), erasure_reason = $2, updated_at = now() WHERE m."world_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING m.id)
+INSERT INTO "worlds"."world_agent_memory_events" ("world_id", event_id, kind, memory_id, actor, payload) SELECT primitives.current_tenant(), $3, 'erased', erased.id, $4, $5 FROM erased RETURNING true
+$fn$;
+
+-- worlds.world_agent_memory_events: function worlds.world_agent_erase_row: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "worlds"."world_agent_erase_row"(uuid, text, uuid, text, jsonb) FROM PUBLIC;
+
+-- worlds.world_agent_memory_events: function worlds.world_agent_erase_row: callable by the app role
+GRANT EXECUTE ON FUNCTION "worlds"."world_agent_erase_row"(uuid, text, uuid, text, jsonb) TO "primitives_app";
 
 -- worlds.world_agent_memory_events: trigger primitives_chain_event
 CREATE OR REPLACE TRIGGER "primitives_chain_event" BEFORE INSERT ON "worlds"."world_agent_memory_events" FOR EACH ROW EXECUTE FUNCTION "worlds"."world_agent_chain_event"();

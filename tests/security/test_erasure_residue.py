@@ -189,6 +189,36 @@ def test_erasures_view_reports_residue_when_erased_text_is_put_back(
                 assert flagged, f"residue not reported after restoring {table.name}"
 
 
+def test_erase_function_called_directly_writes_no_text_and_always_journals(
+    pg: PostgresHandle, engine: Engine
+) -> None:
+    """A session of the app role may call ``<prefix>_erase_row`` itself, with any arguments:
+    the content it leaves is still the hash of what was there (never text of the caller's),
+    the row's ``erased`` event is appended with it, and only the caller's tenant is reached."""
+    from primitives.compile._definer import erase_row_function
+    from primitives.engine._core import content_hash
+
+    tables = engine.tables
+    tenant, other = new_tenant("direct"), new_tenant("direct-other")
+    original = "The team meets on Mondays"
+    with engine.tenant({"user_id": tenant}) as mem:
+        row = mem.observe("long_term", original, typology="episodic")
+    call = sql.SQL("SELECT {}(%s, %s, %s, %s, %s::jsonb)").format(erase_row_function(tables))
+    forged = ("The team never meets", uuid.uuid4(), "mallory", '{"approvals": ["dpo"]}')
+    with psycopg.connect(pg.app_dsn, autocommit=True) as app:
+        with tenant_transaction(app, other):
+            assert app.execute(call, (row.id, *forged)).fetchone() == (None,)
+        with tenant_transaction(app, tenant):
+            assert app.execute(call, (row.id, *forged)).fetchone() == (True,)
+    with engine.tenant({"user_id": tenant}) as mem:
+        erased = mem.get(row.id)
+        assert erased is not None and erased.content == f"sha256:{content_hash(original)}"
+        assert [e["kind"] for e in mem.history(row.id)] == ["observed", "erased"]
+        assert mem.connection.execute(sql.SQL(
+            "SELECT erasure_event_seq IS NOT NULL, residue FROM {} WHERE memory_id = %s"
+        ).format(tables.audit_erasures.ident), (row.id,)).fetchone() == (True, False)
+
+
 def _relation_files(admin: psycopg.Connection[Any], tables: Any) -> list[Path]:
     """The files of every table an erasure touches, with their indexes and TOAST."""
     from primitives.compile._erasure import erasure_vacuum
