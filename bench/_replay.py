@@ -27,7 +27,7 @@ from uuid import uuid4
 import psycopg
 
 from primitives.db._oneshot import _Prepared
-from primitives.db._pipeline import SET_TENANT, Command, exchange
+from primitives.db._pipeline import Command, begin, exchange
 from primitives.engine import Engine, _queries
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._observe_message import ObserveCall, observe_call
@@ -94,7 +94,7 @@ class ReplayTarget:
 
     def _head(self, tenant: bytes) -> list[Command]:
         """``BEGIN``, the bound tenant and, relaxed, the unflushed commit."""
-        head = [Command(b"BEGIN"), Command(SET_TENANT, (tenant,))]
+        head = begin(tenant)
         return [*head, _RELAX] if self._relaxed else head
 
     def writer(self) -> Any:

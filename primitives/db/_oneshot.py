@@ -51,12 +51,10 @@ from psycopg.pq.abc import PGresult
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
-from primitives.db._pipeline import SET_TENANT, Command, aexchange, exchange
+from primitives.db._pipeline import SET_TENANT_BOUND, Command, aexchange, begin, exchange
 from primitives.db._tenant import check_tenant, translate_error
 
 __all__ = ["AsyncOnceTransaction", "OnceTransaction", "aread_once", "read_once", "server_form"]
-
-_SET_TENANT_BOUND = "SELECT pg_catalog.set_config('primitives.tenant', %s, true)"
 
 T = TypeVar("T")
 
@@ -330,7 +328,6 @@ def _prepared_call(conn: Any, statement: str,
     return _Prepared(name, prepare, tuple(values))
 
 
-_BEGIN = Command(b"BEGIN")
 _END = (Command(b"COMMIT"), Command(b"RESET ALL"))
 """How a tenant transaction ends: every session setting goes back to its default, so nothing a
 caller set on the connection (a tenant above all) outlives the transaction."""
@@ -341,7 +338,7 @@ _ROLLBACK = "ROLLBACK; RESET ALL"
 def _commands(tenant: bytes | None, prepared: _Prepared, last: bool) -> list[Command]:
     """``BEGIN`` and the tenant (when ``tenant`` is given: the transaction's first statement),
     the prepared statement, and ``COMMIT; RESET ALL`` when it is the ``last``."""
-    commands = [_BEGIN, Command(SET_TENANT, (tenant,))] if tenant is not None else []
+    commands = begin(tenant) if tenant is not None else []
     commands.append(Command(prepared.name.encode(), prepared.values, prepared=True))
     if last:
         commands.extend(_END)
@@ -437,8 +434,8 @@ class OnceTransaction:
         conn = self.conn
         with conn.pipeline():
             if not self.open:
-                conn.execute(_BEGIN.text.decode(), prepare=False)
-                conn.execute(_SET_TENANT_BOUND, (self.tenant,), prepare=False)
+                conn.execute("BEGIN", prepare=False)
+                conn.execute(SET_TENANT_BOUND, (self.tenant,), prepare=False)
                 self.open = True
             cursor = conn.cursor()
             cursor.execute(statement, params)
@@ -564,8 +561,8 @@ class AsyncOnceTransaction:
         conn = self.conn
         async with conn.pipeline():
             if not self.open:
-                await conn.execute(_BEGIN.text.decode(), prepare=False)
-                await conn.execute(_SET_TENANT_BOUND, (self.tenant,), prepare=False)
+                await conn.execute("BEGIN", prepare=False)
+                await conn.execute(SET_TENANT_BOUND, (self.tenant,), prepare=False)
                 self.open = True
             cursor = conn.cursor()
             await cursor.execute(statement, params)

@@ -34,11 +34,13 @@ from psycopg import errors
 from psycopg.pq import ExecStatus
 from psycopg.pq.abc import PGconn, PGresult
 
-__all__ = ["SET_TENANT", "Command", "aexchange", "exchange"]
+__all__ = ["SET_TENANT", "SET_TENANT_BOUND", "Command", "aexchange", "begin", "exchange"]
 
 SET_TENANT = b"SELECT pg_catalog.set_config('primitives.tenant', $1, true)"
 """Sets the transaction's tenant from a bound value (``true``: local to the transaction, so it
 ends with it: DESIGN §5 rule 3)."""
+SET_TENANT_BOUND = "SELECT pg_catalog.set_config('primitives.tenant', %s, true)"
+""":data:`SET_TENANT` as psycopg binds it (``conn.execute(SET_TENANT_BOUND, (tenant,))``)."""
 
 _OK = (ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY)
 
@@ -50,6 +52,11 @@ class Command(NamedTuple):
     text: bytes
     values: Sequence[bytes | None] | None = None
     prepared: bool = False
+
+
+def begin(tenant: bytes) -> list[Command]:
+    """``BEGIN`` and the bound tenant: how every tenant transaction opens."""
+    return [Command(b"BEGIN"), Command(SET_TENANT, (tenant,))]
 
 
 def _send(pgconn: PGconn, commands: Sequence[Command]) -> None:
@@ -179,16 +186,11 @@ _DRAIN_FOR = 10.0
 
 
 def _drained(pgconn: PGconn) -> bool:
-    """Read what libpq has; True once the sync (or a broken connection) is reached."""
-    while not pgconn.is_busy():
-        result = pgconn.get_result()
-        if result is None:
-            if pgconn.status != 0:
-                return True
-            continue
-        if result.status == ExecStatus.PIPELINE_SYNC:
-            return True
-    return False
+    """Read and drop what libpq has; True once the sync (or a broken connection) is reached."""
+    try:
+        return _take(pgconn, [])
+    except psycopg.OperationalError:
+        return True
 
 
 def _cancel_and_drain(conn: psycopg.Connection[Any]) -> None:

@@ -30,7 +30,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from primitives.db._names import POLICY_SQLSTATES
-from primitives.db._pipeline import SET_TENANT, Command, aexchange, exchange
+from primitives.db._pipeline import SET_TENANT_BOUND, aexchange, begin, exchange
 from primitives.errors import PolicyViolation, StorageError, StorageFull, TenancyError
 
 __all__ = ["atenant_transaction", "check_tenant", "set_tenant_statement", "tenant_transaction",
@@ -75,7 +75,6 @@ def translate_error(
     return StorageError(f"database error: {primary}", **context)
 
 
-_SET_TENANT_BOUND = "SELECT pg_catalog.set_config('primitives.tenant', %s, true)"
 _END = {True: "COMMIT; RESET ALL", False: "ROLLBACK; RESET ALL"}
 """How a tenant transaction ends: every session setting goes back to its default, so nothing a
 caller set on the connection (a tenant above all) outlives the transaction."""
@@ -83,13 +82,11 @@ caller set on the connection (a tenant above all) outlives the transaction."""
 
 def _begin(conn: psycopg.Connection[Any], tenant: str) -> None:
     """``BEGIN`` and the bound tenant: one round trip opens the scope."""
-    exchange(conn, [Command(b"BEGIN"),
-                    Command(SET_TENANT, (tenant.encode(conn.info.encoding),))])
+    exchange(conn, begin(tenant.encode(conn.info.encoding)))
 
 
 async def _abegin(conn: psycopg.AsyncConnection[Any], tenant: str) -> None:
-    await aexchange(conn, [Command(b"BEGIN"),
-                           Command(SET_TENANT, (tenant.encode(conn.info.encoding),))])
+    await aexchange(conn, begin(tenant.encode(conn.info.encoding)))
 
 
 def _end_quietly(conn: psycopg.Connection[Any]) -> None:
@@ -122,7 +119,7 @@ def tenant_transaction(
     if not conn.autocommit:
         try:
             with conn.transaction():
-                conn.execute(_SET_TENANT_BOUND, (tenant,))
+                conn.execute(SET_TENANT_BOUND, (tenant,))
                 yield conn
         except psycopg.Error as err:
             raise translate_error(err, tenant=tenant) from err
@@ -156,7 +153,7 @@ async def atenant_transaction(
     if not conn.autocommit:
         try:
             async with conn.transaction():
-                await conn.execute(_SET_TENANT_BOUND, (tenant,))
+                await conn.execute(SET_TENANT_BOUND, (tenant,))
                 yield conn
         except psycopg.Error as err:
             raise translate_error(err, tenant=tenant) from err
