@@ -39,6 +39,7 @@ __all__ = [
     "Privilege",
     "TableDef",
     "Trigger",
+    "add_columns_sql",
     "bounds_constraint_name",
     "bounds_function_name",
     "bounds_function_sql",
@@ -99,6 +100,8 @@ class Column:
     not_null: bool = False
     default: sql.Composable | None = None
     generated: sql.Composable | None = None
+    added: bool = False
+    """Added after the table first shipped: plans also add it to an existing table."""
 
 
 def column_sql(column: Column) -> sql.Composed:
@@ -235,6 +238,17 @@ def create_table_sql(table: TableDef) -> sql.Composed:
     return sql.SQL("CREATE TABLE IF NOT EXISTS {} (\n    {}\n)").format(
         table.table.ident, _INDENT.join(items)
     )
+
+
+def add_columns_sql(table: TableDef) -> sql.Composed | None:
+    """``ALTER TABLE ... ADD COLUMN IF NOT EXISTS`` for the columns marked ``added``: a table
+    created by an earlier plan gains them when the current plan is applied (``CREATE TABLE IF
+    NOT EXISTS`` leaves an existing table as it is). None when no column is marked."""
+    added = [c for c in table.columns if c.added]
+    if not added:
+        return None
+    return sql.SQL("ALTER TABLE {} {}").format(table.table.ident, sql.SQL(", ").join(
+        sql.SQL("ADD COLUMN IF NOT EXISTS {}").format(column_sql(c)) for c in added))
 
 
 def replace_checks_sql(table: TableDef) -> sql.Composed | None:

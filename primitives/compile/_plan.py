@@ -23,6 +23,7 @@ from primitives.compile._capabilities import (
 from primitives.compile._checkpointer import checkpointer_definitions, checkpointer_tables
 from primitives.compile._ddl import (
     TableDef,
+    add_columns_sql,
     bounds_constraint_name,
     bounds_function_name,
     bounds_function_sql,
@@ -210,6 +211,9 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
     table = definition.table
     name = table.qualified
     yield Step(f"{name}: table", create_table_sql(definition))
+    added = add_columns_sql(definition)
+    if added is not None:
+        yield Step(f"{name}: columns added since the table first shipped", added)
     if definition.bounds:
         bounds = f"{table.schema}.{bounds_function_name(table)}"
         yield Step(f"{name}: bounds function {bounds} (its CHECKs, planned once per session)",

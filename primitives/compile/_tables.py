@@ -153,6 +153,9 @@ def _memory_columns(spec: AgentSpec, tables: Tables, capabilities: Capabilities)
         _ts("created_at", now=True),
         _ts("updated_at", now=True),
         _ts("valid_from", now=True),
+        # the last corroboration of the row: a validity window runs from here (or from
+        # valid_from before any), so re-corroboration extends it
+        Column("corroborated_at", TIMESTAMPTZ, added=True),
         _ts("invalidated_at"),
         _ts("superseded_at"),
         Column("superseded_by", UUID),
@@ -181,7 +184,7 @@ def _tier_pairs(spec: AgentSpec) -> sql.Composed:
 MEMORY_UPDATE_COLUMNS = (
     # supersession, state changes, confirmation
     "superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at",
-    "confidence", "decay_rate", "updated_at",
+    "confidence", "decay_rate", "updated_at", "corroborated_at",
     # vectors written after the row, store metadata and expiry
     "embedding", "embedding_model", "provenance", "expires_at",
     # erasure (engine erase) changes content, value, envelope, tags and source only through

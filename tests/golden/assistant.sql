@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 256 statements
+-- primitives plan for agent 'assistant': 257 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS "memory"."assistant_memories" (
     "created_at" timestamptz NOT NULL DEFAULT now(),
     "updated_at" timestamptz NOT NULL DEFAULT now(),
     "valid_from" timestamptz NOT NULL DEFAULT now(),
+    "corroborated_at" timestamptz,
     "invalidated_at" timestamptz,
     "superseded_at" timestamptz,
     "superseded_by" uuid,
@@ -55,6 +56,9 @@ CREATE TABLE IF NOT EXISTS "memory"."assistant_memories" (
     "actor" text,
     CONSTRAINT "assistant_memories_pkey" PRIMARY KEY ("user_id", "id")
 );
+
+-- memory.assistant_memories: columns added since the table first shipped
+ALTER TABLE "memory"."assistant_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz;
 
 -- memory.assistant_memories: bounds function memory.assistant_memories_bounds (its CHECKs, planned once per session)
 CREATE OR REPLACE FUNCTION "memory"."assistant_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
@@ -214,7 +218,7 @@ CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_memories" AS PERMI
 REVOKE ALL ON TABLE "memory"."assistant_memories" FROM "primitives_app", "primitives_auditor";
 
 -- memory.assistant_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "memory"."assistant_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "memory"."assistant_memories" TO "primitives_app";
 
 -- memory.assistant_memories: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_memories" TO "primitives_auditor";
@@ -978,6 +982,7 @@ SELECT "m"."user_id",
        "m"."created_at",
        "m"."updated_at",
        "m"."valid_from",
+       "m"."corroborated_at",
        "m"."invalidated_at",
        "m"."superseded_at",
        "m"."superseded_by",

@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 227 statements
+-- primitives plan for agent 'mace': 228 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS "mace"."mace_memories" (
     "created_at" timestamptz NOT NULL DEFAULT now(),
     "updated_at" timestamptz NOT NULL DEFAULT now(),
     "valid_from" timestamptz NOT NULL DEFAULT now(),
+    "corroborated_at" timestamptz,
     "invalidated_at" timestamptz,
     "superseded_at" timestamptz,
     "superseded_by" uuid,
@@ -53,6 +54,9 @@ CREATE TABLE IF NOT EXISTS "mace"."mace_memories" (
     "actor" text,
     CONSTRAINT "mace_memories_pkey" PRIMARY KEY ("user_id", "id")
 );
+
+-- mace.mace_memories: columns added since the table first shipped
+ALTER TABLE "mace"."mace_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz;
 
 -- mace.mace_memories: bounds function mace.mace_memories_bounds (its CHECKs, planned once per session)
 CREATE OR REPLACE FUNCTION "mace"."mace_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
@@ -209,7 +213,7 @@ CREATE POLICY "mace_owner_tenant" ON "mace"."mace_memories" AS PERMISSIVE FOR AL
 REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_auditor";
 
 -- mace.mace_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "provenance", "expires_at") ON TABLE "mace"."mace_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "provenance", "expires_at") ON TABLE "mace"."mace_memories" TO "primitives_app";
 
 -- mace.mace_memories: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";
@@ -862,6 +866,7 @@ SELECT "m"."user_id",
        "m"."created_at",
        "m"."updated_at",
        "m"."valid_from",
+       "m"."corroborated_at",
        "m"."invalidated_at",
        "m"."superseded_at",
        "m"."superseded_by",

@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 197 statements
+-- primitives plan for agent 'spectral': 198 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS "platform"."spectral_memories" (
     "created_at" timestamptz NOT NULL DEFAULT now(),
     "updated_at" timestamptz NOT NULL DEFAULT now(),
     "valid_from" timestamptz NOT NULL DEFAULT now(),
+    "corroborated_at" timestamptz,
     "invalidated_at" timestamptz,
     "superseded_at" timestamptz,
     "superseded_by" uuid,
@@ -55,6 +56,9 @@ CREATE TABLE IF NOT EXISTS "platform"."spectral_memories" (
     "actor" text,
     CONSTRAINT "spectral_memories_pkey" PRIMARY KEY ("workspace_id", "id")
 );
+
+-- platform.spectral_memories: columns added since the table first shipped
+ALTER TABLE "platform"."spectral_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz;
 
 -- platform.spectral_memories: bounds function platform.spectral_memories_bounds (its CHECKs, planned once per session)
 CREATE OR REPLACE FUNCTION "platform"."spectral_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
@@ -214,7 +218,7 @@ CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_memories" AS PERMI
 REVOKE ALL ON TABLE "platform"."spectral_memories" FROM "primitives_app", "primitives_auditor";
 
 -- platform.spectral_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "platform"."spectral_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "platform"."spectral_memories" TO "primitives_app";
 
 -- platform.spectral_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_memories" TO "primitives_auditor";
@@ -750,6 +754,7 @@ SELECT "m"."workspace_id",
        "m"."created_at",
        "m"."updated_at",
        "m"."valid_from",
+       "m"."corroborated_at",
        "m"."invalidated_at",
        "m"."superseded_at",
        "m"."superseded_by",

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 198 statements
+-- primitives plan for agent 'world': 199 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS "worlds"."world_agent_memories" (
     "created_at" timestamptz NOT NULL DEFAULT now(),
     "updated_at" timestamptz NOT NULL DEFAULT now(),
     "valid_from" timestamptz NOT NULL DEFAULT now(),
+    "corroborated_at" timestamptz,
     "invalidated_at" timestamptz,
     "superseded_at" timestamptz,
     "superseded_by" uuid,
@@ -55,6 +56,9 @@ CREATE TABLE IF NOT EXISTS "worlds"."world_agent_memories" (
     "actor" text,
     CONSTRAINT "world_agent_memories_pkey" PRIMARY KEY ("world_id", "id")
 );
+
+-- worlds.world_agent_memories: columns added since the table first shipped
+ALTER TABLE "worlds"."world_agent_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz;
 
 -- worlds.world_agent_memories: bounds function worlds.world_agent_memories_bounds (its CHECKs, planned once per session)
 CREATE OR REPLACE FUNCTION "worlds"."world_agent_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
@@ -217,7 +221,7 @@ CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_memories" AS P
 REVOKE ALL ON TABLE "worlds"."world_agent_memories" FROM "primitives_app", "primitives_auditor";
 
 -- worlds.world_agent_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "worlds"."world_agent_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "worlds"."world_agent_memories" TO "primitives_app";
 
 -- worlds.world_agent_memories: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_memories" TO "primitives_auditor";
@@ -753,6 +757,7 @@ SELECT "m"."world_id",
        "m"."created_at",
        "m"."updated_at",
        "m"."valid_from",
+       "m"."corroborated_at",
        "m"."invalidated_at",
        "m"."superseded_at",
        "m"."superseded_by",

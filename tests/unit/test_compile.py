@@ -208,11 +208,13 @@ def test_checks_are_replaced_in_one_statement_so_they_follow_the_spec(spectral: 
     assert "CHECK" not in create
     replace = next(s for s in statements if s.startswith('ALTER TABLE "platform".'
                                                           '"spectral_memories"\n'))
-    # the bounds function, its grants, then the one statement that replaces the checks
-    function, revoke, grant = statements[statements.index(create) + 1:][:3]
+    # the columns added since the table shipped, the bounds function, its grants, then the
+    # one statement that replaces the checks
+    added, function, revoke, grant = statements[statements.index(create) + 1:][:4]
+    assert added.startswith('ALTER TABLE "platform"."spectral_memories" ADD COLUMN IF NOT EXISTS')
     assert function.startswith('CREATE OR REPLACE FUNCTION "platform"."spectral_memories_bounds"(')
     assert revoke.startswith("REVOKE ALL ON FUNCTION") and grant.startswith("GRANT EXECUTE")
-    assert statements.index(replace) == statements.index(create) + 4
+    assert statements.index(replace) == statements.index(create) + 5
     drops = re.findall(r'DROP CONSTRAINT IF EXISTS "(\w+)"', replace)
     adds = re.findall(r'ADD CONSTRAINT "(\w+)" CHECK', replace)
     separate = [f"spectral_memories_{n}_check" for n in (

@@ -1,0 +1,7 @@
+"""The lifecycle engine: what a spec's behavioural primitives make the engine do.
+
+Tier boundaries (compounding, promotion, archive or removal), retention access tracking,
+decay models in ranking and pruning, conflict resolution by typology, abstention, and the
+periodic ``primitives maintain`` job. Every statement is set-based SQL compiled from the spec;
+every change it makes is journalled.
+"""
