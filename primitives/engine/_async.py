@@ -32,6 +32,7 @@ from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
+from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
 from primitives.retrieval._rerank import Reranker
 from primitives.spec import AgentSpec
@@ -115,9 +116,10 @@ class AsyncEngine(EngineBase):
     def __init__(self, spec: AgentSpec,
                  pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]], *,
                  has_embedding: bool = False, embedder: Embedder | None = None,
-                 reranker: Reranker | None = None, text_match: bool = False) -> None:
+                 reranker: Reranker | None = None, text_match: bool = False,
+                 trigram: bool = True) -> None:
         super().__init__(spec, has_embedding=has_embedding, embedder=embedder,
-                         reranker=reranker, text_match=text_match)
+                         reranker=reranker, text_match=text_match, trigram=trigram)
         self._pool = pool
 
     @classmethod
@@ -142,7 +144,8 @@ class AsyncEngine(EngineBase):
             raise StorageError(f"cannot connect as the application role: {err}") from err
         try:
             return cls(spec, pool, has_embedding=features.embedding, embedder=embedder,
-                       reranker=reranker, text_match=features.text_match)
+                       reranker=reranker, text_match=features.text_match,
+                       trigram=features.trigram)
         except Exception:
             await pool.close()
             raise
@@ -282,8 +285,12 @@ class AsyncTenantMemory:
         return await arun_op(self._conn, core.link_action(
             self.ctx, action_id, memory_ids, kind))
 
-    async def end_scope(self, tier: str, scope_id: str) -> tuple[int, int]:
-        return await arun_op(self._conn, core.end_scope(self.ctx, tier, scope_id))
+    async def end_scope(self, tier: str, scope_id: str, *,
+                        into_scope: str | None = None) -> ScopeEnd:
+        """End a transient tier's scope: compounding upward, then removal or archive
+        (see :func:`primitives.engine._core.end_scope`)."""
+        return await arun_op(self._conn, core.end_scope(self.ctx, tier, scope_id,
+                                                        into_scope=into_scope))
 
     async def erase(self, subject: str, *, approvals: list[str], reason: str,
                     memory_ids: list[UUID] | None = None,

@@ -58,26 +58,29 @@ SCHEMA_FEATURES = (
     "JOIN pg_catalog.pg_opclass c ON c.oid = ANY(i.indclass::oid[]) "
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.opcnamespace "
     "WHERE i.indrelid = %(table)s::regclass AND n.nspname = 'primitives' "
-    "AND c.opcname = 'tsvector_match_ops')"
+    "AND c.opcname = 'tsvector_match_ops'), "
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm')"
 )
 """What the migrated memories table offers the engine: an embedding column (pgvector was
-there), a full-text index on the leakproof match (``primitives.db.ensure_text_match``)."""
+there), a full-text index on the leakproof match (``primitives.db.ensure_text_match``),
+pg_trgm (tier boundaries measure near-duplicates with it when rows have no vectors)."""
 
 
 class SchemaFeatures(NamedTuple):
     embedding: bool
     text_match: bool
+    trigram: bool = False
 
 
 def schema_features(conn: psycopg.Connection[Any], tables: Tables) -> SchemaFeatures:
     row = conn.execute(SCHEMA_FEATURES, {"table": tables.memories.qualified}).fetchone()
-    return SchemaFeatures(bool(row and row[0]), bool(row and row[1]))
+    return SchemaFeatures(bool(row and row[0]), bool(row and row[1]), bool(row and row[2]))
 
 
 async def aschema_features(conn: psycopg.AsyncConnection[Any], tables: Tables) -> SchemaFeatures:
     cursor = await conn.execute(SCHEMA_FEATURES, {"table": tables.memories.qualified})
     row = await cursor.fetchone()
-    return SchemaFeatures(bool(row and row[0]), bool(row and row[1]))
+    return SchemaFeatures(bool(row and row[0]), bool(row and row[1]), bool(row and row[2]))
 
 
 def effective_signals(spec: AgentSpec, *, embedder: bool = False,
@@ -114,8 +117,9 @@ def effective_signals(spec: AgentSpec, *, embedder: bool = False,
 class EngineBase:
     def __init__(self, spec: AgentSpec, *, has_embedding: bool,
                  embedder: Embedder | None = None, reranker: Reranker | None = None,
-                 text_match: bool = False) -> None:
+                 text_match: bool = False, trigram: bool = True) -> None:
         self.spec = spec
+        self.trigram = trigram
         self.tables: Tables = agent_tables(spec)
         if embedder is not None and embedder.dims != spec.retrieval.embedding.dims:
             raise ModelMismatch(
@@ -142,4 +146,4 @@ class EngineBase:
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
                        self.embedder, classifier=self.classifier, reranker=self.reranker,
-                       text_match=self.text_match)
+                       text_match=self.text_match, trigram=self.trigram)

@@ -42,6 +42,8 @@ from primitives.errors import (
     StorageError,
     TenancyError,
 )
+from primitives.lifecycle import _boundary as boundary
+from primitives.lifecycle._boundary import ScopeEnd
 from primitives.spec import AgentSpec
 
 __all__ = ["Compute", "Context", "Embed", "Op", "Rerank", "Step", "canonical_json",
@@ -129,6 +131,8 @@ class Context:
     """Reorders the top fused hits (None: off, the default)."""
     text_match: bool = False
     """The full-text index is on the leakproof match: the lexical signal matches with it."""
+    trigram: bool = True
+    """pg_trgm is installed: tier boundaries measure near-duplicate text with it."""
 
     @property
     def tenant(self) -> str:
@@ -604,9 +608,15 @@ def link_action(ctx: Context, action_id: str, memory_ids: Sequence[UUID], kind: 
     return linked
 
 
-def end_scope(ctx: Context, tier: str, scope_id: str) -> Op[tuple[int, int]]:
-    """End one scope of a transient tier: unlinked rows are removed (each removal is an
-    event); action-linked rows stay. Returns ``(removed, kept)``."""
+def end_scope(ctx: Context, tier: str, scope_id: str, *,
+              into_scope: str | None = None) -> Op[ScopeEnd]:
+    """End one scope of a transient tier at its boundary (:mod:`primitives.lifecycle._boundary`):
+    its rows compound into the next tier (corroborating near-duplicates there, promoting the
+    rest), then leave as their typology's lifecycle declares (removed or archived);
+    action-linked rows stay. Corroboration promotions then run for the tenant. Every change is
+    a journal event. ``into_scope`` names the scope of the next tier that compounded rows land
+    in, needed when that tier is transient. Returns a :class:`ScopeEnd`, a ``(removed, kept)``
+    pair with the other counts as attributes."""
     spec = ctx.spec
     if tier not in spec.tier_names:
         raise TenancyError(f"unknown tier '{tier}'; tiers: {', '.join(spec.tier_names)}")
@@ -614,24 +624,38 @@ def end_scope(ctx: Context, tier: str, scope_id: str) -> Op[tuple[int, int]]:
         raise GovernanceError(
             f"tier '{tier}' is persistent: its memory is never removed at scope end "
             "(archive or tombstone individual memories instead)", tier=tier)
-    rows = yield Step(q.scope_rows(ctx.tables), {"tenant": ctx.tenant, "tier": tier,
-                                                 "scope_id": scope_id}, "all")
-    removed = kept = 0
-    for memory_id, content, linked in rows:
-        if linked:
-            kept += 1
-            yield _event(ctx, "retained_at_scope_end", memory_id,
-                         {"tier": tier, "scope_id": scope_id, "reason": "action_linked"})
-            continue
-        yield _event(ctx, "removed_at_scope_end", memory_id, {
-            "tier": tier, "scope_id": scope_id, "content_sha256": content_hash(content)})
-        yield Step(q.delete_memory(ctx.tables), {"tenant": ctx.tenant, "id": memory_id})
-        removed += 1
-    yield Step(q.close_scope(ctx.tables), {"tenant": ctx.tenant, "tier": tier,
-                                           "scope_id": scope_id})
-    yield _event(ctx, "scope_ended", None, {"tier": tier, "scope_id": scope_id,
-                                            "removed": removed, "kept": kept})
-    return removed, kept
+    scope_id = _text(scope_id, "scope_id")
+    upward = [rule for rule in boundary.boundary_rules(spec) if rule.from_tier == tier
+              and not spec.tier(rule.to_tier).persistent]
+    if upward and into_scope is None:
+        raise PolicyViolation(
+            f"tier '{tier}' compounds into tier '{upward[0].to_tier}' at its end "
+            f"({upward[0].name}): name the {upward[0].to_tier} scope its rows land in, "
+            f"end_scope('{tier}', scope_id, into_scope=<{upward[0].to_tier} scope id>)",
+            tier=tier, field="into_scope")
+    if into_scope is not None:
+        into_scope = _text(into_scope, "into_scope")
+    statement = boundary.end_scopes_statement(
+        spec, ctx.tables, embedding=ctx.has_embedding, similarity=similarity_kind(ctx))
+    row = yield Step(statement, {
+        "tenants": [ctx.tenant], "tiers": [tier], "scope_ids": [scope_id],
+        "into": [into_scope], "actor": ctx.actor}, "one")
+    assert row is not None
+    promoted = 0
+    for rule in boundary.corroboration_rules(spec):
+        count = yield Step(boundary.corroboration_statement(
+            spec, ctx.tables, rule, embedding=ctx.has_embedding),
+            {"tenants": [ctx.tenant], "actor": ctx.actor}, "one")
+        promoted += int(count[0]) if count else 0
+    return ScopeEnd(removed=row[3], kept=row[4], archived=row[5], compounded=row[6],
+                    promoted=row[7], corroborated=row[8], corroboration_promoted=promoted)
+
+
+def similarity_kind(ctx: Context) -> boundary.Similarity:
+    """How this engine's database measures near-duplicates at a boundary."""
+    if ctx.has_embedding:
+        return "embedding" if ctx.trigram else "exact"
+    return "trigram" if ctx.trigram else "exact"
 
 
 def erase(ctx: Context, subject: str, *, approvals: Sequence[str], reason: str,

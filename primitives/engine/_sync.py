@@ -34,6 +34,7 @@ from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
+from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
 from primitives.retrieval._rerank import Reranker
 from primitives.spec import AgentSpec
@@ -116,9 +117,10 @@ class Engine(EngineBase):
 
     def __init__(self, spec: AgentSpec, pool: ConnectionPool[psycopg.Connection[Any]], *,
                  has_embedding: bool = False, embedder: Embedder | None = None,
-                 reranker: Reranker | None = None, text_match: bool = False) -> None:
+                 reranker: Reranker | None = None, text_match: bool = False,
+                 trigram: bool = True) -> None:
         super().__init__(spec, has_embedding=has_embedding, embedder=embedder,
-                         reranker=reranker, text_match=text_match)
+                         reranker=reranker, text_match=text_match, trigram=trigram)
         self._pool = pool
         for message in self.warnings:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
@@ -151,7 +153,8 @@ class Engine(EngineBase):
             raise StorageError(f"cannot connect as the application role: {err}") from err
         try:
             return cls(spec, pool, has_embedding=features.embedding, embedder=embedder,
-                       reranker=reranker, text_match=features.text_match)
+                       reranker=reranker, text_match=features.text_match,
+                       trigram=features.trigram)
         except Exception:
             pool.close()
             raise
@@ -310,8 +313,12 @@ class TenantMemory:
     def link_action(self, action_id: str, memory_ids: list[UUID], kind: str) -> int:
         return run_op(self._conn, core.link_action(self.ctx, action_id, memory_ids, kind))
 
-    def end_scope(self, tier: str, scope_id: str) -> tuple[int, int]:
-        return run_op(self._conn, core.end_scope(self.ctx, tier, scope_id))
+    def end_scope(self, tier: str, scope_id: str, *,
+                  into_scope: str | None = None) -> ScopeEnd:
+        """End a transient tier's scope: compounding upward, then removal or archive
+        (see :func:`primitives.engine._core.end_scope`)."""
+        return run_op(self._conn, core.end_scope(self.ctx, tier, scope_id,
+                                                 into_scope=into_scope))
 
     def erase(self, subject: str, *, approvals: list[str], reason: str,
               memory_ids: list[UUID] | None = None,

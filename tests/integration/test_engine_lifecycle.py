@@ -82,7 +82,8 @@ async def test_end_scope_removes_unlinked_rows_keeps_linked_and_journals_both(ap
         assert await mem.get(kept.id) is not None
         assert await mem.get(other.id) is not None
         kinds = [e["kind"] for e in await mem.history(gone.id)]
-        assert kinds == ["observed", "removed_at_scope_end"]
+        # compounded into the workspace tier first (run.episodic -> workspace.episodic)
+        assert kinds == ["observed", "compounded", "removed_at_scope_end"]
 
 
 async def test_end_scope_of_the_persistent_tier_is_refused(api: Any) -> None:

@@ -82,6 +82,15 @@ def transient_tier(spec: AgentSpec) -> str:
     return next(t.name for t in spec.tiers if not t.persistent)
 
 
+def into_scope(spec: AgentSpec, tier: str, scope: str) -> dict[str, str]:
+    """``end_scope`` keywords for ``tier``: the scope compounded rows land in when the next
+    tier up is transient (``{"into_scope": "<scope>:parent"}``), else none."""
+    from primitives.lifecycle._boundary import boundary_rules
+    upward = [r for r in boundary_rules(spec)
+              if r.from_tier == tier and not spec.tier(r.to_tier).persistent]
+    return {"into_scope": f"{scope}:parent"} if upward else {}
+
+
 def persistent_write(spec: AgentSpec) -> tuple[str, str]:
     """(persistent tier, a typology of it that may be written directly)."""
     tier = spec.persistent_tier.name

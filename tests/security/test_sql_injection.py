@@ -224,7 +224,7 @@ def test_scope_id_with_sql_is_stored_and_ended_literally(
         ended = mem.observe("cycle", "in the odd scope", scope_id=payload)
         kept = [mem.observe("cycle", "in a neighbouring scope", scope_id=s).id
                 for s in _neighbours(payload)]
-        assert mem.end_scope("cycle", payload) == (1, 0)
+        assert mem.end_scope("cycle", payload, into_scope=payload) == (1, 0)
         assert mem.get(ended.id) is None
         assert all(mem.get(i) is not None for i in kept)
         closed = mem.connection.execute(sql.SQL(
@@ -317,7 +317,7 @@ def test_arbitrary_strings_round_trip_literally_in_every_field(
                            namespace=[label], tags=[tag], envelope=envelope).id == keyed.id
         assert [h.memory.id for h in mem.search("", envelope=envelope, tiers=ALL_TIERS)] == [
             keyed.id]
-        assert mem.end_scope("cycle", scope_id) == (1, 0)
+        assert mem.end_scope("cycle", scope_id, into_scope=scope_id) == (1, 0)
         assert mem.get(scoped.id) is None
         assert mem.connection.execute("SELECT primitives.current_tenant()").fetchone() == (
             tenant,)

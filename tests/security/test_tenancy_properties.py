@@ -36,7 +36,15 @@ from tests.security._support import (
 
 pytestmark = pytest.mark.db
 
-SPEC = SPEC_BY_AGENT["spectral"]
+# Spectral with its episodic rows dropped at scope end (no compounding upward): this model
+# follows isolation and the journal, not the lifecycle engine (tests/integration/
+# test_lifecycle_boundaries.py covers compounding). Same tables: lifecycle changes no DDL.
+_EPISODIC = SPEC_BY_AGENT["spectral"].behavior.lifecycle["episodic"]
+SPEC = SPEC_BY_AGENT["spectral"].model_copy(update={
+    "behavior": SPEC_BY_AGENT["spectral"].behavior.model_copy(update={
+        "lifecycle": {**SPEC_BY_AGENT["spectral"].behavior.lifecycle,
+                      "episodic": _EPISODIC.model_copy(
+                          update={"transient": "drop_at_scope_end"})}})})
 TABLES = TABLES_BY_AGENT["spectral"]
 TRANSIENT = ("cycle", "run")
 PERSISTENT = "workspace"

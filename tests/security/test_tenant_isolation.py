@@ -31,6 +31,7 @@ from tests.security._support import (
     anchor_for,
     count,
     insert_row,
+    into_scope,
     relation_counts,
     suffix,
     transient_tier,
@@ -127,7 +128,8 @@ def test_engine_cross_tenant_writes_change_nothing(
             attempt(mem)
     with engine.tenant(as_b) as mem:
         assert mem.erase(a.subject, approvals=APPROVERS, reason="x", memory_ids=[target]) == 0
-        assert mem.end_scope(transient_tier(spec), a.scope_id) == (0, 0)
+        tier = transient_tier(spec)
+        assert mem.end_scope(tier, a.scope_id, **into_scope(spec, tier, a.scope_id)) == (0, 0)
     assert _counts_of(app_session, agent, a.tenant) == before
     with engine.tenant(anchor_for(spec, a.tenant)) as mem:
         memory = mem.get(target)

@@ -1,0 +1,611 @@
+"""Tier boundaries: compounding, promotion and the end of a scope, as set-based SQL.
+
+When a scope of a transient tier ends (its lifecycle event, ``idle_after`` inactivity, or the
+maintain job closing it), one statement does, for every closing scope at once:
+
+1. **Compounding.** The scope's active rows of each typology with a compounding rule
+   (``behavior.promotion``, criteria ``compounding``) are grouped: each row joins the earliest
+   row of its scope and typology at or above the rule's similarity threshold (embedding cosine
+   where both rows have vectors, trigram similarity of the content otherwise, exact text
+   without pg_trgm). Typologies whose consolidation method is not ``compounding`` keep one
+   group per row.
+2. **Promotion upward.** Each group is matched against the active rows of the rule's target
+   tier and typology. A match at or above the threshold is *corroborated*: its
+   ``provenance.corroborated_by`` gains the group's independent evidence keys, its
+   ``provenance.derived_from`` the group's ids, ``corroborated_at`` is now. Without a match a
+   new row is *promoted* into the target (the content of the group's earliest row), with the
+   same provenance and a ledger row in ``<prefix>_promotions``.
+3. **Leaving.** The scope's rows then leave as the typology's ``lifecycle.transient`` says:
+   removed (``drop_at_scope_end``, ``drop_unless_promoted``) or archived
+   (``archive_at_scope_end``). Rows an action links always stay.
+4. The scope is closed, with one event carrying the counts.
+
+Every change is a journal event in the same statement. Evidence keys name what makes two
+observations independent: ``source:<source>`` when the row has a source, else
+``scope:<tier>/<scope_id>``, else ``memory:<id>``; a promoted or corroborated row carries the
+union of its evidence's keys, so corroboration accumulates up the tiers.
+
+Corroboration promotion (criteria ``corroboration``: ``min_corroborations`` independent keys)
+is :func:`corroboration_statement`, run at every boundary and by the maintain job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+from psycopg import sql
+
+from primitives.compile._definer import transient_delete_function
+from primitives.compile._expr import active_predicate
+from primitives.compile._names import Tables
+from primitives.spec import AgentSpec
+from primitives.spec._common import split_ref
+
+__all__ = [
+    "BOUNDARY_CRITERIA_AT",
+    "BoundaryRule",
+    "CorroborationRule",
+    "MaintenancePass",
+    "ScopeEnd",
+    "Similarity",
+    "boundary_passes",
+    "boundary_rules",
+    "corroboration_rules",
+    "corroboration_statement",
+    "end_scopes_statement",
+    "idle_scopes_statement",
+    "rule_name",
+]
+
+Similarity = Literal["embedding", "trigram", "exact"]
+"""How near-duplicates are measured: ``embedding`` (cosine where both rows have vectors,
+trigram otherwise), ``trigram`` (pg_trgm on content) or ``exact`` (same lower-cased text)."""
+
+BOUNDARY_CRITERIA_AT = ("tier_boundary", "session_end", "job_end")
+"""``at`` values of a compounding rule that run when a scope of its source tier ends."""
+
+DEFAULT_DEDUP = 0.92
+"""Similarity at which two observations are near-duplicates when neither the rule nor the
+typology's consolidation names one (the seed's episodic default)."""
+
+
+class ScopeEnd(tuple[int, int]):
+    """What a scope's end did: a ``(removed, kept)`` pair, with the other counts as
+    attributes (``archived``, ``compounded``, ``promoted``, ``corroborated`` at the boundary,
+    and ``corroboration_promoted``: rows promoted by corroboration rules right after)."""
+
+    removed: int
+    kept: int
+    archived: int
+    compounded: int
+    promoted: int
+    corroborated: int
+    corroboration_promoted: int
+
+    def __new__(cls, *, removed: int, kept: int, archived: int = 0, compounded: int = 0,
+                promoted: int = 0, corroborated: int = 0,
+                corroboration_promoted: int = 0) -> ScopeEnd:
+        self = super().__new__(cls, (int(removed), int(kept)))
+        self.removed, self.kept = int(removed), int(kept)
+        self.archived, self.compounded = int(archived), int(compounded)
+        self.promoted, self.corroborated = int(promoted), int(corroborated)
+        self.corroboration_promoted = int(corroboration_promoted)
+        return self
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in (
+            "removed", "kept", "archived", "compounded", "promoted", "corroborated",
+            "corroboration_promoted")}
+
+    def __repr__(self) -> str:
+        return "ScopeEnd(" + ", ".join(f"{k}={v}" for k, v in self.as_dict().items()) + ")"
+
+
+class MaintenancePass(NamedTuple):
+    """One step of ``primitives maintain``: a statement over ``%(tenants)s`` (text[]),
+    ``%(now)s`` (timestamptz) and ``%(actor)s`` (text) that journals its own changes and
+    returns one row, ``(changed bigint)``."""
+
+    name: str
+    statement: sql.Composed
+
+
+@dataclass(frozen=True)
+class BoundaryRule:
+    """A compounding rule as a boundary applies it."""
+
+    name: str
+    from_tier: str
+    from_typology: str
+    to_tier: str
+    to_typology: str
+    threshold: float
+    """Similarity at or above which two rows are the same observation."""
+    group_threshold: float
+    """Similarity used to group the scope's own rows (above 1: no grouping)."""
+    leave: str
+    """What the scope's rows of this typology do once compounded: ``remove`` or ``archive``."""
+    escalate_from: str | None
+    """An anchor column the promoted row clears (anchor escalation), or None."""
+
+
+def rule_name(source: str, target: str) -> str:
+    """The ledger's name of a promotion rule: ``<tier>.<typology>-><tier>.<typology>``."""
+    return f"{source}->{target}"
+
+
+def _leave(spec: AgentSpec, typology: str) -> str:
+    policy = spec.behavior.lifecycle.get(typology)  # type: ignore[call-overload]
+    transient = policy.transient if policy is not None else "drop_unless_promoted"
+    return "archive" if transient == "archive_at_scope_end" else "remove"
+
+
+def boundary_rules(spec: AgentSpec) -> list[BoundaryRule]:
+    """The spec's compounding rules that run at a scope's end, in spec order."""
+    rules: list[BoundaryRule] = []
+    for rule in spec.behavior.promotion:
+        if rule.criteria != "compounding" or rule.at not in BOUNDARY_CRITERIA_AT:
+            continue
+        from_tier, from_typ = split_ref(rule.from_)
+        to_tier, to_typ = split_ref(rule.to)
+        lifecycle = spec.behavior.lifecycle.get(from_typ)  # type: ignore[call-overload]
+        if lifecycle is not None and lifecycle.transient == "drop_at_scope_end":
+            continue  # dropped at the end, never compounded upward
+        consolidation = spec.behavior.consolidation.get(from_typ)  # type: ignore[call-overload]
+        threshold = rule.dedup_similarity or (
+            consolidation.dedup_similarity if consolidation else None) or DEFAULT_DEDUP
+        groups = consolidation is None or consolidation.method == "compounding"
+        escalation = spec.tier(from_tier).boundary.anchor_escalation
+        escalate = (escalation.from_ if escalation is not None
+                    and escalation.from_ in spec.anchor.keys[1:] else None)
+        rules.append(BoundaryRule(
+            name=rule_name(rule.from_, rule.to), from_tier=from_tier, from_typology=from_typ,
+            to_tier=to_tier, to_typology=to_typ, threshold=threshold,
+            group_threshold=threshold if groups else 2.0, leave=_leave(spec, from_typ),
+            escalate_from=escalate))
+    return rules
+
+
+def _similarity(a: str, b: str, similarity: Similarity) -> sql.Composable:
+    """Similarity in [0, 1] of the rows aliased ``a`` and ``b``."""
+    text = {
+        "trigram": sql.SQL("similarity({a}.content, {b}.content)"),
+        "exact": sql.SQL("CASE WHEN lower({a}.content) = lower({b}.content) THEN 1.0 ELSE 0.0 END"),
+    }
+    if similarity == "embedding":
+        return sql.SQL(
+            "CASE WHEN {a}.embedding IS NOT NULL AND {b}.embedding IS NOT NULL "
+            "THEN 1 - ({a}.embedding <=> {b}.embedding) ELSE {text} END"
+        ).format(a=sql.Identifier(a), b=sql.Identifier(b),
+                 text=text["trigram"].format(a=sql.Identifier(a), b=sql.Identifier(b)))
+    return text[similarity].format(a=sql.Identifier(a), b=sql.Identifier(b))
+
+
+_EVIDENCE_KEY = sql.SQL(
+    "CASE WHEN {r}.source IS NOT NULL THEN 'source:' || {r}.source "
+    "WHEN {r}.scope_id IS NOT NULL THEN 'scope:' || {r}.tier || '/' || {r}.scope_id "
+    "ELSE 'memory:' || {r}.id::text END")
+
+
+def _evidence(alias: str) -> sql.Composed:
+    """The row's evidence keys as a jsonb array: what it carries, or its own key."""
+    return sql.SQL(
+        "coalesce({r}.provenance -> 'corroborated_by', jsonb_build_array({key}))"
+    ).format(r=sql.Identifier(alias), key=_EVIDENCE_KEY.format(r=sql.Identifier(alias)))
+
+
+def _values(rows: Sequence[tuple[object, ...]], types: tuple[str, ...]) -> sql.Composed:
+    """A typed VALUES list (one row of NULLs that matches nothing when ``rows`` is empty)."""
+    if not rows:
+        rows = [tuple(None for _ in types)]
+    rows = list(rows)
+    return sql.SQL(", ").join(
+        sql.SQL("({})").format(sql.SQL(", ").join(
+            sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(t)) for v, t in zip(row, types,
+                                                                              strict=True)))
+        for row in rows)
+
+
+def _memory_copy_columns(tables: Tables, embedding: bool) -> list[str]:
+    """The columns a promoted row takes from its evidence, besides the anchor columns."""
+    columns = ["namespace", "value", "envelope", "tags", "event_time"]
+    if embedding:
+        columns += ["embedding", "embedding_model"]
+    return columns
+
+
+_CLOSING_ARRAYS = sql.SQL(
+    "SELECT * FROM unnest(%(tenants)s::text[], %(tiers)s::text[], %(scope_ids)s::text[], "
+    "%(into)s::text[])")
+_PER_SCOPE = sql.SQL(
+    "SELECT n.tenant, n.tier, n.scope_id, n.removed, n.kept, n.archived, n.compounded, "
+    "n.promoted, n.corroborated, (SELECT count(*) FROM journal) AS events, "
+    "(SELECT count(*) FROM ledger) AS ledger, (SELECT count(*) FROM closed) AS closed "
+    "FROM counts AS n ORDER BY n.tenant, n.tier, n.scope_id")
+_SUMMARY = sql.SQL(
+    "SELECT count(*) + 0 * ((SELECT count(*) FROM journal) + (SELECT count(*) FROM ledger) "
+    "+ (SELECT count(*) FROM closed)) FROM counts")
+
+
+def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
+                         similarity: Similarity, direct_delete: bool = False,
+                         closing: sql.Composable | None = None,
+                         summary: bool = False,
+                         event: str = "scope_ended") -> sql.Composed:
+    """End the scopes named by ``%(tenants)s``, ``%(tiers)s``, ``%(scope_ids)s`` (text[] of
+    one length) with promoted rows of a transient target tier placed in ``%(into)s`` (text[],
+    NULL: the target tier must be persistent); ``%(actor)s`` is the journal's actor and
+    ``event`` the closing event kind (``scope_ended``, ``scope_idle_closed``). ``closing``
+    replaces the arrays with a query of (tenant, tier, scope_id, into_scope) rows;
+    ``summary`` returns one row, the number of scopes closed, instead of one per scope.
+
+    Returns one row per closing scope: tenant, tier, scope_id, removed, kept, archived,
+    compounded, promoted, corroborated. ``direct_delete``: remove rows with DELETE (the
+    maintainer role) instead of the app role's SECURITY DEFINER function.
+    """
+    t = tables.tenant
+    mem, events, links = tables.memories.ident, tables.events.ident, tables.action_links.ident
+    rules = boundary_rules(spec)
+    rule_rows = [(r.name, r.from_tier, r.from_typology, r.to_tier, r.to_typology, r.threshold,
+                  r.group_threshold, r.escalate_from) for r in rules]
+    leave_rows = [(typ, _leave(spec, typ)) for typ in spec.typologies]
+    persistent = spec.persistent_tier.name
+    anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
+    copy = _memory_copy_columns(tables, embedding)
+    anchor_select = sql.SQL("").join(
+        sql.SQL(", CASE WHEN m.escalate_from = {n} THEN NULL ELSE h.{c} END").format(
+            n=sql.Literal(c), c=sql.Identifier(c)) for c in anchors)
+    anchor_cols = sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in anchors)
+    copy_select = sql.SQL(", ").join(sql.SQL("h.{}").format(sql.Identifier(c)) for c in copy)
+    copy_cols = sql.SQL(", ").join(map(sql.Identifier, copy))
+    group_sim = _similarity("o", "c", similarity)
+    target_sim = _similarity("x", "h", similarity)
+    remove: sql.Composable
+    if direct_delete:
+        remove = sql.SQL(
+            "removed AS (DELETE FROM {mem} AS m USING going AS g WHERE m.{t} = g.tenant "
+            "AND m.id = g.id AND g.leave = 'remove' AND NOT g.linked "
+            "RETURNING g.tenant, g.id, g.tier, g.scope_id, g.content_sha256)")
+    else:
+        remove = sql.SQL(
+            "removed AS (SELECT g.tenant, g.id, g.tier, g.scope_id, g.content_sha256 "
+            "FROM going AS g WHERE g.leave = 'remove' AND NOT g.linked AND {fn}(g.id))")
+    remove = remove.format(mem=mem, t=t, fn=transient_delete_function(tables))
+    return sql.SQL("""\
+WITH closing (tenant, tier, scope_id, into_scope) AS ({closing}),
+rules (rule, from_tier, from_typology, to_tier, to_typology, threshold, group_threshold,
+       escalate_from) AS (VALUES {rule_rows}),
+leaving (typology, leave) AS (VALUES {leave_rows}),
+closing_rows AS (
+  SELECT c.*, s.into_scope, ({active}) AS is_active,
+         EXISTS (SELECT 1 FROM {links} AS l WHERE l.{t} = c.{t} AND l.memory_id = c.id) AS linked
+  FROM {mem} AS c JOIN closing AS s ON c.{t} = s.tenant AND c.tier = s.tier
+       AND c.scope_id = s.scope_id
+  WHERE c.tier <> {persistent} FOR UPDATE OF c),
+grouped AS (
+  SELECT c.id, c.{t} AS tenant, r.rule,
+         (SELECT o.id FROM closing_rows AS o
+          WHERE o.{t} = c.{t} AND o.tier = c.tier AND o.scope_id = c.scope_id
+            AND o.typology = c.typology AND o.is_active
+            AND (o.id = c.id OR {group_sim} >= r.group_threshold)
+          ORDER BY o.event_time, o.created_at, o.id LIMIT 1) AS head
+  FROM closing_rows AS c
+  JOIN rules AS r ON r.from_tier = c.tier AND r.from_typology = c.typology
+  WHERE c.is_active AND (c.into_scope IS NOT NULL OR r.to_tier = {persistent})),
+groups AS (
+  SELECT g.tenant, g.head, g.rule, array_agg(g.id ORDER BY g.id) AS members,
+         (SELECT jsonb_agg(DISTINCT k ORDER BY k) FROM closing_rows AS e,
+                 jsonb_array_elements_text({evidence_e}) AS k
+          WHERE e.{t} = g.tenant AND e.id = ANY(array_agg(g.id))) AS evidence
+  FROM grouped AS g GROUP BY g.tenant, g.head, g.rule),
+matched AS (
+  SELECT gr.*, r.to_tier, r.to_typology, r.escalate_from, h.into_scope,
+         (SELECT x.id FROM {mem} AS x
+          WHERE x.{t} = gr.tenant AND x.tier = r.to_tier AND x.typology = r.to_typology
+            AND {active_x} AND (r.to_tier = {persistent} OR x.scope_id = h.into_scope)
+            AND {target_sim} >= r.threshold
+          ORDER BY {target_sim} DESC, x.created_at, x.id LIMIT 1) AS target,
+         gen_random_uuid() AS new_id
+  FROM groups AS gr JOIN rules AS r ON r.rule = gr.rule
+  JOIN closing_rows AS h ON h.{t} = gr.tenant AND h.id = gr.head),
+per_target AS (
+  SELECT m.tenant, m.target, min(m.rule) AS rule,
+    (SELECT array_agg(u ORDER BY u) FROM matched AS m2, unnest(m2.members) AS u
+     WHERE m2.tenant = m.tenant AND m2.target = m.target) AS members,
+    (SELECT jsonb_agg(DISTINCT k ORDER BY k) FROM matched AS m2,
+            jsonb_array_elements_text(m2.evidence) AS k
+     WHERE m2.tenant = m.tenant AND m2.target = m.target) AS evidence
+  FROM matched AS m WHERE m.target IS NOT NULL GROUP BY m.tenant, m.target),
+corroborated AS (
+  UPDATE {mem} AS x SET
+    provenance = x.provenance || jsonb_build_object(
+      'corroborated_by', (SELECT jsonb_agg(DISTINCT k ORDER BY k) FROM jsonb_array_elements_text(
+          {evidence_x} || p.evidence) AS k),
+      'derived_from', coalesce(x.provenance -> 'derived_from', '[]'::jsonb)
+          || to_jsonb(p.members::text[])),
+    corroborated_at = now(), updated_at = now()
+  FROM per_target AS p WHERE x.{t} = p.tenant AND x.id = p.target
+  RETURNING p.tenant, x.id, p.rule, p.members, x.provenance -> 'corroborated_by' AS evidence),
+promoted AS (
+  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, content,
+                     provenance, corroborated_at, actor, {copy_cols})
+  SELECT m.tenant{anchor_select}, m.new_id, m.to_tier, m.to_typology,
+         CASE WHEN m.to_tier = {persistent} THEN NULL ELSE m.into_scope END,
+         m.new_id::text, h.content,
+         jsonb_build_object('derived_from', to_jsonb(m.members::text[]),
+                            'corroborated_by', m.evidence, 'rule', m.rule),
+         now(), %(actor)s, {copy_select}
+  FROM matched AS m JOIN closing_rows AS h ON h.{t} = m.tenant AND h.id = m.head
+  WHERE m.target IS NULL
+  RETURNING {t} AS tenant, id, provenance),
+ledger AS (
+  INSERT INTO {promotions} ({t}, rule, source_id, target_id)
+  SELECT m.tenant, m.rule, u.member, coalesce(m.target, m.new_id)
+  FROM matched AS m, unnest(m.members) AS u(member)
+  ON CONFLICT DO NOTHING RETURNING 1),
+going AS (
+  SELECT c.{t} AS tenant, c.id, c.tier, c.scope_id, c.linked, c.archived_at IS NULL AS live,
+         coalesce(l.leave, 'remove') AS leave,
+         encode(sha256(convert_to(c.content, 'UTF8')), 'hex') AS content_sha256
+  FROM closing_rows AS c LEFT JOIN leaving AS l ON l.typology = c.typology),
+archived AS (
+  UPDATE {mem} AS m SET archived_at = now(), updated_at = now()
+  FROM going AS g WHERE m.{t} = g.tenant AND m.id = g.id AND g.leave = 'archive'
+    AND NOT g.linked AND g.live
+  RETURNING g.tenant, g.id, g.tier, g.scope_id),
+{remove},
+closed AS (
+  INSERT INTO {scopes} ({t}, tier, scope_id, closed_at)
+  SELECT tenant, tier, scope_id, now() FROM closing
+  ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET closed_at = now()
+  RETURNING {t} AS tenant, tier, scope_id),
+counts AS (
+  SELECT s.tenant, s.tier, s.scope_id,
+    (SELECT count(*) FROM removed AS x WHERE x.tenant = s.tenant AND x.tier = s.tier
+       AND x.scope_id = s.scope_id) AS removed,
+    (SELECT count(*) FROM going AS x WHERE x.tenant = s.tenant AND x.tier = s.tier
+       AND x.scope_id = s.scope_id AND x.linked) AS kept,
+    (SELECT count(*) FROM archived AS x WHERE x.tenant = s.tenant AND x.tier = s.tier
+       AND x.scope_id = s.scope_id) AS archived,
+    (SELECT count(*) FROM grouped AS x JOIN closing_rows AS c ON c.{t} = x.tenant
+       AND c.id = x.id WHERE x.tenant = s.tenant AND c.tier = s.tier
+       AND c.scope_id = s.scope_id) AS compounded,
+    (SELECT count(*) FROM promoted AS p JOIN matched AS m ON m.tenant = p.tenant
+       AND m.new_id = p.id JOIN closing_rows AS c ON c.{t} = m.tenant AND c.id = m.head
+       WHERE c.{t} = s.tenant AND c.tier = s.tier AND c.scope_id = s.scope_id) AS promoted,
+    (SELECT count(*) FROM matched AS m JOIN closing_rows AS c ON c.{t} = m.tenant
+       AND c.id = m.head WHERE m.target IS NOT NULL AND c.{t} = s.tenant
+       AND c.tier = s.tier AND c.scope_id = s.scope_id) AS corroborated
+  FROM closing AS s),
+journal AS (
+  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
+  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload FROM (
+    SELECT 1 AS o, c.tenant, 'corroborated' AS kind, c.id AS memory_id,
+           jsonb_build_object('rule', c.rule, 'evidence', to_jsonb(c.members::text[]),
+                              'corroborations', jsonb_array_length(c.evidence)) AS payload
+    FROM corroborated AS c
+    UNION ALL
+    SELECT 2, p.tenant, 'promoted', p.id,
+           jsonb_build_object('rule', p.provenance -> 'rule',
+                              'derived_from', p.provenance -> 'derived_from',
+                              'corroborations',
+                              jsonb_array_length(p.provenance -> 'corroborated_by'))
+    FROM promoted AS p
+    UNION ALL
+    SELECT 3, m.tenant, 'compounded', u.member,
+           jsonb_build_object('rule', m.rule, 'into', coalesce(m.target, m.new_id)::text)
+    FROM matched AS m, unnest(m.members) AS u(member)
+    UNION ALL
+    SELECT 4, a.tenant, 'archived_at_scope_end', a.id,
+           jsonb_build_object('tier', a.tier, 'scope_id', a.scope_id)
+    FROM archived AS a
+    UNION ALL
+    SELECT 5, r.tenant, 'removed_at_scope_end', r.id,
+           jsonb_build_object('tier', r.tier, 'scope_id', r.scope_id,
+                              'content_sha256', r.content_sha256)
+    FROM removed AS r
+    UNION ALL
+    SELECT 6, g.tenant, 'retained_at_scope_end', g.id,
+           jsonb_build_object('tier', g.tier, 'scope_id', g.scope_id, 'reason', 'action_linked')
+    FROM going AS g WHERE g.linked
+    UNION ALL
+    SELECT 7, n.tenant, {event}, NULL,
+           jsonb_build_object('tier', n.tier, 'scope_id', n.scope_id, 'removed', n.removed,
+                              'kept', n.kept, 'archived', n.archived,
+                              'compounded', n.compounded, 'promoted', n.promoted,
+                              'corroborated', n.corroborated)
+    FROM counts AS n
+  ) AS e ORDER BY e.tenant, e.o, e.memory_id
+  RETURNING 1)
+{result}""").format(
+        closing=closing or _CLOSING_ARRAYS, event=sql.Literal(event), result=_SUMMARY if summary else _PER_SCOPE,
+        rule_rows=_values(rule_rows, ("text", "text", "text", "text", "text", "float8",
+                                      "float8", "text")),
+        leave_rows=_values(leave_rows, ("text", "text")),
+        links=links, t=t, mem=mem, events=events, scopes=tables.scopes.ident,
+        promotions=tables.promotions.ident,
+        active=active_predicate("c"), active_x=active_predicate("x"),
+        persistent=sql.Literal(persistent), group_sim=group_sim, target_sim=target_sim,
+        evidence_e=_evidence("e"), evidence_x=_evidence("x"),
+        anchor_cols=anchor_cols, anchor_select=anchor_select,
+        copy_cols=copy_cols, copy_select=copy_select, remove=remove,
+    )
+
+
+def idle_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
+                          similarity: Similarity) -> sql.Composed | None:
+    """The maintain pass that closes every open scope of ``%(tenants)s`` idle longer than its
+    tier's ``boundary.idle_after`` at ``%(now)s``, as :func:`end_scopes_statement` ends a
+    scope (event ``scope_idle_closed``); promotion into a transient tier needs the scope it
+    lands in, which an idle close does not know, so only rules into the persistent tier
+    compound. None when no transient tier declares ``idle_after``."""
+    idle = [(tier.name, f"{int(tier.boundary.idle_after.total_seconds())} seconds")
+            for tier in spec.tiers
+            if tier.boundary.idle_after is not None and not tier.persistent
+            and tier.placement == "store"]
+    if not idle:
+        return None
+    closing = sql.SQL(
+        "SELECT s.{t}, s.tier, s.scope_id, NULL::text FROM {scopes} AS s "
+        "JOIN (VALUES {idle}) AS i(tier, idle) ON i.tier = s.tier "
+        "WHERE s.{t} = ANY(%(tenants)s::text[]) AND s.closed_at IS NULL "
+        "AND s.last_activity_at < %(now)s::timestamptz - i.idle "
+        "ORDER BY s.{t}, s.tier, s.scope_id FOR UPDATE OF s SKIP LOCKED"
+    ).format(t=tables.tenant, scopes=tables.scopes.ident,
+             idle=_values(idle, ("text", "interval")))
+    return end_scopes_statement(spec, tables, embedding=embedding, similarity=similarity,
+                                direct_delete=True, closing=closing, summary=True,
+                                event="scope_idle_closed")
+
+
+@dataclass(frozen=True)
+class CorroborationRule:
+    """A ``corroboration`` promotion rule: ``min_corroborations`` independent evidence keys
+    promote a row of ``from`` into ``to``, through a sanitization gate when named."""
+
+    name: str
+    from_tier: str
+    from_typology: str
+    to_tier: str
+    to_typology: str
+    min_corroborations: int
+    gate: str | None
+    strip_anchors: tuple[str, ...]
+    strip_envelope: tuple[str, ...]
+    keep_if_specific: bool
+
+
+def corroboration_rules(spec: AgentSpec) -> list[CorroborationRule]:
+    """The spec's corroboration promotion rules, with their gates resolved."""
+    gates = {gate.name: gate for gate in spec.discipline.sanitization}
+    rules: list[CorroborationRule] = []
+    for rule in spec.behavior.promotion:
+        if rule.criteria != "corroboration" or rule.min_corroborations is None:
+            continue
+        from_tier, from_typ = split_ref(rule.from_)
+        to_tier, to_typ = split_ref(rule.to)
+        gate = gates.get(rule.sanitization) if rule.sanitization else None
+        strip = tuple(gate.strip) if gate and gate.transform == "strip_identifiers" else ()
+        rules.append(CorroborationRule(
+            name=rule_name(rule.from_, rule.to), from_tier=from_tier, from_typology=from_typ,
+            to_tier=to_tier, to_typology=to_typ, min_corroborations=rule.min_corroborations,
+            gate=gate.name if gate else None,
+            strip_anchors=tuple(k for k in strip if k in spec.anchor.keys),
+            strip_envelope=strip, keep_if_specific=gate.keep_if_specific if gate else False))
+    return rules
+
+
+SPECIFIC_BELOW = 3
+"""A sanitized text with fewer word characters than this meant nothing without what was
+stripped: with ``keep_if_specific`` the observation stays unpromoted."""
+
+
+def corroboration_statement(spec: AgentSpec, tables: Tables, rule: CorroborationRule, *,
+                            embedding: bool) -> sql.Composed:
+    """Promote the rows of ``%(tenants)s`` that ``rule`` qualifies and its ledger has not
+    seen: a new row of the target with ``provenance.derived_from`` = the source, the
+    source's evidence, and (through the rule's gate) the stripped anchor values removed from
+    the content and the stripped keys from the envelope. A row that keeps too little once
+    stripped stays, journalled ``kept_specific``; either way the ledger records the source,
+    so a repeat is refused. Returns one row: the number promoted."""
+    t = tables.tenant
+    mem = tables.memories.ident
+    content: sql.Composable = sql.SQL("c.content")
+    for key in rule.strip_anchors:
+        content = sql.SQL("replace({}, coalesce(c.{}, E'\\x01'), '')").format(
+            content, sql.Identifier(key))
+    if rule.strip_anchors:
+        content = sql.SQL("btrim(regexp_replace({}, '\\s+', ' ', 'g'))").format(content)
+    envelope: sql.Composable = sql.SQL("c.envelope")
+    if rule.strip_envelope:
+        envelope = sql.SQL("c.envelope - {}::text[]").format(
+            sql.Literal(list(rule.strip_envelope)))
+    specific: sql.Composable = sql.SQL("FALSE")
+    if rule.keep_if_specific and rule.strip_anchors:
+        specific = sql.SQL("length(regexp_replace(s.new_content, '\\W', '', 'g')) < {}").format(
+            sql.Literal(SPECIFIC_BELOW))
+    anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
+    anchor_cols = sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in anchors)
+    anchor_select = sql.SQL("").join(sql.SQL(", s.{}").format(sql.Identifier(c))
+                                     for c in anchors)
+    vector_cols = sql.SQL(", embedding, embedding_model") if embedding else sql.SQL("")
+    vector_select = sql.SQL(
+        ", CASE WHEN s.new_content = s.content THEN s.embedding END, "
+        "CASE WHEN s.new_content = s.content THEN s.embedding_model END"
+    ) if embedding else sql.SQL("")
+    return sql.SQL("""\
+WITH candidates AS (
+  SELECT c.*, {content} AS new_content, {envelope} AS new_envelope,
+         gen_random_uuid() AS new_id
+  FROM {mem} AS c
+  WHERE c.{t} = ANY(%(tenants)s::text[]) AND c.tier = {from_tier}
+    AND c.typology = {from_typ} AND {active}
+    AND jsonb_array_length(coalesce(c.provenance -> 'corroborated_by', '[]'::jsonb)) >= {n}
+    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t} AND p.rule = {rule}
+                    AND p.source_id = c.id)
+  FOR UPDATE OF c SKIP LOCKED),
+sorted AS (SELECT s.*, {specific} AS specific FROM candidates AS s),
+promoted AS (
+  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, key, namespace, content, value,
+                     envelope, tags, provenance, event_time, corroborated_at, actor
+                     {vector_cols})
+  SELECT s.{t}{anchor_select}, s.new_id, {to_tier}, {to_typ}, s.new_id::text, s.namespace,
+         s.new_content, s.value, s.new_envelope, s.tags,
+         jsonb_build_object('derived_from', jsonb_build_array(s.id::text),
+                            'corroborated_by', s.provenance -> 'corroborated_by',
+                            'rule', {rule}),
+         s.event_time, now(), %(actor)s{vector_select}
+  FROM sorted AS s WHERE NOT s.specific
+  RETURNING {t} AS tenant, id, provenance),
+ledger AS (
+  INSERT INTO {promotions} ({t}, rule, source_id, target_id)
+  SELECT s.{t}, {rule}, s.id, CASE WHEN s.specific THEN NULL ELSE s.new_id END FROM sorted AS s
+  ON CONFLICT DO NOTHING RETURNING 1),
+journal AS (
+  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
+  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload FROM (
+    SELECT s.{t} AS tenant, CASE WHEN s.specific THEN 'kept_specific' ELSE 'promoted' END
+             AS kind,
+           CASE WHEN s.specific THEN s.id ELSE s.new_id END AS memory_id,
+           jsonb_build_object('rule', {rule}, 'derived_from', jsonb_build_array(s.id::text),
+                              'corroborations',
+                              jsonb_array_length(s.provenance -> 'corroborated_by'),
+                              'sanitization', {gate}::text, 'stripped', {stripped}::jsonb,
+                              'changed', s.new_content <> s.content
+                                         OR s.new_envelope <> s.envelope) AS payload
+    FROM sorted AS s) AS e ORDER BY e.tenant, e.memory_id
+  RETURNING 1)
+SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
+       + (SELECT count(*) FROM journal))""").format(
+        content=content, envelope=envelope, mem=mem, t=t,
+        from_tier=sql.Literal(rule.from_tier), from_typ=sql.Literal(rule.from_typology),
+        to_tier=sql.Literal(rule.to_tier), to_typ=sql.Literal(rule.to_typology),
+        active=active_predicate("c"), n=sql.Literal(rule.min_corroborations),
+        promotions=tables.promotions.ident, rule=sql.Literal(rule.name), specific=specific,
+        anchor_cols=anchor_cols, anchor_select=anchor_select, vector_cols=vector_cols,
+        vector_select=vector_select, events=tables.events.ident,
+        gate=sql.Literal(rule.gate),
+        stripped=sql.Literal(_json_list(rule.strip_envelope)),
+    )
+
+
+def _json_list(items: tuple[str, ...]) -> str:
+    return json.dumps(list(items))
+
+
+def boundary_passes(spec: AgentSpec, tables: Tables, *, embedding: bool,
+                    similarity: Similarity) -> list[MaintenancePass]:
+    """The maintain job's boundary work: close idle scopes, then promote what corroboration
+    qualifies (so evidence an idle close just gathered is promoted in the same pass)."""
+    passes: list[MaintenancePass] = []
+    idle = idle_scopes_statement(spec, tables, embedding=embedding, similarity=similarity)
+    if idle is not None:
+        passes.append(MaintenancePass("idle_scopes", idle))
+    for rule in corroboration_rules(spec):
+        passes.append(MaintenancePass(
+            f"promote {rule.name}",
+            corroboration_statement(spec, tables, rule, embedding=embedding)))
+    return passes

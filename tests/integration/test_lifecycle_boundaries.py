@@ -1,0 +1,255 @@
+"""Tier boundaries: compounding upward, corroboration promotion, archive or removal, idle close.
+
+Run as the application role (the engine) except where the maintain job's statements run;
+those run as the admin connection here (tests/integration/test_maintain.py runs them as the
+maintainer role through ``primitives maintain``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from primitives._project import migrate
+from primitives.embeddings import HashingEmbedder
+from primitives.engine import Engine
+from primitives.errors import PolicyViolation
+from primitives.lifecycle._boundary import (
+    boundary_passes,
+    boundary_rules,
+    corroboration_rules,
+    corroboration_statement,
+)
+from primitives.spec import AgentSpec, load_spec
+from tests.conftest import PostgresHandle
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
+
+
+@pytest.fixture(scope="module")
+def operations(pg: PostgresHandle) -> AgentSpec:
+    spec = load_spec(ROOT / "agents" / "operations_agent.yaml")
+    migrate([spec], dsn=pg.admin_dsn)
+    return spec
+
+
+@pytest.fixture
+def spectral_engine(pg: PostgresHandle, spectral: AgentSpec) -> Iterator[Engine]:
+    with Engine.connect(spectral, pg.app_dsn, max_connections=2) as engine:
+        yield engine
+
+
+@pytest.fixture
+def embedding_engine(pg: PostgresHandle, spectral: AgentSpec) -> Iterator[Engine]:
+    with Engine.connect(spectral, pg.app_dsn, max_connections=2,
+                        embedder=HashingEmbedder(spectral.retrieval.embedding.dims)) as engine:
+        yield engine
+
+
+def _ws() -> dict[str, str]:
+    return {"workspace_id": f"ws-{uuid.uuid4().hex[:10]}"}
+
+
+def _rows(conn: psycopg.Connection[Any], spec: AgentSpec, tenant: str, tier: str
+          ) -> list[tuple[Any, ...]]:
+    """(id, typology, content, provenance, archived) of a tier's rows, as the admin sees them."""
+    from primitives.compile import agent_tables
+    tables = agent_tables(spec)
+    return conn.execute(sql.SQL(
+        "SELECT id, typology, content, provenance, archived_at IS NOT NULL FROM {} "
+        "WHERE {} = %s AND tier = %s ORDER BY event_time, created_at, id").format(
+        tables.memories.ident, tables.tenant), (tenant, tier)).fetchall()
+
+
+def _kinds(conn: psycopg.Connection[Any], spec: AgentSpec, tenant: str) -> list[str]:
+    from primitives.compile import agent_tables
+    tables = agent_tables(spec)
+    return [r[0] for r in conn.execute(sql.SQL(
+        "SELECT kind FROM {} WHERE {} = %s ORDER BY seq").format(
+        tables.events.ident, tables.tenant), (tenant,)).fetchall()]
+
+
+def test_spectral_rules_compound_each_transient_tier_into_the_next() -> None:
+    spec = load_spec(ROOT / "agents" / "spectral_agent.yaml")
+    assert [(r.from_tier, r.to_tier, r.leave, r.threshold) for r in boundary_rules(spec)] == [
+        ("cycle", "run", "remove", 0.92), ("run", "workspace", "remove", 0.92)]
+    [rule] = corroboration_rules(spec)
+    assert (rule.name, rule.min_corroborations, rule.strip_anchors) == (
+        "workspace.episodic->workspace.semantic", 3, ("workspace_id",))
+
+
+def test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them(
+        spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = _ws()
+    with spectral_engine.tenant(anchor) as mem:
+        a = mem.observe("cycle", "login route returns 500 under load", scope_id="c1")
+        b = mem.observe("cycle", "login route returns 500 under load!", scope_id="c1")
+        c = mem.observe("cycle", "cache headers missing on the assets route", scope_id="c1")
+        ended = mem.end_scope("cycle", "c1", into_scope="r1")
+        assert ended == (3, 0)
+        assert (ended.compounded, ended.promoted, ended.corroborated) == (3, 2, 0)
+        assert all(mem.get(i) is None for i in (a.id, b.id, c.id))
+    run = _rows(admin_conn, spectral, anchor["workspace_id"], "run")
+    assert [r[2] for r in run] == ["login route returns 500 under load",
+                                   "cache headers missing on the assets route"]
+    assert sorted(run[0][3]["derived_from"]) == sorted([str(a.id), str(b.id)])
+    assert run[1][3]["derived_from"] == [str(c.id)]
+    assert run[0][3]["corroborated_by"] == ["scope:cycle/c1"]
+    kinds = _kinds(admin_conn, spectral, anchor["workspace_id"])
+    assert kinds.count("compounded") == 3 and kinds.count("promoted") == 2
+    assert kinds.count("removed_at_scope_end") == 3 and kinds[-1] == "scope_ended"
+
+
+def test_a_cycle_that_compounds_into_a_transient_tier_must_name_its_scope(
+        spectral_engine: Engine) -> None:
+    anchor = _ws()
+    with spectral_engine.tenant(anchor) as mem:
+        kept = mem.observe("cycle", "an observation", scope_id="c1")
+        with pytest.raises(PolicyViolation, match="into_scope"):
+            mem.end_scope("cycle", "c1")
+    with spectral_engine.tenant(anchor) as mem:
+        assert mem.get(kept.id) is not None  # refused before anything changed
+
+
+def _three_sources(mem: Any, content: str) -> None:
+    """Three scan cycles of one run, each from its own source, observing ``content``."""
+    for n in (1, 2, 3):
+        mem.observe("cycle", content, scope_id=f"c{n}", source=f"scanner-{n}")
+        mem.end_scope("cycle", f"c{n}", into_scope="r1")
+
+
+def test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace(
+        spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = _ws()
+    ws = anchor["workspace_id"]
+    content = f"checkout route in {ws} times out when the payment stub is slow"
+    with spectral_engine.tenant(anchor) as mem:
+        _three_sources(mem, content)
+    run = _rows(admin_conn, spectral, ws, "run")
+    assert len(run) == 1 and run[0][3]["corroborated_by"] == [
+        "source:scanner-1", "source:scanner-2", "source:scanner-3"]
+    with spectral_engine.tenant(anchor) as mem:
+        ended = mem.end_scope("run", "r1")
+        assert (ended.promoted, ended.corroboration_promoted) == (1, 1)
+    [episode] = [r for r in _rows(admin_conn, spectral, ws, "workspace") if r[1] == "episodic"]
+    semantic = [r for r in _rows(admin_conn, spectral, ws, "workspace") if r[1] == "semantic"]
+    assert len(semantic) == 1
+    assert semantic[0][2] == "checkout route in times out when the payment stub is slow"
+    assert ws not in semantic[0][2]
+    assert semantic[0][3]["derived_from"] == [str(episode[0])]
+    assert len(semantic[0][3]["corroborated_by"]) == 3
+    # a repeat is refused by the ledger, not duplicated
+    [rule] = corroboration_rules(spectral)
+    from primitives.compile import agent_tables
+    again = admin_conn.execute(corroboration_statement(
+        spectral, agent_tables(spectral), rule, embedding=True),
+        {"tenants": [ws], "actor": "test"}).fetchone()
+    assert again == (0,)
+    assert len([r for r in _rows(admin_conn, spectral, ws, "workspace")
+                if r[1] == "semantic"]) == 1
+
+
+def test_two_observations_are_not_enough_for_promotion(
+        spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = _ws()
+    with spectral_engine.tenant(anchor) as mem:
+        for n in (1, 2):
+            mem.observe("cycle", "search route ignores the locale", scope_id=f"c{n}",
+                        source=f"scanner-{n}")
+            mem.end_scope("cycle", f"c{n}", into_scope="r1")
+        assert mem.end_scope("run", "r1").corroboration_promoted == 0
+    assert [r[1] for r in _rows(admin_conn, spectral, anchor["workspace_id"], "workspace")] == [
+        "episodic"]
+
+
+def test_a_later_run_corroborates_the_workspace_row_instead_of_duplicating_it(
+        spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = _ws()
+    with spectral_engine.tenant(anchor) as mem:
+        for run in ("r1", "r2"):
+            mem.observe("run", "profile page renders twice", scope_id=run, source=f"scan-{run}")
+            ended = mem.end_scope("run", run)
+        assert (ended.promoted, ended.corroborated) == (0, 1)
+    [row] = _rows(admin_conn, spectral, anchor["workspace_id"], "workspace")
+    assert row[3]["corroborated_by"] == ["source:scan-r1", "source:scan-r2"]
+    assert len(row[3]["derived_from"]) == 2
+
+
+def test_action_linked_rows_stay_and_still_compound(
+        spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = _ws()
+    with spectral_engine.tenant(anchor) as mem:
+        basis = mem.observe("run", "the basis of a published decision", scope_id="r1")
+        mem.link_action("decision-1", [basis.id], "published_decision")
+        assert mem.end_scope("run", "r1") == (0, 1)
+        assert mem.get(basis.id) is not None
+    [row] = _rows(admin_conn, spectral, anchor["workspace_id"], "workspace")
+    assert row[3]["derived_from"] == [str(basis.id)]
+
+
+def test_embedding_similarity_compounds_when_rows_have_vectors(
+        embedding_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = _ws()
+    with embedding_engine.tenant(anchor) as mem:
+        mem.observe("cycle", "the export job leaks file handles", scope_id="c1")
+        mem.observe("cycle", "the export job leaks file handles", scope_id="c1")
+        mem.observe("cycle", "an unrelated note about fonts", scope_id="c1")
+        ended = mem.end_scope("cycle", "c1", into_scope="r1")
+        assert (ended.compounded, ended.promoted) == (3, 2)
+    run = {r[2]: r for r in _rows(admin_conn, spectral, anchor["workspace_id"], "run")}
+    assert len(run) == 2
+    assert len(run["the export job leaks file handles"][3]["derived_from"]) == 2
+    vectors = admin_conn.execute(sql.SQL(
+        "SELECT count(*) FROM platform.spectral_memories WHERE workspace_id = %s "
+        "AND tier = 'run' AND embedding IS NOT NULL"), (anchor["workspace_id"],)).fetchone()
+    assert vectors == (2,)  # promoted rows keep their evidence's vector
+
+
+def test_operations_session_close_archives_with_compounding_into_the_operator_tier(
+        pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = {"operator_id": f"op-{uuid.uuid4().hex[:10]}"}
+    with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant(anchor) as mem:
+        e = mem.observe("operator_session", "operator reviewed gate coverage for world 7",
+                        typology="episodic", scope_id="s1")
+        ended = mem.end_scope("operator_session", "s1")
+        assert ended == (0, 0) and (ended.archived, ended.promoted) == (1, 1)
+        archived = mem.get(e.id)
+        assert archived is not None and archived.archived_at is not None
+    operator = _rows(admin_conn, operations, anchor["operator_id"], "operator")
+    assert [r[2] for r in operator] == ["operator reviewed gate coverage for world 7"]
+    kinds = _kinds(admin_conn, operations, anchor["operator_id"])
+    assert "archived_at_scope_end" in kinds and "removed_at_scope_end" not in kinds
+
+
+def test_thirty_days_idle_closes_an_operator_session_in_the_maintain_pass(
+        pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    from primitives.compile import agent_tables
+    tables = agent_tables(operations)
+    idle, busy = (f"op-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine:
+        for op in (idle, busy):
+            with engine.tenant({"operator_id": op}) as mem:
+                mem.observe("operator_session", f"{op} was drafting a change set",
+                            typology="episodic", scope_id="s1")
+    admin_conn.execute(sql.SQL(
+        "UPDATE {} SET last_activity_at = now() - interval '31 days' WHERE {} = %s").format(
+        tables.scopes.ident, tables.tenant), (idle,))
+    passes = {p.name: p for p in boundary_passes(operations, tables, embedding=True,
+                                                 similarity="trigram")}
+    params = {"tenants": [idle, busy], "now": datetime.now(UTC), "actor": "maintain"}
+    assert admin_conn.execute(passes["idle_scopes"].statement, params).fetchone() == (1,)
+    assert admin_conn.execute(passes["idle_scopes"].statement, params).fetchone() == (0,)
+    assert [r[4] for r in _rows(admin_conn, operations, idle, "operator_session")] == [True]
+    assert [r[2] for r in _rows(admin_conn, operations, idle, "operator")] == [
+        f"{idle} was drafting a change set"]
+    assert "scope_idle_closed" in _kinds(admin_conn, operations, idle)
+    assert [r[4] for r in _rows(admin_conn, operations, busy, "operator_session")] == [False]
