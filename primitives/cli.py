@@ -1,5 +1,5 @@
 """The ``primitives`` command: validate, schema, init, compile, migrate, server, demo,
-audit, doctor, vacuum.
+audit, doctor, vacuum, maintain.
 
 Exit status: 0 on success, 1 when the input is wrong (a spec error), 2 when the
 database or server fails.
@@ -350,6 +350,45 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
+# maintain ---------------------------------------------------------------------------------------
+def cmd_maintain(args: argparse.Namespace) -> int:
+    import psycopg
+
+    from primitives.db import resolve_dsn
+    from primitives.lifecycle import maintain
+    from primitives.spec import load_specs
+
+    specs = load_specs(list(_spec_paths(args.specs)))
+    tty = sys.stderr.isatty() and not args.json
+
+    def progress(agent: str, done: int, total: int) -> None:
+        line = f"maintain {agent}: {done}/{total} tenants"
+        if tty:
+            width = 30
+            filled = width * done // max(total, 1)
+            errors.print(f"\r{line} [{'#' * filled}{'.' * (width - filled)}]", end="",
+                         markup=False)
+            if done == total:
+                errors.print()
+        else:
+            errors.print(line, markup=False)
+
+    try:
+        report = maintain(specs, resolve_dsn(), batch_tenants=args.batch_tenants,
+                          progress=progress)
+    except psycopg.Error as err:
+        raise StorageError(f"maintain failed: {err}") from err
+    if args.json:
+        sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
+        return 0
+    for agent, passes in report.agents.items():
+        console.print(f"[bold]{agent}[/bold]: {report.tenants[agent]} tenant(s)")
+        for name, changed in passes.items():
+            console.print(f"  {name}: {changed}")
+    console.print(f"[green]done[/green]: {report.batches} batch(es) in {report.seconds:.2f} s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="primitives",
@@ -446,6 +485,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("specs", nargs="*", metavar="SPEC", help=f"spec files (default: {DEFAULT_SPECS})")
     p.add_argument("--sql", action="store_true", help="print the statements, run nothing")
     p.set_defaults(func=cmd_vacuum)
+    p = sub.add_parser("maintain", help="the periodic lifecycle job: close idle scopes, promote "
+                                        "corroborated rows, archive decayed ones (journalled)")
+    p.add_argument("specs", nargs="*", metavar="SPEC", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.add_argument("--batch-tenants", type=int, default=100, metavar="N",
+                   help="tenants per transaction (default 100)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_maintain)
     return parser
 
 

@@ -22,6 +22,7 @@ from primitives.spec import AgentSpec
 __all__ = [
     "APP_ROLE",
     "AUDITOR_ROLE",
+    "MAINTAINER_ROLE",
     "FRAMEWORK_SCHEMA",
     "MAX_IDENTIFIER_BYTES",
     "OWNER_ROLE",
@@ -38,6 +39,7 @@ __all__ = [
 OWNER_ROLE: Final = "primitives_owner"
 APP_ROLE: Final = "primitives_app"
 AUDITOR_ROLE: Final = "primitives_auditor"
+MAINTAINER_ROLE: Final = "primitives_maintainer"
 TENANT_SETTING: Final = "primitives.tenant"
 FRAMEWORK_SCHEMA: Final = "primitives"
 

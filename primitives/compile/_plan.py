@@ -39,6 +39,7 @@ from primitives.compile._ddl import (
 from primitives.compile._definer import definer_names
 from primitives.compile._names import (
     APP_ROLE,
+    MAINTAINER_ROLE,
     Table,
     Tables,
     agent_tables,
@@ -62,6 +63,9 @@ from primitives.compile._rls import (
     grant_app_sql,
     grant_auditor_sql,
     grant_schema_usage_sql,
+    grant_maintainer_sql,
+    maintainer_policy_name,
+    maintainer_policy_sql,
     owner_policy_name,
     owner_policy_sql,
     revoke_all_sql,
@@ -194,6 +198,7 @@ def _check_names(spec: AgentSpec, tables: Tables, definitions: tuple[TableDef, .
     check_name_length(spec, tenant_policy_name(tables))
     check_name_length(spec, auditor_policy_name(tables))
     check_name_length(spec, owner_policy_name(tables))
+    check_name_length(spec, maintainer_policy_name(tables))
     for name in definer_names(tables, checkpointer_tables(tables)):
         check_name_length(spec, name)
 
@@ -222,6 +227,8 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
                    bounds_revoke_sql(definition))
         yield Step(f"{name}: bounds function: the app role writes the table",
                    bounds_grant_sql(definition, APP_ROLE))
+        yield Step(f"{name}: bounds function: the maintainer role writes the table",
+                   bounds_grant_sql(definition, MAINTAINER_ROLE))
     checks = replace_checks_sql(definition)
     if checks is not None:
         yield Step(f"{name}: checks (replaced, so they follow the spec)", checks)
@@ -244,6 +251,7 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
         (tenant_policy_name(tables), tenant_policy_sql),
         (auditor_policy_name(tables), auditor_policy_sql),
         (owner_policy_name(tables), owner_policy_sql),
+        (maintainer_policy_name(tables), maintainer_policy_sql),
     ):
         yield Step(f"{name}: replace policy {policy}", drop_policy_sql(policy, table))
         yield Step(f"{name}: policy {policy}", create(tables, table))
@@ -260,6 +268,9 @@ def _grant_steps(relation: Table, definition: TableDef | None = None) -> Iterato
     yield Step(f"{name}: grants for the app role",
                grant_app_sql(relation, privileges, columns))
     yield Step(f"{name}: grants for the auditor role", grant_auditor_sql(relation))
+    if definition is not None:
+        yield Step(f"{name}: grants for the maintainer role", grant_maintainer_sql(
+            relation, privileges, columns, delete=definition.maintainer_delete))
 
 
 def _view_steps(

@@ -18,7 +18,14 @@ from psycopg import sql
 
 from primitives.compile._ddl import Privilege
 from primitives.compile._expr import current_tenant_expr
-from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, OWNER_ROLE, Table, Tables
+from primitives.compile._names import (
+    APP_ROLE,
+    AUDITOR_ROLE,
+    MAINTAINER_ROLE,
+    OWNER_ROLE,
+    Table,
+    Tables,
+)
 
 __all__ = [
     "auditor_policy_name",
@@ -27,8 +34,11 @@ __all__ = [
     "drop_policy_sql",
     "enable_rls_sql",
     "force_rls_sql",
+    "maintainer_policy_name",
+    "maintainer_policy_sql",
     "grant_app_sql",
     "grant_auditor_sql",
+    "grant_maintainer_sql",
     "grant_schema_usage_sql",
     "owner_policy_name",
     "owner_policy_sql",
@@ -40,6 +50,9 @@ __all__ = [
 ]
 
 _RUNTIME_ROLES = sql.SQL(", ").join([sql.Identifier(APP_ROLE), sql.Identifier(AUDITOR_ROLE)])
+_GRANTEES = sql.SQL(", ").join([sql.Identifier(APP_ROLE), sql.Identifier(AUDITOR_ROLE),
+                                sql.Identifier(MAINTAINER_ROLE)])
+"""Every role the plan grants to: the runtime roles and the maintainer."""
 
 
 def set_owner_role_sql() -> sql.Composed:
@@ -54,7 +67,7 @@ def create_schema_sql(schema: str) -> sql.Composed:
 
 
 def grant_schema_usage_sql(schema: str) -> sql.Composed:
-    return sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), _RUNTIME_ROLES)
+    return sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema), _GRANTEES)
 
 
 def enable_rls_sql(table: Table) -> sql.Composed:
@@ -127,7 +140,7 @@ def auditor_policy_sql(tables: Tables, table: Table) -> sql.Composed:
 
 
 def revoke_all_sql(relation: Table) -> sql.Composed:
-    return sql.SQL("REVOKE ALL ON TABLE {} FROM {}").format(relation.ident, _RUNTIME_ROLES)
+    return sql.SQL("REVOKE ALL ON TABLE {} FROM {}").format(relation.ident, _GRANTEES)
 
 
 def grant_app_sql(relation: Table, privileges: Iterable[Privilege],
@@ -143,6 +156,37 @@ def grant_app_sql(relation: Table, privileges: Iterable[Privilege],
         relation.ident,
         sql.Identifier(APP_ROLE),
     )
+
+
+def maintainer_policy_name(tables: Tables) -> str:
+    return tables.object_name("maintainer")
+
+
+def maintainer_policy_sql(tables: Tables, table: Table) -> sql.Composed:
+    """The maintainer sees every tenant: ``primitives maintain`` works set-based over a batch
+    of tenants in one transaction. It holds only maintenance privileges, logs in as no one,
+    and no runtime role is a member of it."""
+    return sql.SQL(
+        "CREATE POLICY {} ON {} AS PERMISSIVE FOR ALL TO {} USING (true) WITH CHECK (true)"
+    ).format(sql.Identifier(maintainer_policy_name(tables)), table.ident,
+             sql.Identifier(MAINTAINER_ROLE))
+
+
+def grant_maintainer_sql(relation: Table, privileges: Iterable[Privilege],
+                         update_columns: Iterable[str] = (), *,
+                         delete: bool = False) -> sql.Composed:
+    """The app role's privileges on ``relation`` for the maintainer, plus DELETE where the
+    lifecycle removes rows (transient rows at an idle scope's end; the delete guard still
+    refuses persistent and action-linked rows)."""
+    granted: list[sql.Composable] = [sql.SQL(p) for p in privileges]
+    columns = list(update_columns)
+    if columns:
+        granted.append(sql.SQL("UPDATE ({})").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns))))
+    if delete:
+        granted.append(sql.SQL("DELETE"))
+    return sql.SQL("GRANT {} ON TABLE {} TO {}").format(
+        sql.SQL(", ").join(granted), relation.ident, sql.Identifier(MAINTAINER_ROLE))
 
 
 def grant_auditor_sql(relation: Table) -> sql.Composed:

@@ -20,6 +20,10 @@ APP_ROLE: Final = "primitives_app"
 AUDITOR_ROLE: Final = "primitives_auditor"
 """LOGIN role that reads the audit views only."""
 
+MAINTAINER_ROLE: Final = "primitives_maintainer"
+"""NOLOGIN role of ``primitives maintain``: sees every tenant, holds only maintenance
+privileges; the admin connection takes it with SET ROLE, no runtime role can."""
+
 TENANT_SETTING: Final = "primitives.tenant"
 """The transaction-local setting read by ``primitives.current_tenant()``."""
 

@@ -5,3 +5,8 @@ decay models in ranking and pruning, conflict resolution by typology, abstention
 periodic ``primitives maintain`` job. Every statement is set-based SQL compiled from the spec;
 every change it makes is journalled.
 """
+
+from primitives.lifecycle._boundary import MaintenancePass, ScopeEnd
+from primitives.lifecycle._maintain import MaintainReport, maintain
+
+__all__ = ["MaintainReport", "MaintenancePass", "ScopeEnd", "maintain"]

@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 257 statements
+-- primitives plan for agent 'assistant': 294 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -8,13 +8,13 @@ SET LOCAL ROLE "primitives_owner";
 CREATE SCHEMA IF NOT EXISTS "memory" AUTHORIZATION "primitives_owner";
 
 -- schema memory: usage for the runtime roles
-GRANT USAGE ON SCHEMA "memory" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "memory" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- schema langgraph
 CREATE SCHEMA IF NOT EXISTS "langgraph" AUTHORIZATION "primitives_owner";
 
 -- schema langgraph: usage for the runtime roles
-GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_memories: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_memories" (
@@ -127,6 +127,9 @@ REVOKE ALL ON FUNCTION "memory"."assistant_memories_bounds"(text, text, text, js
 -- memory.assistant_memories: bounds function: the app role writes the table
 GRANT EXECUTE ON FUNCTION "memory"."assistant_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_app";
 
+-- memory.assistant_memories: bounds function: the maintainer role writes the table
+GRANT EXECUTE ON FUNCTION "memory"."assistant_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_maintainer";
+
 -- memory.assistant_memories: checks (replaced, so they follow the spec)
 ALTER TABLE "memory"."assistant_memories"
     DROP CONSTRAINT IF EXISTS "assistant_memories_tier_check",
@@ -214,14 +217,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_memories";
 -- memory.assistant_memories: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- memory.assistant_memories: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "memory"."assistant_memories";
+
+-- memory.assistant_memories: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "memory"."assistant_memories" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- memory.assistant_memories: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_memories: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "memory"."assistant_memories" TO "primitives_app";
 
 -- memory.assistant_memories: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_memories" TO "primitives_auditor";
+
+-- memory.assistant_memories: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "memory"."assistant_memories" TO "primitives_maintainer";
 
 -- memory.assistant_memory_events: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_memory_events" (
@@ -352,14 +364,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_memory_eve
 -- memory.assistant_memory_events: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- memory.assistant_memory_events: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "memory"."assistant_memory_events";
+
+-- memory.assistant_memory_events: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "memory"."assistant_memory_events" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- memory.assistant_memory_events: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_memory_events" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_memory_events" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_memory_events: grants for the app role
 GRANT SELECT, INSERT ON TABLE "memory"."assistant_memory_events" TO "primitives_app";
 
 -- memory.assistant_memory_events: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_memory_events" TO "primitives_auditor";
+
+-- memory.assistant_memory_events: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "memory"."assistant_memory_events" TO "primitives_maintainer";
 
 -- memory.assistant_action_links: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_action_links" (
@@ -408,14 +429,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_action_lin
 -- memory.assistant_action_links: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- memory.assistant_action_links: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "memory"."assistant_action_links";
+
+-- memory.assistant_action_links: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "memory"."assistant_action_links" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- memory.assistant_action_links: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_action_links" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_action_links" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_action_links: grants for the app role
 GRANT SELECT, INSERT ON TABLE "memory"."assistant_action_links" TO "primitives_app";
 
 -- memory.assistant_action_links: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_action_links" TO "primitives_auditor";
+
+-- memory.assistant_action_links: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "memory"."assistant_action_links" TO "primitives_maintainer";
 
 -- memory.assistant_scopes: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_scopes" (
@@ -463,14 +493,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_scopes";
 -- memory.assistant_scopes: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- memory.assistant_scopes: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "memory"."assistant_scopes";
+
+-- memory.assistant_scopes: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "memory"."assistant_scopes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- memory.assistant_scopes: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_scopes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_scopes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_scopes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "memory"."assistant_scopes" TO "primitives_app";
 
 -- memory.assistant_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_scopes" TO "primitives_auditor";
+
+-- memory.assistant_scopes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "memory"."assistant_scopes" TO "primitives_maintainer";
 
 -- memory.assistant_promotions: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_promotions" (
@@ -509,14 +548,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_promotions
 -- memory.assistant_promotions: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- memory.assistant_promotions: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "memory"."assistant_promotions";
+
+-- memory.assistant_promotions: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "memory"."assistant_promotions" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- memory.assistant_promotions: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_promotions" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_promotions" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_promotions: grants for the app role
 GRANT SELECT, INSERT ON TABLE "memory"."assistant_promotions" TO "primitives_app";
 
 -- memory.assistant_promotions: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_promotions" TO "primitives_auditor";
+
+-- memory.assistant_promotions: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "memory"."assistant_promotions" TO "primitives_maintainer";
 
 -- memory.assistant_entities: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_entities" (
@@ -574,14 +622,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_entities";
 -- memory.assistant_entities: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_entities" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- memory.assistant_entities: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "memory"."assistant_entities";
+
+-- memory.assistant_entities: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "memory"."assistant_entities" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- memory.assistant_entities: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_entities" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_entities" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_entities: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("canonical_name", "aliases", "summary", "mention_count", "last_updated") ON TABLE "memory"."assistant_entities" TO "primitives_app";
 
 -- memory.assistant_entities: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_entities" TO "primitives_auditor";
+
+-- memory.assistant_entities: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("canonical_name", "aliases", "summary", "mention_count", "last_updated") ON TABLE "memory"."assistant_entities" TO "primitives_maintainer";
 
 -- memory.assistant_edges: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_edges" (
@@ -644,14 +701,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_edges";
 -- memory.assistant_edges: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_edges" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- memory.assistant_edges: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "memory"."assistant_edges";
+
+-- memory.assistant_edges: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "memory"."assistant_edges" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- memory.assistant_edges: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_edges" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_edges" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_edges: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("valid_until", "evidence") ON TABLE "memory"."assistant_edges" TO "primitives_app";
 
 -- memory.assistant_edges: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_edges" TO "primitives_auditor";
+
+-- memory.assistant_edges: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("valid_until", "evidence") ON TABLE "memory"."assistant_edges" TO "primitives_maintainer";
 
 -- memory.assistant_node_entities: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_node_entities" (
@@ -693,14 +759,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_node_entit
 -- memory.assistant_node_entities: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_node_entities" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- memory.assistant_node_entities: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "memory"."assistant_node_entities";
+
+-- memory.assistant_node_entities: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "memory"."assistant_node_entities" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- memory.assistant_node_entities: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_node_entities" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_node_entities" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_node_entities: grants for the app role
 GRANT SELECT, INSERT ON TABLE "memory"."assistant_node_entities" TO "primitives_app";
 
 -- memory.assistant_node_entities: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_node_entities" TO "primitives_auditor";
+
+-- memory.assistant_node_entities: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "memory"."assistant_node_entities" TO "primitives_maintainer";
 
 -- memory.assistant_sessions: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_sessions" (
@@ -737,14 +812,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "memory"."assistant_sessions";
 -- memory.assistant_sessions: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "memory"."assistant_sessions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- memory.assistant_sessions: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "memory"."assistant_sessions";
+
+-- memory.assistant_sessions: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "memory"."assistant_sessions" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- memory.assistant_sessions: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_sessions" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_sessions" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_sessions: grants for the app role
 GRANT SELECT, INSERT ON TABLE "memory"."assistant_sessions" TO "primitives_app";
 
 -- memory.assistant_sessions: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_sessions" TO "primitives_auditor";
+
+-- memory.assistant_sessions: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "memory"."assistant_sessions" TO "primitives_maintainer";
 
 -- langgraph.assistant_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoints" (
@@ -786,14 +870,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "langgraph"."assistant_checkpo
 -- langgraph.assistant_checkpoints: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "langgraph"."assistant_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.assistant_checkpoints: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "langgraph"."assistant_checkpoints";
+
+-- langgraph.assistant_checkpoints: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "langgraph"."assistant_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.assistant_checkpoints: reset grants
-REVOKE ALL ON TABLE "langgraph"."assistant_checkpoints" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."assistant_checkpoints" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.assistant_checkpoints: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_app";
 
 -- langgraph.assistant_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_auditor";
+
+-- langgraph.assistant_checkpoints: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_maintainer";
 
 -- langgraph.assistant_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoint_blobs" (
@@ -834,14 +927,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "langgraph"."assistant_checkpo
 -- langgraph.assistant_checkpoint_blobs: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "langgraph"."assistant_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.assistant_checkpoint_blobs: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "langgraph"."assistant_checkpoint_blobs";
+
+-- langgraph.assistant_checkpoint_blobs: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "langgraph"."assistant_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.assistant_checkpoint_blobs: reset grants
-REVOKE ALL ON TABLE "langgraph"."assistant_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."assistant_checkpoint_blobs" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.assistant_checkpoint_blobs: grants for the app role
 GRANT SELECT, INSERT ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.assistant_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.assistant_checkpoint_blobs: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.assistant_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoint_writes" (
@@ -947,14 +1049,23 @@ DROP POLICY IF EXISTS "assistant_owner_tenant" ON "langgraph"."assistant_checkpo
 -- langgraph.assistant_checkpoint_writes: policy assistant_owner_tenant
 CREATE POLICY "assistant_owner_tenant" ON "langgraph"."assistant_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.assistant_checkpoint_writes: replace policy assistant_maintainer
+DROP POLICY IF EXISTS "assistant_maintainer" ON "langgraph"."assistant_checkpoint_writes";
+
+-- langgraph.assistant_checkpoint_writes: policy assistant_maintainer
+CREATE POLICY "assistant_maintainer" ON "langgraph"."assistant_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.assistant_checkpoint_writes: reset grants
-REVOKE ALL ON TABLE "langgraph"."assistant_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."assistant_checkpoint_writes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.assistant_checkpoint_writes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.assistant_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_auditor";
+
+-- langgraph.assistant_checkpoint_writes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_maintainer";
 
 -- memory.assistant_active_memories: view
 CREATE OR REPLACE VIEW "memory"."assistant_active_memories" WITH (security_invoker = true) AS
@@ -1002,7 +1113,7 @@ WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."arch
 COMMENT ON VIEW "memory"."assistant_active_memories" IS 'Memory rows of agent ''assistant'' currently in retrieval (not superseded, invalidated, archived, tombstoned, erased or expired).';
 
 -- memory.assistant_active_memories: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_active_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_active_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_active_memories: grants for the app role
 GRANT SELECT ON TABLE "memory"."assistant_active_memories" TO "primitives_app";
@@ -1034,7 +1145,7 @@ WHERE e.memory_id IS NOT NULL;
 COMMENT ON VIEW "memory"."assistant_audit_lineage" IS 'Lineage: every journal event of each memory of agent ''assistant'', in order (step 1, 2, ...).';
 
 -- memory.assistant_audit_lineage: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_audit_lineage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_audit_lineage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_audit_lineage: grants for the app role
 GRANT SELECT ON TABLE "memory"."assistant_audit_lineage" TO "primitives_app";
@@ -1074,7 +1185,7 @@ JOIN "memory"."assistant_memories" AS m ON "m"."user_id" = "c"."user_id" AND "m"
 COMMENT ON VIEW "memory"."assistant_audit_supersession" IS 'Supersession chains of agent ''assistant'': root_id is the oldest version, depth counts versions after it, is_latest marks the newest.';
 
 -- memory.assistant_audit_supersession: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_audit_supersession" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_audit_supersession" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_audit_supersession: grants for the app role
 GRANT SELECT ON TABLE "memory"."assistant_audit_supersession" TO "primitives_app";
@@ -1104,7 +1215,7 @@ JOIN "memory"."assistant_memories" AS m ON "m"."user_id" = "l"."user_id" AND "m"
 COMMENT ON VIEW "memory"."assistant_audit_action_basis" IS 'The memory rows each action of agent ''assistant'' relied on, with their state now.';
 
 -- memory.assistant_audit_action_basis: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_audit_action_basis" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_audit_action_basis" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_audit_action_basis: grants for the app role
 GRANT SELECT ON TABLE "memory"."assistant_audit_action_basis" TO "primitives_app";
@@ -1132,7 +1243,7 @@ CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM "memory"."assistant_actio
 COMMENT ON VIEW "memory"."assistant_audit_retention_state" IS 'Retention state of each memory of agent ''assistant'': ACTIVE, REFERENCED, ORPHANED, TOMBSTONED.';
 
 -- memory.assistant_audit_retention_state: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_audit_retention_state" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_audit_retention_state" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_audit_retention_state: grants for the app role
 GRANT SELECT ON TABLE "memory"."assistant_audit_retention_state" TO "primitives_app";
@@ -1158,7 +1269,7 @@ WHERE m.erased_at IS NOT NULL;
 COMMENT ON VIEW "memory"."assistant_audit_erasures" IS 'Erased memory of agent ''assistant''; residue is true when anything beyond the content hash remains (must always be false).';
 
 -- memory.assistant_audit_erasures: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_audit_erasures" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_audit_erasures" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_audit_erasures: grants for the app role
 GRANT SELECT ON TABLE "memory"."assistant_audit_erasures" TO "primitives_app";
@@ -1186,7 +1297,7 @@ WHERE e.kind = 'sanitized';
 COMMENT ON VIEW "memory"."assistant_audit_sanitization" IS 'Memory of agent ''assistant'' that crossed a sanitization gate, from the journal.';
 
 -- memory.assistant_audit_sanitization: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_audit_sanitization" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_audit_sanitization" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_audit_sanitization: grants for the app role
 GRANT SELECT ON TABLE "memory"."assistant_audit_sanitization" TO "primitives_app";
@@ -1223,7 +1334,7 @@ LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.t
 COMMENT ON VIEW "memory"."assistant_audit_policy_coverage" IS 'Row-level security coverage of every table of agent ''assistant'' (tenant column user_id), read from the catalog.';
 
 -- memory.assistant_audit_policy_coverage: reset grants
-REVOKE ALL ON TABLE "memory"."assistant_audit_policy_coverage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "memory"."assistant_audit_policy_coverage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_audit_policy_coverage: grants for the app role
 GRANT SELECT ON TABLE "memory"."assistant_audit_policy_coverage" TO "primitives_app";

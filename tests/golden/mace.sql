@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 228 statements
+-- primitives plan for agent 'mace': 259 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -8,13 +8,13 @@ SET LOCAL ROLE "primitives_owner";
 CREATE SCHEMA IF NOT EXISTS "mace" AUTHORIZATION "primitives_owner";
 
 -- schema mace: usage for the runtime roles
-GRANT USAGE ON SCHEMA "mace" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "mace" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- schema langgraph
 CREATE SCHEMA IF NOT EXISTS "langgraph" AUTHORIZATION "primitives_owner";
 
 -- schema langgraph: usage for the runtime roles
-GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_memories: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_memories" (
@@ -125,6 +125,9 @@ REVOKE ALL ON FUNCTION "mace"."mace_memories_bounds"(text, text, text, jsonb, js
 -- mace.mace_memories: bounds function: the app role writes the table
 GRANT EXECUTE ON FUNCTION "mace"."mace_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_app";
 
+-- mace.mace_memories: bounds function: the maintainer role writes the table
+GRANT EXECUTE ON FUNCTION "mace"."mace_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_maintainer";
+
 -- mace.mace_memories: checks (replaced, so they follow the spec)
 ALTER TABLE "mace"."mace_memories"
     DROP CONSTRAINT IF EXISTS "mace_memories_tier_check",
@@ -209,14 +212,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_memories";
 -- mace.mace_memories: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "mace"."mace_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- mace.mace_memories: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "mace"."mace_memories";
+
+-- mace.mace_memories: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "mace"."mace_memories" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- mace.mace_memories: reset grants
-REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_memories: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "provenance", "expires_at") ON TABLE "mace"."mace_memories" TO "primitives_app";
 
 -- mace.mace_memories: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";
+
+-- mace.mace_memories: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "provenance", "expires_at"), DELETE ON TABLE "mace"."mace_memories" TO "primitives_maintainer";
 
 -- mace.mace_memory_events: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_memory_events" (
@@ -347,14 +359,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_memory_events";
 -- mace.mace_memory_events: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "mace"."mace_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- mace.mace_memory_events: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "mace"."mace_memory_events";
+
+-- mace.mace_memory_events: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "mace"."mace_memory_events" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- mace.mace_memory_events: reset grants
-REVOKE ALL ON TABLE "mace"."mace_memory_events" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_memory_events" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_memory_events: grants for the app role
 GRANT SELECT, INSERT ON TABLE "mace"."mace_memory_events" TO "primitives_app";
 
 -- mace.mace_memory_events: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_memory_events" TO "primitives_auditor";
+
+-- mace.mace_memory_events: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "mace"."mace_memory_events" TO "primitives_maintainer";
 
 -- mace.mace_action_links: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_action_links" (
@@ -403,14 +424,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_action_links";
 -- mace.mace_action_links: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "mace"."mace_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- mace.mace_action_links: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "mace"."mace_action_links";
+
+-- mace.mace_action_links: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "mace"."mace_action_links" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- mace.mace_action_links: reset grants
-REVOKE ALL ON TABLE "mace"."mace_action_links" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_action_links" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_action_links: grants for the app role
 GRANT SELECT, INSERT ON TABLE "mace"."mace_action_links" TO "primitives_app";
 
 -- mace.mace_action_links: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_action_links" TO "primitives_auditor";
+
+-- mace.mace_action_links: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "mace"."mace_action_links" TO "primitives_maintainer";
 
 -- mace.mace_scopes: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_scopes" (
@@ -458,14 +488,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_scopes";
 -- mace.mace_scopes: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "mace"."mace_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- mace.mace_scopes: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "mace"."mace_scopes";
+
+-- mace.mace_scopes: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "mace"."mace_scopes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- mace.mace_scopes: reset grants
-REVOKE ALL ON TABLE "mace"."mace_scopes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_scopes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_scopes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "mace"."mace_scopes" TO "primitives_app";
 
 -- mace.mace_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_scopes" TO "primitives_auditor";
+
+-- mace.mace_scopes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "mace"."mace_scopes" TO "primitives_maintainer";
 
 -- mace.mace_promotions: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_promotions" (
@@ -504,14 +543,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_promotions";
 -- mace.mace_promotions: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "mace"."mace_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- mace.mace_promotions: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "mace"."mace_promotions";
+
+-- mace.mace_promotions: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "mace"."mace_promotions" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- mace.mace_promotions: reset grants
-REVOKE ALL ON TABLE "mace"."mace_promotions" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_promotions" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_promotions: grants for the app role
 GRANT SELECT, INSERT ON TABLE "mace"."mace_promotions" TO "primitives_app";
 
 -- mace.mace_promotions: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_promotions" TO "primitives_auditor";
+
+-- mace.mace_promotions: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "mace"."mace_promotions" TO "primitives_maintainer";
 
 -- mace.mace_action_requests: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_action_requests" (
@@ -565,14 +613,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_action_requests";
 -- mace.mace_action_requests: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "mace"."mace_action_requests" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- mace.mace_action_requests: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "mace"."mace_action_requests";
+
+-- mace.mace_action_requests: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "mace"."mace_action_requests" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- mace.mace_action_requests: reset grants
-REVOKE ALL ON TABLE "mace"."mace_action_requests" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_action_requests" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_action_requests: grants for the app role
 GRANT SELECT, INSERT ON TABLE "mace"."mace_action_requests" TO "primitives_app";
 
 -- mace.mace_action_requests: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_action_requests" TO "primitives_auditor";
+
+-- mace.mace_action_requests: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "mace"."mace_action_requests" TO "primitives_maintainer";
 
 -- mace.mace_approvals: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_approvals" (
@@ -623,14 +680,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_approvals";
 -- mace.mace_approvals: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "mace"."mace_approvals" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- mace.mace_approvals: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "mace"."mace_approvals";
+
+-- mace.mace_approvals: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "mace"."mace_approvals" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- mace.mace_approvals: reset grants
-REVOKE ALL ON TABLE "mace"."mace_approvals" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_approvals" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_approvals: grants for the app role
 GRANT SELECT, INSERT ON TABLE "mace"."mace_approvals" TO "primitives_app";
 
 -- mace.mace_approvals: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_approvals" TO "primitives_auditor";
+
+-- mace.mace_approvals: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "mace"."mace_approvals" TO "primitives_maintainer";
 
 -- langgraph.mace_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoints" (
@@ -672,14 +738,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "langgraph"."mace_checkpoints";
 -- langgraph.mace_checkpoints: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "langgraph"."mace_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.mace_checkpoints: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "langgraph"."mace_checkpoints";
+
+-- langgraph.mace_checkpoints: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "langgraph"."mace_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.mace_checkpoints: reset grants
-REVOKE ALL ON TABLE "langgraph"."mace_checkpoints" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."mace_checkpoints" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.mace_checkpoints: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."mace_checkpoints" TO "primitives_app";
 
 -- langgraph.mace_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoints" TO "primitives_auditor";
+
+-- langgraph.mace_checkpoints: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."mace_checkpoints" TO "primitives_maintainer";
 
 -- langgraph.mace_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_blobs" (
@@ -720,14 +795,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "langgraph"."mace_checkpoint_blobs"
 -- langgraph.mace_checkpoint_blobs: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "langgraph"."mace_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.mace_checkpoint_blobs: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "langgraph"."mace_checkpoint_blobs";
+
+-- langgraph.mace_checkpoint_blobs: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "langgraph"."mace_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.mace_checkpoint_blobs: reset grants
-REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_blobs" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.mace_checkpoint_blobs: grants for the app role
 GRANT SELECT, INSERT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.mace_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.mace_checkpoint_blobs: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.mace_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_writes" (
@@ -833,14 +917,23 @@ DROP POLICY IF EXISTS "mace_owner_tenant" ON "langgraph"."mace_checkpoint_writes
 -- langgraph.mace_checkpoint_writes: policy mace_owner_tenant
 CREATE POLICY "mace_owner_tenant" ON "langgraph"."mace_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.mace_checkpoint_writes: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "langgraph"."mace_checkpoint_writes";
+
+-- langgraph.mace_checkpoint_writes: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "langgraph"."mace_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.mace_checkpoint_writes: reset grants
-REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_writes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.mace_checkpoint_writes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.mace_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_auditor";
+
+-- langgraph.mace_checkpoint_writes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_maintainer";
 
 -- mace.mace_active_memories: view
 CREATE OR REPLACE VIEW "mace"."mace_active_memories" WITH (security_invoker = true) AS
@@ -886,7 +979,7 @@ WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."arch
 COMMENT ON VIEW "mace"."mace_active_memories" IS 'Memory rows of agent ''mace'' currently in retrieval (not superseded, invalidated, archived, tombstoned, erased or expired).';
 
 -- mace.mace_active_memories: reset grants
-REVOKE ALL ON TABLE "mace"."mace_active_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_active_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_active_memories: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_active_memories" TO "primitives_app";
@@ -918,7 +1011,7 @@ WHERE e.memory_id IS NOT NULL;
 COMMENT ON VIEW "mace"."mace_audit_lineage" IS 'Lineage: every journal event of each memory of agent ''mace'', in order (step 1, 2, ...).';
 
 -- mace.mace_audit_lineage: reset grants
-REVOKE ALL ON TABLE "mace"."mace_audit_lineage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_audit_lineage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_audit_lineage: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_audit_lineage" TO "primitives_app";
@@ -958,7 +1051,7 @@ JOIN "mace"."mace_memories" AS m ON "m"."user_id" = "c"."user_id" AND "m"."id" =
 COMMENT ON VIEW "mace"."mace_audit_supersession" IS 'Supersession chains of agent ''mace'': root_id is the oldest version, depth counts versions after it, is_latest marks the newest.';
 
 -- mace.mace_audit_supersession: reset grants
-REVOKE ALL ON TABLE "mace"."mace_audit_supersession" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_audit_supersession" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_audit_supersession: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_audit_supersession" TO "primitives_app";
@@ -988,7 +1081,7 @@ JOIN "mace"."mace_memories" AS m ON "m"."user_id" = "l"."user_id" AND "m"."id" =
 COMMENT ON VIEW "mace"."mace_audit_action_basis" IS 'The memory rows each action of agent ''mace'' relied on, with their state now.';
 
 -- mace.mace_audit_action_basis: reset grants
-REVOKE ALL ON TABLE "mace"."mace_audit_action_basis" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_audit_action_basis" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_audit_action_basis: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_audit_action_basis" TO "primitives_app";
@@ -1016,7 +1109,7 @@ CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM "mace"."mace_action_links
 COMMENT ON VIEW "mace"."mace_audit_retention_state" IS 'Retention state of each memory of agent ''mace'': ACTIVE, REFERENCED, ORPHANED, TOMBSTONED.';
 
 -- mace.mace_audit_retention_state: reset grants
-REVOKE ALL ON TABLE "mace"."mace_audit_retention_state" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_audit_retention_state" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_audit_retention_state: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_audit_retention_state" TO "primitives_app";
@@ -1042,7 +1135,7 @@ WHERE m.erased_at IS NOT NULL;
 COMMENT ON VIEW "mace"."mace_audit_erasures" IS 'Erased memory of agent ''mace''; residue is true when anything beyond the content hash remains (must always be false).';
 
 -- mace.mace_audit_erasures: reset grants
-REVOKE ALL ON TABLE "mace"."mace_audit_erasures" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_audit_erasures" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_audit_erasures: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_audit_erasures" TO "primitives_app";
@@ -1070,7 +1163,7 @@ WHERE e.kind = 'sanitized';
 COMMENT ON VIEW "mace"."mace_audit_sanitization" IS 'Memory of agent ''mace'' that crossed a sanitization gate, from the journal.';
 
 -- mace.mace_audit_sanitization: reset grants
-REVOKE ALL ON TABLE "mace"."mace_audit_sanitization" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_audit_sanitization" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_audit_sanitization: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_audit_sanitization" TO "primitives_app";
@@ -1105,7 +1198,7 @@ LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.t
 COMMENT ON VIEW "mace"."mace_audit_policy_coverage" IS 'Row-level security coverage of every table of agent ''mace'' (tenant column user_id), read from the catalog.';
 
 -- mace.mace_audit_policy_coverage: reset grants
-REVOKE ALL ON TABLE "mace"."mace_audit_policy_coverage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "mace"."mace_audit_policy_coverage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_audit_policy_coverage: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_audit_policy_coverage" TO "primitives_app";

@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 199 statements
+-- primitives plan for agent 'operations': 224 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -8,13 +8,13 @@ SET LOCAL ROLE "primitives_owner";
 CREATE SCHEMA IF NOT EXISTS "platform" AUTHORIZATION "primitives_owner";
 
 -- schema platform: usage for the runtime roles
-GRANT USAGE ON SCHEMA "platform" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "platform" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- schema langgraph
 CREATE SCHEMA IF NOT EXISTS "langgraph" AUTHORIZATION "primitives_owner";
 
 -- schema langgraph: usage for the runtime roles
-GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_memories: table
 CREATE TABLE IF NOT EXISTS "platform"."operations_memories" (
@@ -127,6 +127,9 @@ REVOKE ALL ON FUNCTION "platform"."operations_memories_bounds"(text, text, text,
 -- platform.operations_memories: bounds function: the app role writes the table
 GRANT EXECUTE ON FUNCTION "platform"."operations_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_app";
 
+-- platform.operations_memories: bounds function: the maintainer role writes the table
+GRANT EXECUTE ON FUNCTION "platform"."operations_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_maintainer";
+
 -- platform.operations_memories: checks (replaced, so they follow the spec)
 ALTER TABLE "platform"."operations_memories"
     DROP CONSTRAINT IF EXISTS "operations_memories_tier_check",
@@ -217,14 +220,23 @@ DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_memori
 -- platform.operations_memories: policy operations_owner_tenant
 CREATE POLICY "operations_owner_tenant" ON "platform"."operations_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.operations_memories: replace policy operations_maintainer
+DROP POLICY IF EXISTS "operations_maintainer" ON "platform"."operations_memories";
+
+-- platform.operations_memories: policy operations_maintainer
+CREATE POLICY "operations_maintainer" ON "platform"."operations_memories" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.operations_memories: reset grants
-REVOKE ALL ON TABLE "platform"."operations_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_memories: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "platform"."operations_memories" TO "primitives_app";
 
 -- platform.operations_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_memories" TO "primitives_auditor";
+
+-- platform.operations_memories: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "platform"."operations_memories" TO "primitives_maintainer";
 
 -- platform.operations_memory_events: table
 CREATE TABLE IF NOT EXISTS "platform"."operations_memory_events" (
@@ -355,14 +367,23 @@ DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_memory
 -- platform.operations_memory_events: policy operations_owner_tenant
 CREATE POLICY "operations_owner_tenant" ON "platform"."operations_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.operations_memory_events: replace policy operations_maintainer
+DROP POLICY IF EXISTS "operations_maintainer" ON "platform"."operations_memory_events";
+
+-- platform.operations_memory_events: policy operations_maintainer
+CREATE POLICY "operations_maintainer" ON "platform"."operations_memory_events" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.operations_memory_events: reset grants
-REVOKE ALL ON TABLE "platform"."operations_memory_events" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_memory_events" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_memory_events: grants for the app role
 GRANT SELECT, INSERT ON TABLE "platform"."operations_memory_events" TO "primitives_app";
 
 -- platform.operations_memory_events: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_memory_events" TO "primitives_auditor";
+
+-- platform.operations_memory_events: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "platform"."operations_memory_events" TO "primitives_maintainer";
 
 -- platform.operations_action_links: table
 CREATE TABLE IF NOT EXISTS "platform"."operations_action_links" (
@@ -411,14 +432,23 @@ DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_action
 -- platform.operations_action_links: policy operations_owner_tenant
 CREATE POLICY "operations_owner_tenant" ON "platform"."operations_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.operations_action_links: replace policy operations_maintainer
+DROP POLICY IF EXISTS "operations_maintainer" ON "platform"."operations_action_links";
+
+-- platform.operations_action_links: policy operations_maintainer
+CREATE POLICY "operations_maintainer" ON "platform"."operations_action_links" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.operations_action_links: reset grants
-REVOKE ALL ON TABLE "platform"."operations_action_links" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_action_links" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_action_links: grants for the app role
 GRANT SELECT, INSERT ON TABLE "platform"."operations_action_links" TO "primitives_app";
 
 -- platform.operations_action_links: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_action_links" TO "primitives_auditor";
+
+-- platform.operations_action_links: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "platform"."operations_action_links" TO "primitives_maintainer";
 
 -- platform.operations_scopes: table
 CREATE TABLE IF NOT EXISTS "platform"."operations_scopes" (
@@ -466,14 +496,23 @@ DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_scopes
 -- platform.operations_scopes: policy operations_owner_tenant
 CREATE POLICY "operations_owner_tenant" ON "platform"."operations_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.operations_scopes: replace policy operations_maintainer
+DROP POLICY IF EXISTS "operations_maintainer" ON "platform"."operations_scopes";
+
+-- platform.operations_scopes: policy operations_maintainer
+CREATE POLICY "operations_maintainer" ON "platform"."operations_scopes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.operations_scopes: reset grants
-REVOKE ALL ON TABLE "platform"."operations_scopes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_scopes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_scopes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "platform"."operations_scopes" TO "primitives_app";
 
 -- platform.operations_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_scopes" TO "primitives_auditor";
+
+-- platform.operations_scopes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "platform"."operations_scopes" TO "primitives_maintainer";
 
 -- platform.operations_promotions: table
 CREATE TABLE IF NOT EXISTS "platform"."operations_promotions" (
@@ -512,14 +551,23 @@ DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_promot
 -- platform.operations_promotions: policy operations_owner_tenant
 CREATE POLICY "operations_owner_tenant" ON "platform"."operations_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.operations_promotions: replace policy operations_maintainer
+DROP POLICY IF EXISTS "operations_maintainer" ON "platform"."operations_promotions";
+
+-- platform.operations_promotions: policy operations_maintainer
+CREATE POLICY "operations_maintainer" ON "platform"."operations_promotions" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.operations_promotions: reset grants
-REVOKE ALL ON TABLE "platform"."operations_promotions" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_promotions" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_promotions: grants for the app role
 GRANT SELECT, INSERT ON TABLE "platform"."operations_promotions" TO "primitives_app";
 
 -- platform.operations_promotions: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_promotions" TO "primitives_auditor";
+
+-- platform.operations_promotions: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "platform"."operations_promotions" TO "primitives_maintainer";
 
 -- langgraph.operations_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoints" (
@@ -561,14 +609,23 @@ DROP POLICY IF EXISTS "operations_owner_tenant" ON "langgraph"."operations_check
 -- langgraph.operations_checkpoints: policy operations_owner_tenant
 CREATE POLICY "operations_owner_tenant" ON "langgraph"."operations_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.operations_checkpoints: replace policy operations_maintainer
+DROP POLICY IF EXISTS "operations_maintainer" ON "langgraph"."operations_checkpoints";
+
+-- langgraph.operations_checkpoints: policy operations_maintainer
+CREATE POLICY "operations_maintainer" ON "langgraph"."operations_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.operations_checkpoints: reset grants
-REVOKE ALL ON TABLE "langgraph"."operations_checkpoints" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."operations_checkpoints" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.operations_checkpoints: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."operations_checkpoints" TO "primitives_app";
 
 -- langgraph.operations_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoints" TO "primitives_auditor";
+
+-- langgraph.operations_checkpoints: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."operations_checkpoints" TO "primitives_maintainer";
 
 -- langgraph.operations_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoint_blobs" (
@@ -609,14 +666,23 @@ DROP POLICY IF EXISTS "operations_owner_tenant" ON "langgraph"."operations_check
 -- langgraph.operations_checkpoint_blobs: policy operations_owner_tenant
 CREATE POLICY "operations_owner_tenant" ON "langgraph"."operations_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.operations_checkpoint_blobs: replace policy operations_maintainer
+DROP POLICY IF EXISTS "operations_maintainer" ON "langgraph"."operations_checkpoint_blobs";
+
+-- langgraph.operations_checkpoint_blobs: policy operations_maintainer
+CREATE POLICY "operations_maintainer" ON "langgraph"."operations_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.operations_checkpoint_blobs: reset grants
-REVOKE ALL ON TABLE "langgraph"."operations_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."operations_checkpoint_blobs" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.operations_checkpoint_blobs: grants for the app role
 GRANT SELECT, INSERT ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.operations_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.operations_checkpoint_blobs: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.operations_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoint_writes" (
@@ -722,14 +788,23 @@ DROP POLICY IF EXISTS "operations_owner_tenant" ON "langgraph"."operations_check
 -- langgraph.operations_checkpoint_writes: policy operations_owner_tenant
 CREATE POLICY "operations_owner_tenant" ON "langgraph"."operations_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.operations_checkpoint_writes: replace policy operations_maintainer
+DROP POLICY IF EXISTS "operations_maintainer" ON "langgraph"."operations_checkpoint_writes";
+
+-- langgraph.operations_checkpoint_writes: policy operations_maintainer
+CREATE POLICY "operations_maintainer" ON "langgraph"."operations_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.operations_checkpoint_writes: reset grants
-REVOKE ALL ON TABLE "langgraph"."operations_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."operations_checkpoint_writes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.operations_checkpoint_writes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.operations_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_auditor";
+
+-- langgraph.operations_checkpoint_writes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_maintainer";
 
 -- platform.operations_active_memories: view
 CREATE OR REPLACE VIEW "platform"."operations_active_memories" WITH (security_invoker = true) AS
@@ -777,7 +852,7 @@ WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."arch
 COMMENT ON VIEW "platform"."operations_active_memories" IS 'Memory rows of agent ''operations'' currently in retrieval (not superseded, invalidated, archived, tombstoned, erased or expired).';
 
 -- platform.operations_active_memories: reset grants
-REVOKE ALL ON TABLE "platform"."operations_active_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_active_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_active_memories: grants for the app role
 GRANT SELECT ON TABLE "platform"."operations_active_memories" TO "primitives_app";
@@ -809,7 +884,7 @@ WHERE e.memory_id IS NOT NULL;
 COMMENT ON VIEW "platform"."operations_audit_lineage" IS 'Lineage: every journal event of each memory of agent ''operations'', in order (step 1, 2, ...).';
 
 -- platform.operations_audit_lineage: reset grants
-REVOKE ALL ON TABLE "platform"."operations_audit_lineage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_audit_lineage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_audit_lineage: grants for the app role
 GRANT SELECT ON TABLE "platform"."operations_audit_lineage" TO "primitives_app";
@@ -849,7 +924,7 @@ JOIN "platform"."operations_memories" AS m ON "m"."operator_id" = "c"."operator_
 COMMENT ON VIEW "platform"."operations_audit_supersession" IS 'Supersession chains of agent ''operations'': root_id is the oldest version, depth counts versions after it, is_latest marks the newest.';
 
 -- platform.operations_audit_supersession: reset grants
-REVOKE ALL ON TABLE "platform"."operations_audit_supersession" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_audit_supersession" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_audit_supersession: grants for the app role
 GRANT SELECT ON TABLE "platform"."operations_audit_supersession" TO "primitives_app";
@@ -879,7 +954,7 @@ JOIN "platform"."operations_memories" AS m ON "m"."operator_id" = "l"."operator_
 COMMENT ON VIEW "platform"."operations_audit_action_basis" IS 'The memory rows each action of agent ''operations'' relied on, with their state now.';
 
 -- platform.operations_audit_action_basis: reset grants
-REVOKE ALL ON TABLE "platform"."operations_audit_action_basis" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_audit_action_basis" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_audit_action_basis: grants for the app role
 GRANT SELECT ON TABLE "platform"."operations_audit_action_basis" TO "primitives_app";
@@ -907,7 +982,7 @@ CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM "platform"."operations_ac
 COMMENT ON VIEW "platform"."operations_audit_retention_state" IS 'Retention state of each memory of agent ''operations'': ACTIVE, REFERENCED, ORPHANED, TOMBSTONED.';
 
 -- platform.operations_audit_retention_state: reset grants
-REVOKE ALL ON TABLE "platform"."operations_audit_retention_state" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_audit_retention_state" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_audit_retention_state: grants for the app role
 GRANT SELECT ON TABLE "platform"."operations_audit_retention_state" TO "primitives_app";
@@ -933,7 +1008,7 @@ WHERE m.erased_at IS NOT NULL;
 COMMENT ON VIEW "platform"."operations_audit_erasures" IS 'Erased memory of agent ''operations''; residue is true when anything beyond the content hash remains (must always be false).';
 
 -- platform.operations_audit_erasures: reset grants
-REVOKE ALL ON TABLE "platform"."operations_audit_erasures" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_audit_erasures" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_audit_erasures: grants for the app role
 GRANT SELECT ON TABLE "platform"."operations_audit_erasures" TO "primitives_app";
@@ -961,7 +1036,7 @@ WHERE e.kind = 'sanitized';
 COMMENT ON VIEW "platform"."operations_audit_sanitization" IS 'Memory of agent ''operations'' that crossed a sanitization gate, from the journal.';
 
 -- platform.operations_audit_sanitization: reset grants
-REVOKE ALL ON TABLE "platform"."operations_audit_sanitization" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_audit_sanitization" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_audit_sanitization: grants for the app role
 GRANT SELECT ON TABLE "platform"."operations_audit_sanitization" TO "primitives_app";
@@ -994,7 +1069,7 @@ LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.t
 COMMENT ON VIEW "platform"."operations_audit_policy_coverage" IS 'Row-level security coverage of every table of agent ''operations'' (tenant column operator_id), read from the catalog.';
 
 -- platform.operations_audit_policy_coverage: reset grants
-REVOKE ALL ON TABLE "platform"."operations_audit_policy_coverage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."operations_audit_policy_coverage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.operations_audit_policy_coverage: grants for the app role
 GRANT SELECT ON TABLE "platform"."operations_audit_policy_coverage" TO "primitives_app";

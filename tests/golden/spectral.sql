@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 198 statements
+-- primitives plan for agent 'spectral': 223 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -8,13 +8,13 @@ SET LOCAL ROLE "primitives_owner";
 CREATE SCHEMA IF NOT EXISTS "platform" AUTHORIZATION "primitives_owner";
 
 -- schema platform: usage for the runtime roles
-GRANT USAGE ON SCHEMA "platform" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "platform" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- schema langgraph
 CREATE SCHEMA IF NOT EXISTS "langgraph" AUTHORIZATION "primitives_owner";
 
 -- schema langgraph: usage for the runtime roles
-GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_memories: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_memories" (
@@ -127,6 +127,9 @@ REVOKE ALL ON FUNCTION "platform"."spectral_memories_bounds"(text, text, text, j
 -- platform.spectral_memories: bounds function: the app role writes the table
 GRANT EXECUTE ON FUNCTION "platform"."spectral_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_app";
 
+-- platform.spectral_memories: bounds function: the maintainer role writes the table
+GRANT EXECUTE ON FUNCTION "platform"."spectral_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_maintainer";
+
 -- platform.spectral_memories: checks (replaced, so they follow the spec)
 ALTER TABLE "platform"."spectral_memories"
     DROP CONSTRAINT IF EXISTS "spectral_memories_tier_check",
@@ -214,14 +217,23 @@ DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_memories";
 -- platform.spectral_memories: policy spectral_owner_tenant
 CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.spectral_memories: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "platform"."spectral_memories";
+
+-- platform.spectral_memories: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "platform"."spectral_memories" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.spectral_memories: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_memories: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "platform"."spectral_memories" TO "primitives_app";
 
 -- platform.spectral_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_memories" TO "primitives_auditor";
+
+-- platform.spectral_memories: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "platform"."spectral_memories" TO "primitives_maintainer";
 
 -- platform.spectral_memory_events: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_memory_events" (
@@ -352,14 +364,23 @@ DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_memory_eve
 -- platform.spectral_memory_events: policy spectral_owner_tenant
 CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.spectral_memory_events: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "platform"."spectral_memory_events";
+
+-- platform.spectral_memory_events: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "platform"."spectral_memory_events" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.spectral_memory_events: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_memory_events" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_memory_events" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_memory_events: grants for the app role
 GRANT SELECT, INSERT ON TABLE "platform"."spectral_memory_events" TO "primitives_app";
 
 -- platform.spectral_memory_events: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_memory_events" TO "primitives_auditor";
+
+-- platform.spectral_memory_events: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "platform"."spectral_memory_events" TO "primitives_maintainer";
 
 -- platform.spectral_action_links: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_action_links" (
@@ -408,14 +429,23 @@ DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_action_lin
 -- platform.spectral_action_links: policy spectral_owner_tenant
 CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.spectral_action_links: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "platform"."spectral_action_links";
+
+-- platform.spectral_action_links: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "platform"."spectral_action_links" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.spectral_action_links: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_action_links" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_action_links" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_action_links: grants for the app role
 GRANT SELECT, INSERT ON TABLE "platform"."spectral_action_links" TO "primitives_app";
 
 -- platform.spectral_action_links: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_action_links" TO "primitives_auditor";
+
+-- platform.spectral_action_links: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "platform"."spectral_action_links" TO "primitives_maintainer";
 
 -- platform.spectral_scopes: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_scopes" (
@@ -463,14 +493,23 @@ DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_scopes";
 -- platform.spectral_scopes: policy spectral_owner_tenant
 CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.spectral_scopes: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "platform"."spectral_scopes";
+
+-- platform.spectral_scopes: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "platform"."spectral_scopes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.spectral_scopes: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_scopes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_scopes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_scopes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "platform"."spectral_scopes" TO "primitives_app";
 
 -- platform.spectral_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_scopes" TO "primitives_auditor";
+
+-- platform.spectral_scopes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "platform"."spectral_scopes" TO "primitives_maintainer";
 
 -- platform.spectral_promotions: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_promotions" (
@@ -509,14 +548,23 @@ DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_promotions
 -- platform.spectral_promotions: policy spectral_owner_tenant
 CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- platform.spectral_promotions: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "platform"."spectral_promotions";
+
+-- platform.spectral_promotions: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "platform"."spectral_promotions" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- platform.spectral_promotions: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_promotions" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_promotions" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_promotions: grants for the app role
 GRANT SELECT, INSERT ON TABLE "platform"."spectral_promotions" TO "primitives_app";
 
 -- platform.spectral_promotions: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_promotions" TO "primitives_auditor";
+
+-- platform.spectral_promotions: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "platform"."spectral_promotions" TO "primitives_maintainer";
 
 -- langgraph.spectral_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoints" (
@@ -558,14 +606,23 @@ DROP POLICY IF EXISTS "spectral_owner_tenant" ON "langgraph"."spectral_checkpoin
 -- langgraph.spectral_checkpoints: policy spectral_owner_tenant
 CREATE POLICY "spectral_owner_tenant" ON "langgraph"."spectral_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.spectral_checkpoints: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "langgraph"."spectral_checkpoints";
+
+-- langgraph.spectral_checkpoints: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "langgraph"."spectral_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.spectral_checkpoints: reset grants
-REVOKE ALL ON TABLE "langgraph"."spectral_checkpoints" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."spectral_checkpoints" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.spectral_checkpoints: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_app";
 
 -- langgraph.spectral_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_auditor";
+
+-- langgraph.spectral_checkpoints: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_maintainer";
 
 -- langgraph.spectral_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoint_blobs" (
@@ -606,14 +663,23 @@ DROP POLICY IF EXISTS "spectral_owner_tenant" ON "langgraph"."spectral_checkpoin
 -- langgraph.spectral_checkpoint_blobs: policy spectral_owner_tenant
 CREATE POLICY "spectral_owner_tenant" ON "langgraph"."spectral_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.spectral_checkpoint_blobs: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "langgraph"."spectral_checkpoint_blobs";
+
+-- langgraph.spectral_checkpoint_blobs: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "langgraph"."spectral_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.spectral_checkpoint_blobs: reset grants
-REVOKE ALL ON TABLE "langgraph"."spectral_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."spectral_checkpoint_blobs" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.spectral_checkpoint_blobs: grants for the app role
 GRANT SELECT, INSERT ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.spectral_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.spectral_checkpoint_blobs: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.spectral_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoint_writes" (
@@ -719,14 +785,23 @@ DROP POLICY IF EXISTS "spectral_owner_tenant" ON "langgraph"."spectral_checkpoin
 -- langgraph.spectral_checkpoint_writes: policy spectral_owner_tenant
 CREATE POLICY "spectral_owner_tenant" ON "langgraph"."spectral_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.spectral_checkpoint_writes: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "langgraph"."spectral_checkpoint_writes";
+
+-- langgraph.spectral_checkpoint_writes: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "langgraph"."spectral_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.spectral_checkpoint_writes: reset grants
-REVOKE ALL ON TABLE "langgraph"."spectral_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."spectral_checkpoint_writes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.spectral_checkpoint_writes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.spectral_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_auditor";
+
+-- langgraph.spectral_checkpoint_writes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_maintainer";
 
 -- platform.spectral_active_memories: view
 CREATE OR REPLACE VIEW "platform"."spectral_active_memories" WITH (security_invoker = true) AS
@@ -774,7 +849,7 @@ WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."arch
 COMMENT ON VIEW "platform"."spectral_active_memories" IS 'Memory rows of agent ''spectral'' currently in retrieval (not superseded, invalidated, archived, tombstoned, erased or expired).';
 
 -- platform.spectral_active_memories: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_active_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_active_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_active_memories: grants for the app role
 GRANT SELECT ON TABLE "platform"."spectral_active_memories" TO "primitives_app";
@@ -806,7 +881,7 @@ WHERE e.memory_id IS NOT NULL;
 COMMENT ON VIEW "platform"."spectral_audit_lineage" IS 'Lineage: every journal event of each memory of agent ''spectral'', in order (step 1, 2, ...).';
 
 -- platform.spectral_audit_lineage: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_audit_lineage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_audit_lineage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_audit_lineage: grants for the app role
 GRANT SELECT ON TABLE "platform"."spectral_audit_lineage" TO "primitives_app";
@@ -846,7 +921,7 @@ JOIN "platform"."spectral_memories" AS m ON "m"."workspace_id" = "c"."workspace_
 COMMENT ON VIEW "platform"."spectral_audit_supersession" IS 'Supersession chains of agent ''spectral'': root_id is the oldest version, depth counts versions after it, is_latest marks the newest.';
 
 -- platform.spectral_audit_supersession: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_audit_supersession" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_audit_supersession" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_audit_supersession: grants for the app role
 GRANT SELECT ON TABLE "platform"."spectral_audit_supersession" TO "primitives_app";
@@ -876,7 +951,7 @@ JOIN "platform"."spectral_memories" AS m ON "m"."workspace_id" = "l"."workspace_
 COMMENT ON VIEW "platform"."spectral_audit_action_basis" IS 'The memory rows each action of agent ''spectral'' relied on, with their state now.';
 
 -- platform.spectral_audit_action_basis: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_audit_action_basis" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_audit_action_basis" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_audit_action_basis: grants for the app role
 GRANT SELECT ON TABLE "platform"."spectral_audit_action_basis" TO "primitives_app";
@@ -904,7 +979,7 @@ CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM "platform"."spectral_acti
 COMMENT ON VIEW "platform"."spectral_audit_retention_state" IS 'Retention state of each memory of agent ''spectral'': ACTIVE, REFERENCED, ORPHANED, TOMBSTONED.';
 
 -- platform.spectral_audit_retention_state: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_audit_retention_state" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_audit_retention_state" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_audit_retention_state: grants for the app role
 GRANT SELECT ON TABLE "platform"."spectral_audit_retention_state" TO "primitives_app";
@@ -930,7 +1005,7 @@ WHERE m.erased_at IS NOT NULL;
 COMMENT ON VIEW "platform"."spectral_audit_erasures" IS 'Erased memory of agent ''spectral''; residue is true when anything beyond the content hash remains (must always be false).';
 
 -- platform.spectral_audit_erasures: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_audit_erasures" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_audit_erasures" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_audit_erasures: grants for the app role
 GRANT SELECT ON TABLE "platform"."spectral_audit_erasures" TO "primitives_app";
@@ -958,7 +1033,7 @@ WHERE e.kind = 'sanitized';
 COMMENT ON VIEW "platform"."spectral_audit_sanitization" IS 'Memory of agent ''spectral'' that crossed a sanitization gate, from the journal.';
 
 -- platform.spectral_audit_sanitization: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_audit_sanitization" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_audit_sanitization" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_audit_sanitization: grants for the app role
 GRANT SELECT ON TABLE "platform"."spectral_audit_sanitization" TO "primitives_app";
@@ -991,7 +1066,7 @@ LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.t
 COMMENT ON VIEW "platform"."spectral_audit_policy_coverage" IS 'Row-level security coverage of every table of agent ''spectral'' (tenant column workspace_id), read from the catalog.';
 
 -- platform.spectral_audit_policy_coverage: reset grants
-REVOKE ALL ON TABLE "platform"."spectral_audit_policy_coverage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "platform"."spectral_audit_policy_coverage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_audit_policy_coverage: grants for the app role
 GRANT SELECT ON TABLE "platform"."spectral_audit_policy_coverage" TO "primitives_app";

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 199 statements
+-- primitives plan for agent 'world': 224 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -8,13 +8,13 @@ SET LOCAL ROLE "primitives_owner";
 CREATE SCHEMA IF NOT EXISTS "worlds" AUTHORIZATION "primitives_owner";
 
 -- schema worlds: usage for the runtime roles
-GRANT USAGE ON SCHEMA "worlds" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "worlds" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- schema langgraph
 CREATE SCHEMA IF NOT EXISTS "langgraph" AUTHORIZATION "primitives_owner";
 
 -- schema langgraph: usage for the runtime roles
-GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor";
+GRANT USAGE ON SCHEMA "langgraph" TO "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_memories: table
 CREATE TABLE IF NOT EXISTS "worlds"."world_agent_memories" (
@@ -127,6 +127,9 @@ REVOKE ALL ON FUNCTION "worlds"."world_agent_memories_bounds"(text, text, text, 
 -- worlds.world_agent_memories: bounds function: the app role writes the table
 GRANT EXECUTE ON FUNCTION "worlds"."world_agent_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_app";
 
+-- worlds.world_agent_memories: bounds function: the maintainer role writes the table
+GRANT EXECUTE ON FUNCTION "worlds"."world_agent_memories_bounds"(text, text, text, jsonb, jsonb, jsonb, real, timestamptz, text) TO "primitives_maintainer";
+
 -- worlds.world_agent_memories: checks (replaced, so they follow the spec)
 ALTER TABLE "worlds"."world_agent_memories"
     DROP CONSTRAINT IF EXISTS "world_agent_memories_tier_check",
@@ -217,14 +220,23 @@ DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_memori
 -- worlds.world_agent_memories: policy world_agent_owner_tenant
 CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_memories" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- worlds.world_agent_memories: replace policy world_agent_maintainer
+DROP POLICY IF EXISTS "world_agent_maintainer" ON "worlds"."world_agent_memories";
+
+-- worlds.world_agent_memories: policy world_agent_maintainer
+CREATE POLICY "world_agent_maintainer" ON "worlds"."world_agent_memories" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- worlds.world_agent_memories: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_memories: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "worlds"."world_agent_memories" TO "primitives_app";
 
 -- worlds.world_agent_memories: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_memories" TO "primitives_auditor";
+
+-- worlds.world_agent_memories: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "worlds"."world_agent_memories" TO "primitives_maintainer";
 
 -- worlds.world_agent_memory_events: table
 CREATE TABLE IF NOT EXISTS "worlds"."world_agent_memory_events" (
@@ -355,14 +367,23 @@ DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_memory
 -- worlds.world_agent_memory_events: policy world_agent_owner_tenant
 CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_memory_events" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- worlds.world_agent_memory_events: replace policy world_agent_maintainer
+DROP POLICY IF EXISTS "world_agent_maintainer" ON "worlds"."world_agent_memory_events";
+
+-- worlds.world_agent_memory_events: policy world_agent_maintainer
+CREATE POLICY "world_agent_maintainer" ON "worlds"."world_agent_memory_events" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- worlds.world_agent_memory_events: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_memory_events" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_memory_events" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_memory_events: grants for the app role
 GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_memory_events" TO "primitives_app";
 
 -- worlds.world_agent_memory_events: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_memory_events" TO "primitives_auditor";
+
+-- worlds.world_agent_memory_events: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_memory_events" TO "primitives_maintainer";
 
 -- worlds.world_agent_action_links: table
 CREATE TABLE IF NOT EXISTS "worlds"."world_agent_action_links" (
@@ -411,14 +432,23 @@ DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_action
 -- worlds.world_agent_action_links: policy world_agent_owner_tenant
 CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_action_links" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- worlds.world_agent_action_links: replace policy world_agent_maintainer
+DROP POLICY IF EXISTS "world_agent_maintainer" ON "worlds"."world_agent_action_links";
+
+-- worlds.world_agent_action_links: policy world_agent_maintainer
+CREATE POLICY "world_agent_maintainer" ON "worlds"."world_agent_action_links" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- worlds.world_agent_action_links: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_action_links" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_action_links" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_action_links: grants for the app role
 GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_action_links" TO "primitives_app";
 
 -- worlds.world_agent_action_links: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_action_links" TO "primitives_auditor";
+
+-- worlds.world_agent_action_links: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_action_links" TO "primitives_maintainer";
 
 -- worlds.world_agent_scopes: table
 CREATE TABLE IF NOT EXISTS "worlds"."world_agent_scopes" (
@@ -466,14 +496,23 @@ DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_scopes
 -- worlds.world_agent_scopes: policy world_agent_owner_tenant
 CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_scopes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- worlds.world_agent_scopes: replace policy world_agent_maintainer
+DROP POLICY IF EXISTS "world_agent_maintainer" ON "worlds"."world_agent_scopes";
+
+-- worlds.world_agent_scopes: policy world_agent_maintainer
+CREATE POLICY "world_agent_maintainer" ON "worlds"."world_agent_scopes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- worlds.world_agent_scopes: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_scopes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_scopes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_scopes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "worlds"."world_agent_scopes" TO "primitives_app";
 
 -- worlds.world_agent_scopes: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_scopes" TO "primitives_auditor";
+
+-- worlds.world_agent_scopes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("last_activity_at", "closed_at") ON TABLE "worlds"."world_agent_scopes" TO "primitives_maintainer";
 
 -- worlds.world_agent_promotions: table
 CREATE TABLE IF NOT EXISTS "worlds"."world_agent_promotions" (
@@ -512,14 +551,23 @@ DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "worlds"."world_agent_promot
 -- worlds.world_agent_promotions: policy world_agent_owner_tenant
 CREATE POLICY "world_agent_owner_tenant" ON "worlds"."world_agent_promotions" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- worlds.world_agent_promotions: replace policy world_agent_maintainer
+DROP POLICY IF EXISTS "world_agent_maintainer" ON "worlds"."world_agent_promotions";
+
+-- worlds.world_agent_promotions: policy world_agent_maintainer
+CREATE POLICY "world_agent_maintainer" ON "worlds"."world_agent_promotions" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- worlds.world_agent_promotions: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_promotions" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_promotions" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_promotions: grants for the app role
 GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_promotions" TO "primitives_app";
 
 -- worlds.world_agent_promotions: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_promotions" TO "primitives_auditor";
+
+-- worlds.world_agent_promotions: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_promotions" TO "primitives_maintainer";
 
 -- langgraph.world_agent_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoints" (
@@ -561,14 +609,23 @@ DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "langgraph"."world_agent_che
 -- langgraph.world_agent_checkpoints: policy world_agent_owner_tenant
 CREATE POLICY "world_agent_owner_tenant" ON "langgraph"."world_agent_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.world_agent_checkpoints: replace policy world_agent_maintainer
+DROP POLICY IF EXISTS "world_agent_maintainer" ON "langgraph"."world_agent_checkpoints";
+
+-- langgraph.world_agent_checkpoints: policy world_agent_maintainer
+CREATE POLICY "world_agent_maintainer" ON "langgraph"."world_agent_checkpoints" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.world_agent_checkpoints: reset grants
-REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoints" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoints" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.world_agent_checkpoints: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_app";
 
 -- langgraph.world_agent_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_auditor";
+
+-- langgraph.world_agent_checkpoints: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_maintainer";
 
 -- langgraph.world_agent_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoint_blobs" (
@@ -609,14 +666,23 @@ DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "langgraph"."world_agent_che
 -- langgraph.world_agent_checkpoint_blobs: policy world_agent_owner_tenant
 CREATE POLICY "world_agent_owner_tenant" ON "langgraph"."world_agent_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.world_agent_checkpoint_blobs: replace policy world_agent_maintainer
+DROP POLICY IF EXISTS "world_agent_maintainer" ON "langgraph"."world_agent_checkpoint_blobs";
+
+-- langgraph.world_agent_checkpoint_blobs: policy world_agent_maintainer
+CREATE POLICY "world_agent_maintainer" ON "langgraph"."world_agent_checkpoint_blobs" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.world_agent_checkpoint_blobs: reset grants
-REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoint_blobs" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoint_blobs" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.world_agent_checkpoint_blobs: grants for the app role
 GRANT SELECT, INSERT ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.world_agent_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_auditor";
+
+-- langgraph.world_agent_checkpoint_blobs: grants for the maintainer role
+GRANT SELECT, INSERT ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.world_agent_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoint_writes" (
@@ -722,14 +788,23 @@ DROP POLICY IF EXISTS "world_agent_owner_tenant" ON "langgraph"."world_agent_che
 -- langgraph.world_agent_checkpoint_writes: policy world_agent_owner_tenant
 CREATE POLICY "world_agent_owner_tenant" ON "langgraph"."world_agent_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("world_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
 
+-- langgraph.world_agent_checkpoint_writes: replace policy world_agent_maintainer
+DROP POLICY IF EXISTS "world_agent_maintainer" ON "langgraph"."world_agent_checkpoint_writes";
+
+-- langgraph.world_agent_checkpoint_writes: policy world_agent_maintainer
+CREATE POLICY "world_agent_maintainer" ON "langgraph"."world_agent_checkpoint_writes" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
 -- langgraph.world_agent_checkpoint_writes: reset grants
-REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoint_writes" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "langgraph"."world_agent_checkpoint_writes" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- langgraph.world_agent_checkpoint_writes: grants for the app role
 GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.world_agent_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_auditor";
+
+-- langgraph.world_agent_checkpoint_writes: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_maintainer";
 
 -- worlds.world_agent_active_memories: view
 CREATE OR REPLACE VIEW "worlds"."world_agent_active_memories" WITH (security_invoker = true) AS
@@ -777,7 +852,7 @@ WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."arch
 COMMENT ON VIEW "worlds"."world_agent_active_memories" IS 'Memory rows of agent ''world'' currently in retrieval (not superseded, invalidated, archived, tombstoned, erased or expired).';
 
 -- worlds.world_agent_active_memories: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_active_memories" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_active_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_active_memories: grants for the app role
 GRANT SELECT ON TABLE "worlds"."world_agent_active_memories" TO "primitives_app";
@@ -809,7 +884,7 @@ WHERE e.memory_id IS NOT NULL;
 COMMENT ON VIEW "worlds"."world_agent_audit_lineage" IS 'Lineage: every journal event of each memory of agent ''world'', in order (step 1, 2, ...).';
 
 -- worlds.world_agent_audit_lineage: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_audit_lineage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_audit_lineage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_audit_lineage: grants for the app role
 GRANT SELECT ON TABLE "worlds"."world_agent_audit_lineage" TO "primitives_app";
@@ -849,7 +924,7 @@ JOIN "worlds"."world_agent_memories" AS m ON "m"."world_id" = "c"."world_id" AND
 COMMENT ON VIEW "worlds"."world_agent_audit_supersession" IS 'Supersession chains of agent ''world'': root_id is the oldest version, depth counts versions after it, is_latest marks the newest.';
 
 -- worlds.world_agent_audit_supersession: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_audit_supersession" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_audit_supersession" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_audit_supersession: grants for the app role
 GRANT SELECT ON TABLE "worlds"."world_agent_audit_supersession" TO "primitives_app";
@@ -879,7 +954,7 @@ JOIN "worlds"."world_agent_memories" AS m ON "m"."world_id" = "l"."world_id" AND
 COMMENT ON VIEW "worlds"."world_agent_audit_action_basis" IS 'The memory rows each action of agent ''world'' relied on, with their state now.';
 
 -- worlds.world_agent_audit_action_basis: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_audit_action_basis" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_audit_action_basis" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_audit_action_basis: grants for the app role
 GRANT SELECT ON TABLE "worlds"."world_agent_audit_action_basis" TO "primitives_app";
@@ -907,7 +982,7 @@ CROSS JOIN LATERAL (SELECT count(*) AS link_count FROM "worlds"."world_agent_act
 COMMENT ON VIEW "worlds"."world_agent_audit_retention_state" IS 'Retention state of each memory of agent ''world'': ACTIVE, REFERENCED, ORPHANED, TOMBSTONED.';
 
 -- worlds.world_agent_audit_retention_state: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_audit_retention_state" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_audit_retention_state" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_audit_retention_state: grants for the app role
 GRANT SELECT ON TABLE "worlds"."world_agent_audit_retention_state" TO "primitives_app";
@@ -933,7 +1008,7 @@ WHERE m.erased_at IS NOT NULL;
 COMMENT ON VIEW "worlds"."world_agent_audit_erasures" IS 'Erased memory of agent ''world''; residue is true when anything beyond the content hash remains (must always be false).';
 
 -- worlds.world_agent_audit_erasures: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_audit_erasures" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_audit_erasures" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_audit_erasures: grants for the app role
 GRANT SELECT ON TABLE "worlds"."world_agent_audit_erasures" TO "primitives_app";
@@ -961,7 +1036,7 @@ WHERE e.kind = 'sanitized';
 COMMENT ON VIEW "worlds"."world_agent_audit_sanitization" IS 'Memory of agent ''world'' that crossed a sanitization gate, from the journal.';
 
 -- worlds.world_agent_audit_sanitization: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_audit_sanitization" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_audit_sanitization" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_audit_sanitization: grants for the app role
 GRANT SELECT ON TABLE "worlds"."world_agent_audit_sanitization" TO "primitives_app";
@@ -994,7 +1069,7 @@ LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = r.t
 COMMENT ON VIEW "worlds"."world_agent_audit_policy_coverage" IS 'Row-level security coverage of every table of agent ''world'' (tenant column world_id), read from the catalog.';
 
 -- worlds.world_agent_audit_policy_coverage: reset grants
-REVOKE ALL ON TABLE "worlds"."world_agent_audit_policy_coverage" FROM "primitives_app", "primitives_auditor";
+REVOKE ALL ON TABLE "worlds"."world_agent_audit_policy_coverage" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_audit_policy_coverage: grants for the app role
 GRANT SELECT ON TABLE "worlds"."world_agent_audit_policy_coverage" TO "primitives_app";

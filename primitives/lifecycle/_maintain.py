@@ -1,0 +1,131 @@
+"""``primitives maintain``: the periodic lifecycle job, set-based per batch of tenants.
+
+For each spec, the compiled maintenance passes (idle scope closes, corroboration promotion,
+decay archiving, the dispositions report) run over the agent's tenants in batches. Each
+batch is one short READ COMMITTED transaction as ``primitives_maintainer`` (the journal's
+hash chain appends under READ COMMITTED only), so live writers wait at most one batch for a
+tenant's journal lock. Every pass journals its own changes and is idempotent: a second run
+changes nothing, and a run that was stopped is finished by running it again (tenants are
+visited in order; what the stopped run committed stays done).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from primitives.compile import Tables, agent_tables
+from primitives.db._names import MAINTAINER_ROLE
+from primitives.lifecycle._boundary import MaintenancePass, Similarity, boundary_passes
+from primitives.spec import AgentSpec
+
+__all__ = ["MaintainReport", "PassBuilder", "maintain", "pass_builders", "passes_for"]
+
+PassBuilder = Callable[[AgentSpec, Tables, bool, Similarity], list[MaintenancePass]]
+"""Builds a spec's passes from its tables, whether rows have vectors, and the similarity
+measure the database offers."""
+
+
+def _boundary(spec: AgentSpec, tables: Tables, embedding: bool,
+              similarity: Similarity) -> list[MaintenancePass]:
+    return boundary_passes(spec, tables, embedding=embedding, similarity=similarity)
+
+
+pass_builders: list[PassBuilder] = [_boundary]
+"""The pass builders, in the order their passes run (idle closes first, so that what they
+compound upward is promoted and decayed in the same run)."""
+
+
+def passes_for(spec: AgentSpec, tables: Tables, *, embedding: bool,
+               similarity: Similarity) -> list[MaintenancePass]:
+    return [p for build in pass_builders for p in build(spec, tables, embedding, similarity)]
+
+
+@dataclass
+class MaintainReport:
+    """What one run did, per agent and pass (rows changed), and how long it took."""
+
+    agents: dict[str, dict[str, int]] = field(default_factory=dict)
+    tenants: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"agents": self.agents, "tenants": self.tenants, "batches": self.batches,
+                "seconds": round(self.seconds, 3)}
+
+    @property
+    def changed(self) -> int:
+        return sum(n for passes in self.agents.values() for n in passes.values())
+
+
+_FEATURES = sql.SQL(
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass "
+    "AND attname = 'embedding' AND NOT attisdropped), "
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm')")
+
+
+def _tenants(conn: psycopg.Connection[Any], tables: Tables) -> list[str]:
+    """Every tenant with memory rows or scopes, in order (a loose index scan per table)."""
+    statement = sql.SQL(
+        "WITH RECURSIVE m(t) AS ("
+        "(SELECT {t} FROM {mem} ORDER BY 1 LIMIT 1) UNION ALL "
+        "SELECT (SELECT x.{t} FROM {mem} AS x WHERE x.{t} > m.t ORDER BY 1 LIMIT 1) "
+        "FROM m WHERE m.t IS NOT NULL), "
+        "s(t) AS ("
+        "(SELECT {t} FROM {scopes} ORDER BY 1 LIMIT 1) UNION ALL "
+        "SELECT (SELECT x.{t} FROM {scopes} AS x WHERE x.{t} > s.t ORDER BY 1 LIMIT 1) "
+        "FROM s WHERE s.t IS NOT NULL) "
+        "SELECT t FROM m WHERE t IS NOT NULL UNION SELECT t FROM s WHERE t IS NOT NULL "
+        "ORDER BY 1").format(t=tables.tenant, mem=tables.memories.ident,
+                             scopes=tables.scopes.ident)
+    return [row[0] for row in conn.execute(statement).fetchall()]
+
+
+def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
+             now: datetime | None = None, actor: str = "maintain",
+             progress: Callable[[str, int, int], None] | None = None) -> MaintainReport:
+    """Run every spec's maintenance passes over all its tenants, ``batch_tenants`` per
+    transaction, through ``dsn`` (the admin connection: it must be allowed to
+    ``SET ROLE primitives_maintainer``). ``now`` fixes the clock the passes compare with
+    (default: the current time). ``progress(agent, done, total)`` is called after each batch.
+    """
+    if batch_tenants < 1:
+        raise ValueError("batch_tenants must be at least 1")
+    report = MaintainReport()
+    started = time.perf_counter()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET default_transaction_isolation = 'read committed'")
+        for spec in specs:
+            tables = agent_tables(spec)
+            row = conn.execute(_FEATURES, (tables.memories.qualified,)).fetchone()
+            embedding, trigram = bool(row and row[0]), bool(row and row[1])
+            similarity: Similarity = "embedding" if embedding and trigram else (
+                "trigram" if trigram else "exact")
+            passes = passes_for(spec, tables, embedding=embedding, similarity=similarity)
+            counts = report.agents.setdefault(spec.agent, {p.name: 0 for p in passes})
+            with conn.transaction():
+                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
+                    sql.Identifier(MAINTAINER_ROLE)))
+                tenants = _tenants(conn, tables)
+            report.tenants[spec.agent] = len(tenants)
+            for start in range(0, len(tenants), batch_tenants):
+                batch = tenants[start:start + batch_tenants]
+                params = {"tenants": batch, "now": now or datetime.now(UTC), "actor": actor}
+                with conn.transaction():
+                    conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
+                        sql.Identifier(MAINTAINER_ROLE)))
+                    for step in passes:
+                        changed = conn.execute(step.statement, params).fetchone()
+                        counts[step.name] += int(changed[0]) if changed else 0
+                report.batches += 1
+                if progress is not None:
+                    progress(spec.agent, start + len(batch), len(tenants))
+    report.seconds = time.perf_counter() - started
+    return report
