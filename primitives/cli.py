@@ -375,7 +375,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
     try:
         report = maintain(specs, resolve_dsn(), batch_tenants=args.batch_tenants,
-                          progress=progress)
+                          progress=progress, duty=args.duty)
     except psycopg.Error as err:
         raise StorageError(f"maintain failed: {err}") from err
     if args.json:
@@ -490,6 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("specs", nargs="*", metavar="SPEC", help=f"spec files (default: {DEFAULT_SPECS})")
     p.add_argument("--batch-tenants", type=int, default=100, metavar="N",
                    help="tenants per transaction (default 100)")
+    p.add_argument("--duty", type=float, default=1.0, metavar="F",
+                   help="share of wall time the job may be busy, 0 < F <= 1 (default 1): "
+                        "beside live traffic, 0.5 sleeps as long as each batch took")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_maintain)
     return parser

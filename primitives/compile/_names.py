@@ -22,8 +22,8 @@ from primitives.spec import AgentSpec
 __all__ = [
     "APP_ROLE",
     "AUDITOR_ROLE",
-    "MAINTAINER_ROLE",
     "FRAMEWORK_SCHEMA",
+    "MAINTAINER_ROLE",
     "MAX_IDENTIFIER_BYTES",
     "OWNER_ROLE",
     "TENANT_SETTING",

@@ -90,14 +90,19 @@ def _tenants(conn: psycopg.Connection[Any], tables: Tables) -> list[str]:
 
 def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
              now: datetime | None = None, actor: str = "maintain",
-             progress: Callable[[str, int, int], None] | None = None) -> MaintainReport:
+             progress: Callable[[str, int, int], None] | None = None,
+             duty: float = 1.0) -> MaintainReport:
     """Run every spec's maintenance passes over all its tenants, ``batch_tenants`` per
     transaction, through ``dsn`` (the admin connection: it must be allowed to
     ``SET ROLE primitives_maintainer``). ``now`` fixes the clock the passes compare with
     (default: the current time). ``progress(agent, done, total)`` is called after each batch.
+    ``duty`` (0 < duty <= 1) is the share of wall time the job may be busy: after each batch
+    it sleeps ``batch time x (1 / duty - 1)``, leaving the rest to live traffic.
     """
     if batch_tenants < 1:
         raise ValueError("batch_tenants must be at least 1")
+    if not 0 < duty <= 1:
+        raise ValueError("duty must be in (0, 1]")
     report = MaintainReport()
     started = time.perf_counter()
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -118,6 +123,7 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
             for start in range(0, len(tenants), batch_tenants):
                 batch = tenants[start:start + batch_tenants]
                 params = {"tenants": batch, "now": now or datetime.now(UTC), "actor": actor}
+                batch_started = time.perf_counter()
                 with conn.transaction():
                     conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
                         sql.Identifier(MAINTAINER_ROLE)))
@@ -125,6 +131,8 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                         changed = conn.execute(step.statement, params).fetchone()
                         counts[step.name] += int(changed[0]) if changed else 0
                 report.batches += 1
+                if duty < 1:
+                    time.sleep((time.perf_counter() - batch_started) * (1 / duty - 1))
                 if progress is not None:
                     progress(spec.agent, start + len(batch), len(tenants))
     report.seconds = time.perf_counter() - started

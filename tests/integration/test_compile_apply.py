@@ -158,7 +158,8 @@ def test_reapplying_the_plan_is_harmless(
         " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
         (spectral_plan.tables.schema, spectral_plan.tables.memories.name),
     ).fetchone()
-    assert policies == (3,)  # tenant (app), auditor read, tenant (owner, for its functions)
+    # tenant (app), auditor read, tenant (owner, for its functions), maintainer (all tenants)
+    assert policies == (4,)
 
 
 def test_reapplying_takes_table_level_update_and_delete_from_an_older_database(

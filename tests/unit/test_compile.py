@@ -208,13 +208,13 @@ def test_checks_are_replaced_in_one_statement_so_they_follow_the_spec(spectral: 
     assert "CHECK" not in create
     replace = next(s for s in statements if s.startswith('ALTER TABLE "platform".'
                                                           '"spectral_memories"\n'))
-    # the columns added since the table shipped, the bounds function, its grants, then the
-    # one statement that replaces the checks
+    # the columns added since the table shipped, the bounds function, its grants (app,
+    # maintainer), then the one statement that replaces the checks
     added, function, revoke, grant = statements[statements.index(create) + 1:][:4]
     assert added.startswith('ALTER TABLE "platform"."spectral_memories" ADD COLUMN IF NOT EXISTS')
     assert function.startswith('CREATE OR REPLACE FUNCTION "platform"."spectral_memories_bounds"(')
     assert revoke.startswith("REVOKE ALL ON FUNCTION") and grant.startswith("GRANT EXECUTE")
-    assert statements.index(replace) == statements.index(create) + 5
+    assert statements.index(replace) == statements.index(create) + 6
     drops = re.findall(r'DROP CONSTRAINT IF EXISTS "(\w+)"', replace)
     adds = re.findall(r'ADD CONSTRAINT "(\w+)" CHECK', replace)
     separate = [f"spectral_memories_{n}_check" for n in (
@@ -285,10 +285,14 @@ def test_statements_are_idempotent(plan: Plan) -> None:
         if statement.startswith("GRANT") and " ON TABLE " in statement:
             target = statement.split(" ON TABLE ")[1].split(" TO ")[0]
             assert any(s == f'REVOKE ALL ON TABLE {target} FROM "primitives_app", '
-                       '"primitives_auditor"' for s in statements[:index])
+                       '"primitives_auditor", "primitives_maintainer"' for s in statements[:index])
         if statement.startswith("GRANT") and " ON FUNCTION " in statement:
+            # the revoke from PUBLIC, then the grants (the app role, the maintainer role)
             target = statement.split(" ON FUNCTION ")[1].split(" TO ")[0]
-            assert statements[index - 1] == f"REVOKE ALL ON FUNCTION {target} FROM PUBLIC"
+            previous = index - 1
+            while statements[previous].startswith(f"GRANT EXECUTE ON FUNCTION {target} TO "):
+                previous -= 1
+            assert statements[previous] == f"REVOKE ALL ON FUNCTION {target} FROM PUBLIC"
 
 
 def test_schemas_are_created_for_the_owner_checkpointer_only_when_enabled(
@@ -311,7 +315,8 @@ def test_app_grants_are_least_privilege(spectral: AgentSpec) -> None:
         for s in rendered(plan) if s.startswith("GRANT") and s.endswith('TO "primitives_app"')
         and " ON TABLE " in s
     }
-    functions = [s for s in rendered(plan) if s.startswith("GRANT") and " ON FUNCTION " in s]
+    functions = [s for s in rendered(plan) if s.startswith("GRANT") and " ON FUNCTION " in s
+                 and s.endswith('TO "primitives_app"')]
     # the one the memories table's constraint calls, the one hard delete of memories and the
     # governed erasure of a row's content
     assert [s.split(" ON FUNCTION ")[1].split("(")[0] for s in functions] == [
@@ -340,6 +345,19 @@ def test_app_grants_are_least_privilege(spectral: AgentSpec) -> None:
     auditor = [s for s in rendered(plan) if s.endswith('TO "primitives_auditor"')]
     assert all(s.startswith("GRANT SELECT ON TABLE") for s in auditor)
     assert len(auditor) == len(tables.tables) + len(tables.views)
+    # the maintainer: the app role's table privileges, plus DELETE on memories only (transient
+    # rows at an idle scope's end; the delete guard still refuses the rest), no view
+    maintainer = {
+        s.split(" ON TABLE ")[1].split(" TO ")[0]: s.split("GRANT ")[1].split(" ON ")[0]
+        for s in rendered(plan) if s.startswith("GRANT") and " ON TABLE " in s
+        and s.endswith('TO "primitives_maintainer"')}
+    memories = tables.memories.ident.as_string(None)
+    assert maintainer[memories] == granted(tables.memories) + ", DELETE"
+    for table in tables.tables:
+        ident = table.ident.as_string(None)
+        if ident != memories:
+            assert maintainer[ident] == grants[ident]
+    assert not any(view.ident.as_string(None) in maintainer for view in tables.views)
 
 
 def test_journal_links_and_approvals_refuse_mutation_and_memories_guard_delete() -> None:

@@ -1,0 +1,183 @@
+"""The maintain job against a sequential scan of the same table, and beside live writers.
+
+``python -m bench.maintain`` (``--rows``, ``--tenants`` for a smaller run; default 1,000,000
+memories in 1,000 tenants) bulk-loads the Spectral spec's memories table of a fresh database
+(a mix of workspace episodic, semantic and procedural rows, transient rows in open run
+scopes, a few rows with enough independent evidence to be promoted), then, interleaved over
+``--rounds`` rounds:
+
+- ``seq_scan``: ``SELECT count(*)`` over every row of the table with a predicate that reads
+  each row's content (parallel workers off, as the maintain statements run without them:
+  PostgreSQL never plans a data-modifying statement in parallel);
+- ``maintain``: one ``primitives maintain`` pass over every tenant (``maintain()``, batches
+  of 100 tenants as ``primitives_maintainer``), every registered pass.
+
+Target: pass / scan <= 3 (each round's pair; the worst round is reported).
+
+Then 8 writer threads (the engine's observe into the cycle tier, as bench.writes measures
+them) write for ``--seconds`` alone and with maintain passes running back to back beside
+them, alternating; target: writes/s with / without >= 0.8. The passes beside the writers run
+with ``--duty`` (the share of wall time a pass may be busy: after a batch it sleeps in
+proportion), the knob ``maintain(..., duty=...)`` gives a platform that runs the job beside
+live traffic.
+
+Writes ``bench/results/maintain.json`` (``--out`` to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from bench._env import RESULTS, bench_databases, log, machine_info, write_result
+from bench._targets import BENCH_SPEC, TargetSpec
+from bench.writes import concurrent_throughput, tenant_ids
+from primitives.compile import agent_tables
+from primitives.lifecycle import maintain
+from primitives.spec import load_spec
+
+RESULT = "maintain.json"
+
+_LOAD = """\
+INSERT INTO {mem} (workspace_id, id, tier, typology, scope_id, key, content, envelope,
+                   provenance, event_time, created_at, updated_at, valid_from, source)
+SELECT 'mt-' || lpad((i %% %(tenants)s)::text, 4, '0'), u, t.tier, t.typology,
+       CASE WHEN t.tier = 'run' THEN 'run-' || (i %% 3) END, u::text,
+       'observation ' || i || ': ' || md5(i::text) || ' route ' || (i %% 97)
+         || ' returned stale context after retrieval',
+       jsonb_build_object('kind', 'scan', 'n', i),
+       CASE WHEN i %% 500 = 0 THEN
+         '{{"corroborated_by": ["source:a", "source:b", "source:c"]}}'::jsonb
+       ELSE '{{}}'::jsonb END,
+       now() - make_interval(days => i %% 400), now() - make_interval(days => i %% 400),
+       now(), now() - make_interval(days => i %% 400), 'bench'
+FROM generate_series(1, %(rows)s) AS i, CAST(md5('mt' || i) AS uuid) AS u,
+     LATERAL (SELECT CASE WHEN i %% 20 = 0 THEN 'run' ELSE 'workspace' END AS tier,
+                     CASE WHEN i %% 20 = 0 OR i %% 10 < 7 THEN 'episodic'
+                          WHEN i %% 10 < 9 THEN 'semantic' ELSE 'procedural' END AS typology) t
+"""
+
+_SCOPES = """\
+INSERT INTO {scopes} (workspace_id, tier, scope_id, opened_at, last_activity_at)
+SELECT DISTINCT workspace_id, 'run', scope_id, now(), now() FROM {mem} WHERE tier = 'run'
+ON CONFLICT DO NOTHING
+"""
+
+
+def _load(dsn: str, rows: int, tenants: int) -> float:
+    tables = agent_tables(load_spec(BENCH_SPEC))
+    started = time.perf_counter()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL(_LOAD).format(mem=tables.memories.ident),
+                     {"rows": rows, "tenants": tenants})
+        conn.execute(sql.SQL(_SCOPES).format(mem=tables.memories.ident,
+                                             scopes=tables.scopes.ident))
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(tables.memories.ident))
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(tables.scopes.ident))
+    return time.perf_counter() - started
+
+
+def _seq_scan(dsn: str) -> float:
+    tables = agent_tables(load_spec(BENCH_SPEC))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET max_parallel_workers_per_gather = 0")
+        started = time.perf_counter()
+        conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE length(content) > 0").format(
+            tables.memories.ident)).fetchone()
+        return time.perf_counter() - started
+
+
+def _pass(dsn: str, *, duty: float = 1.0) -> tuple[float, dict[str, Any]]:
+    spec = load_spec(BENCH_SPEC)
+    started = time.perf_counter()
+    report = maintain([spec], dsn, batch_tenants=100, duty=duty)
+    return time.perf_counter() - started, report.as_dict()
+
+
+def _writers(app_dsn: str, seconds: float) -> float:
+    result = concurrent_throughput(TargetSpec("engine", app_dsn), writers=8, seconds=seconds,
+                                   tenants=tenant_ids(50, "mw"), mode="threads")
+    return result.writes_per_s
+
+
+def _writers_beside_maintain(app_dsn: str, admin_dsn: str, seconds: float,
+                             duty: float) -> tuple[float, int]:
+    stop = threading.Event()
+    passes = [0]
+
+    def loop() -> None:
+        while not stop.is_set():
+            _pass(admin_dsn, duty=duty)
+            passes[0] += 1
+
+    worker = threading.Thread(target=loop, daemon=True)
+    worker.start()
+    time.sleep(0.5)  # the pass is under way when the writers start
+    try:
+        rate = _writers(app_dsn, seconds)
+    finally:
+        stop.set()
+        worker.join()
+    return rate, passes[0]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.maintain", description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--tenants", type=int, default=1_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--duty", type=float, default=0.5)
+    parser.add_argument("--out", type=Path, default=RESULTS / RESULT)
+    args = parser.parse_args(argv)
+    with bench_databases(log) as dbs:
+        dsn = dbs.engine_admin_dsn
+        log(f"loading {args.rows:,} memories in {args.tenants:,} tenants")
+        load_s = _load(dsn, args.rows, args.tenants)
+        log(f"  loaded in {load_s:.1f} s")
+        rounds: list[dict[str, Any]] = []
+        for n in range(args.rounds):
+            scan = _seq_scan(dsn)
+            took, report = _pass(dsn)
+            rounds.append({"seq_scan_s": round(scan, 3), "maintain_s": round(took, 3),
+                           "ratio": round(took / scan, 2), "changed": report["agents"]})
+            log(f"  round {n + 1}: scan {scan:.2f} s, maintain {took:.2f} s "
+                f"({took / scan:.2f}x)")
+        writes: list[dict[str, Any]] = []
+        for n in range(args.rounds):
+            alone = _writers(dbs.engine_app_dsn, args.seconds)
+            beside, passes = _writers_beside_maintain(dbs.engine_app_dsn, dsn, args.seconds,
+                                                      args.duty)
+            writes.append({"alone_writes_per_s": alone, "beside_writes_per_s": beside,
+                           "passes_during": passes, "ratio": round(beside / alone, 2)})
+            log(f"  writers round {n + 1}: alone {alone:,.0f}/s, beside maintain "
+                f"{beside:,.0f}/s ({beside / alone:.2f}x, {passes} pass(es))")
+        result = {
+            "rows": args.rows, "tenants": args.tenants, "load_s": round(load_s, 1),
+            "rounds": rounds,
+            "maintain_vs_scan": {
+                "worst": max(r["ratio"] for r in rounds),
+                "median": statistics.median(r["ratio"] for r in rounds),
+                "target": 3.0},
+            "writers": {
+                "writers": 8, "seconds": args.seconds, "duty": args.duty, "rounds": writes,
+                "worst": min(w["ratio"] for w in writes),
+                "median": statistics.median(w["ratio"] for w in writes), "target": 0.8},
+            "machine": machine_info(dsn, embedded=dbs.embedded),
+        }
+    log(f"wrote {write_result(args.out, result)}")
+    log(json.dumps({k: result[k] for k in ("maintain_vs_scan", "writers")}, default=str)[:600])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
