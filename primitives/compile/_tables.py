@@ -185,6 +185,8 @@ MEMORY_UPDATE_COLUMNS = (
     # supersession, state changes, confirmation
     "superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at",
     "confidence", "decay_rate", "updated_at", "corroborated_at",
+    # retrieval's batched access marks (primitives.lifecycle._access)
+    "access_count", "last_accessed_at",
     # vectors written after the row, store metadata and expiry
     "embedding", "embedding_model", "provenance", "expires_at",
     # erasure (engine erase) changes content, value, envelope, tags and source only through

@@ -32,6 +32,7 @@ from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
+from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
 from primitives.retrieval._rerank import Reranker
@@ -151,7 +152,29 @@ class AsyncEngine(EngineBase):
             raise
 
     async def close(self) -> None:
-        await self._pool.close()
+        try:
+            await self.flush_access()
+        finally:
+            await self._pool.close()
+
+    async def flush_access(self) -> int:
+        """Write the buffered read marks now, one UPDATE per tenant; returns the rows marked
+        (see :meth:`Engine.flush_access`)."""
+        batches = self.access.take()
+        if not batches:
+            return 0
+        statement = flush_statement(self.tables)
+        async with self._pool.connection() as conn:
+            for tenant, ids, counts, ats in batches:
+                async with atenant_transaction(conn, tenant):
+                    await conn.execute(statement, {"tenant": tenant, "ids": ids,
+                                                   "counts": counts, "ats": ats})
+        return sum(len(ids) for _, ids, _, _ in batches)
+
+    async def _accessed(self, tenant: str, result: R) -> R:
+        if self.access.record(tenant, read_ids(result)):
+            await self.flush_access()
+        return result
 
     async def __aenter__(self) -> AsyncEngine:
         return self
@@ -164,7 +187,9 @@ class AsyncEngine(EngineBase):
                      actor: str = "agent") -> AsyncIterator[AsyncTenantMemory]:
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
-            yield AsyncTenantMemory(ctx, conn)
+            yield AsyncTenantMemory(ctx, conn, self.access)
+        if self.access.due():
+            await self.flush_access()
 
     async def read(self, anchor: Mapping[str, object],
                    make: Callable[[core.Context], core.Op[R]], *, actor: str = "agent",
@@ -202,13 +227,15 @@ class AsyncEngine(EngineBase):
         explanation = await self.read(
             anchor, lambda ctx: core.explain_search(ctx, query, final=True, **options),
             actor=actor)
+        await self._accessed(resolve_anchor(self.spec, anchor).tenant, explanation)
         return explanation if explain else explanation.hits
 
     async def context_pack(self, anchor: Mapping[str, object], query: str = "", *,
                            actor: str = "agent", **options: Any) -> ContextPack:
         """:meth:`TenantMemory.context_pack` in a read transaction of its own."""
-        return await self.read(anchor, lambda ctx: assemble.context(ctx, query, final=True,
+        pack = await self.read(anchor, lambda ctx: assemble.context(ctx, query, final=True,
                                                                     **options), actor=actor)
+        return await self._accessed(resolve_anchor(self.spec, anchor).tenant, pack)
 
     async def observe(self, anchor: Mapping[str, object], tier: str, content: str, *,
                       actor: str = "agent", seed: str | None = None, **fields: Any) -> Memory:
@@ -254,9 +281,11 @@ class AsyncEngine(EngineBase):
 class AsyncTenantMemory:
     """Awaitable operations inside one tenant transaction."""
 
-    def __init__(self, ctx: core.Context, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, ctx: core.Context, conn: psycopg.AsyncConnection[Any],
+                 access: AccessLog | None = None) -> None:
         self.ctx = ctx
         self._conn = conn
+        self._access = access
 
     @property
     def connection(self) -> psycopg.AsyncConnection[Any]:
@@ -322,12 +351,17 @@ class AsyncTenantMemory:
     async def search(self, query: str = "", *, explain: bool = False,
                      **options: Any) -> list[Hit] | Explanation:
         explanation = await arun_op(self._conn, core.explain_search(self.ctx, query, **options))
+        if self._access is not None:
+            self._access.record(self.ctx.tenant, read_ids(explanation))
         return explanation if explain else explanation.hits
 
     async def context_pack(self, query: str = "", **options: Any) -> ContextPack:
         """The spec's context blocks for this turn: the transient tiers' current rows and the
         search hits for ``query``, within their token budgets (see ``_assemble.context``)."""
-        return await arun_op(self._conn, assemble.context(self.ctx, query, **options))
+        pack = await arun_op(self._conn, assemble.context(self.ctx, query, **options))
+        if self._access is not None:
+            self._access.record(self.ctx.tenant, read_ids(pack))
+        return pack
 
     async def item_batch(self, ops: Sequence[store_ops.ItemOp]) -> list[Any]:
         """Run LangGraph-store item operations in this transaction (see ``_store_ops``)."""

@@ -11,6 +11,7 @@ from primitives.embeddings import Embedder, cached
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
 from primitives.errors import ModelMismatch
+from primitives.lifecycle._access import AccessLog
 from primitives.retrieval._intent import classifier_for
 from primitives.retrieval._rerank import Reranker
 from primitives.spec import AgentSpec
@@ -120,6 +121,8 @@ class EngineBase:
                  text_match: bool = False, trigram: bool = True) -> None:
         self.spec = spec
         self.trigram = trigram
+        self.access = AccessLog()
+        """Read marks waiting for their batched write (``primitives.lifecycle._access``)."""
         self.tables: Tables = agent_tables(spec)
         if embedder is not None and embedder.dims != spec.retrieval.embedding.dims:
             raise ModelMismatch(

@@ -34,6 +34,7 @@ from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
+from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
 from primitives.retrieval._rerank import Reranker
@@ -160,7 +161,29 @@ class Engine(EngineBase):
             raise
 
     def close(self) -> None:
-        self._pool.close()
+        try:
+            self.flush_access()
+        finally:
+            self._pool.close()
+
+    def flush_access(self) -> int:
+        """Write the buffered read marks now, one UPDATE per tenant; returns the rows marked.
+        Reads call it when the buffer is due (see :mod:`primitives.lifecycle._access`)."""
+        batches = self.access.take()
+        if not batches:
+            return 0
+        statement = flush_statement(self.tables)
+        with self._pool.connection() as conn:
+            for tenant, ids, counts, ats in batches:
+                with tenant_transaction(conn, tenant):
+                    conn.execute(statement, {"tenant": tenant, "ids": ids, "counts": counts,
+                                             "ats": ats})
+        return sum(len(ids) for _, ids, _, _ in batches)
+
+    def _accessed(self, tenant: str, result: R) -> R:
+        if self.access.record(tenant, read_ids(result)):
+            self.flush_access()
+        return result
 
     def __enter__(self) -> Engine:
         return self
@@ -174,7 +197,9 @@ class Engine(EngineBase):
         """One tenant-scoped transaction; commits on success, rolls back on any error."""
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
-            yield TenantMemory(ctx, conn)
+            yield TenantMemory(ctx, conn, self.access)
+        if self.access.due():
+            self.flush_access()
 
     def read(self, anchor: Mapping[str, object], make: Callable[[core.Context], core.Op[R]], *,
              actor: str = "agent", seed: str | None = None,
@@ -215,13 +240,15 @@ class Engine(EngineBase):
         explanation = self.read(
             anchor, lambda ctx: core.explain_search(ctx, query, final=True, **options),
             actor=actor)
+        self._accessed(resolve_anchor(self.spec, anchor).tenant, explanation)
         return explanation if explain else explanation.hits
 
     def context_pack(self, anchor: Mapping[str, object], query: str = "", *,
                      actor: str = "agent", **options: Any) -> ContextPack:
         """:meth:`TenantMemory.context_pack` in a read transaction of its own."""
-        return self.read(anchor, lambda ctx: assemble.context(ctx, query, final=True,
+        pack = self.read(anchor, lambda ctx: assemble.context(ctx, query, final=True,
                                                               **options), actor=actor)
+        return self._accessed(resolve_anchor(self.spec, anchor).tenant, pack)
 
     def observe(self, anchor: Mapping[str, object], tier: str, content: str, *,
                 actor: str = "agent", seed: str | None = None,
@@ -283,9 +310,11 @@ class Engine(EngineBase):
 class TenantMemory:
     """Operations inside one tenant transaction (see :mod:`primitives.engine._core`)."""
 
-    def __init__(self, ctx: core.Context, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, ctx: core.Context, conn: psycopg.Connection[Any],
+                 access: AccessLog | None = None) -> None:
         self.ctx = ctx
         self._conn = conn
+        self._access = access
 
     @property
     def connection(self) -> psycopg.Connection[Any]:
@@ -354,12 +383,17 @@ class TenantMemory:
         """Hybrid search (options: ``envelope``, ``tiers``, ``limit``, ``as_of``); with
         ``explain=True`` an :class:`Explanation` (hits plus rows per signal)."""
         explanation = run_op(self._conn, core.explain_search(self.ctx, query, **options))
+        if self._access is not None:
+            self._access.record(self.ctx.tenant, read_ids(explanation))
         return explanation if explain else explanation.hits
 
     def context_pack(self, query: str = "", **options: Any) -> ContextPack:
         """The spec's context blocks for this turn: the transient tiers' current rows and the
         search hits for ``query``, within their token budgets (see ``_assemble.context``)."""
-        return run_op(self._conn, assemble.context(self.ctx, query, **options))
+        pack = run_op(self._conn, assemble.context(self.ctx, query, **options))
+        if self._access is not None:
+            self._access.record(self.ctx.tenant, read_ids(pack))
+        return pack
 
     def item_batch(self, ops: Sequence[store_ops.ItemOp]) -> list[Any]:
         """Run LangGraph-store item operations in this transaction (see ``_store_ops``)."""

@@ -227,13 +227,13 @@ CREATE POLICY "assistant_maintainer" ON "memory"."assistant_memories" AS PERMISS
 REVOKE ALL ON TABLE "memory"."assistant_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "memory"."assistant_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "memory"."assistant_memories" TO "primitives_app";
 
 -- memory.assistant_memories: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_memories" TO "primitives_auditor";
 
 -- memory.assistant_memories: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "memory"."assistant_memories" TO "primitives_maintainer";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "memory"."assistant_memories" TO "primitives_maintainer";
 
 -- memory.assistant_memory_events: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_memory_events" (

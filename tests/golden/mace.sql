@@ -222,13 +222,13 @@ CREATE POLICY "mace_maintainer" ON "mace"."mace_memories" AS PERMISSIVE FOR ALL 
 REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "provenance", "expires_at") ON TABLE "mace"."mace_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at") ON TABLE "mace"."mace_memories" TO "primitives_app";
 
 -- mace.mace_memories: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";
 
 -- mace.mace_memories: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "provenance", "expires_at"), DELETE ON TABLE "mace"."mace_memories" TO "primitives_maintainer";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at"), DELETE ON TABLE "mace"."mace_memories" TO "primitives_maintainer";
 
 -- mace.mace_memory_events: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_memory_events" (

@@ -227,13 +227,13 @@ CREATE POLICY "spectral_maintainer" ON "platform"."spectral_memories" AS PERMISS
 REVOKE ALL ON TABLE "platform"."spectral_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "platform"."spectral_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "platform"."spectral_memories" TO "primitives_app";
 
 -- platform.spectral_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_memories" TO "primitives_auditor";
 
 -- platform.spectral_memories: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "platform"."spectral_memories" TO "primitives_maintainer";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "platform"."spectral_memories" TO "primitives_maintainer";
 
 -- platform.spectral_memory_events: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_memory_events" (

@@ -230,13 +230,13 @@ CREATE POLICY "world_agent_maintainer" ON "worlds"."world_agent_memories" AS PER
 REVOKE ALL ON TABLE "worlds"."world_agent_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- worlds.world_agent_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "worlds"."world_agent_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "worlds"."world_agent_memories" TO "primitives_app";
 
 -- worlds.world_agent_memories: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_memories" TO "primitives_auditor";
 
 -- worlds.world_agent_memories: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "worlds"."world_agent_memories" TO "primitives_maintainer";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "worlds"."world_agent_memories" TO "primitives_maintainer";
 
 -- worlds.world_agent_memory_events: table
 CREATE TABLE IF NOT EXISTS "worlds"."world_agent_memory_events" (
