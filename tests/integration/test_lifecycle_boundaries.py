@@ -253,3 +253,47 @@ def test_thirty_days_idle_closes_an_operator_session_in_the_maintain_pass(
         f"{idle} was drafting a change set"]
     assert "scope_idle_closed" in _kinds(admin_conn, operations, idle)
     assert [r[4] for r in _rows(admin_conn, operations, busy, "operator_session")] == [False]
+
+
+_ESCALATING = """\
+version: 1
+agent: escalating
+anchor:
+  keys: [team_id, session_id]
+  required_at_write: [team_id]
+  nullable_for_cross_scope: [session_id]
+typology:
+  session: [episodic]
+  team: [episodic]
+tiers:
+  - name: session
+    boundary: {anchor_escalation: {from: session_id, to: team_id}}
+  - name: team
+    boundary: {scope_change: team_id}
+    persistent: true
+persistence:
+  store: {schema: escalating, prefix: esc}
+retrieval:
+  signals: [lexical, recency]
+"""
+
+
+def test_an_anchor_escalation_boundary_clears_the_narrower_key_on_promotion(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any]) -> None:
+    path = tmp_path / "escalating.yaml"
+    path.write_text(_ESCALATING, encoding="utf-8")
+    spec = load_spec(path)
+    migrate([spec], dsn=pg.admin_dsn)
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    anchor = {"team_id": team, "session_id": "sess-1"}
+    read = "SELECT tier, session_id, content FROM escalating.esc_memories WHERE team_id = %s"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine:
+        with engine.tenant(anchor) as mem:
+            mem.observe("session", "the deploy checklist skips the smoke test",
+                        scope_id="sess-1")
+        assert admin_conn.execute(read, (team,)).fetchall() == [
+            ("session", "sess-1", "the deploy checklist skips the smoke test")]
+        with engine.tenant(anchor) as mem:
+            assert mem.end_scope("session", "sess-1").promoted == 1
+    assert admin_conn.execute(read, (team,)).fetchall() == [
+        ("team", None, "the deploy checklist skips the smoke test")]
