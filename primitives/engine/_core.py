@@ -635,20 +635,30 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
             tier=tier, field="into_scope")
     if into_scope is not None:
         into_scope = _text(into_scope, "into_scope")
+    # Corroboration rules out of this tier run first (its rows are about to leave), the
+    # boundary next, then the rules out of other tiers (the evidence it just moved up).
+    rules = boundary.corroboration_rules(spec)
+    promoted = yield from _corroboration(ctx, [r for r in rules if r.from_tier == tier])
     statement = boundary.end_scopes_statement(
         spec, ctx.tables, embedding=ctx.has_embedding, similarity=similarity_kind(ctx))
     row = yield Step(statement, {
         "tenants": [ctx.tenant], "tiers": [tier], "scope_ids": [scope_id],
         "into": [into_scope], "actor": ctx.actor}, "one")
     assert row is not None
-    promoted = 0
-    for rule in boundary.corroboration_rules(spec):
-        count = yield Step(boundary.corroboration_statement(
-            spec, ctx.tables, rule, embedding=ctx.has_embedding),
-            {"tenants": [ctx.tenant], "actor": ctx.actor}, "one")
-        promoted += int(count[0]) if count else 0
+    promoted += yield from _corroboration(ctx, [r for r in rules if r.from_tier != tier])
     return ScopeEnd(removed=row[3], kept=row[4], archived=row[5], compounded=row[6],
                     promoted=row[7], corroborated=row[8], corroboration_promoted=promoted)
+
+
+def _corroboration(ctx: Context, rules: Sequence[boundary.CorroborationRule]) -> Op[int]:
+    """Run corroboration promotion ``rules`` for the tenant; the rows promoted."""
+    promoted = 0
+    for rule in rules:
+        count = yield Step(boundary.corroboration_statement(
+            ctx.spec, ctx.tables, rule, embedding=ctx.has_embedding),
+            {"tenants": [ctx.tenant], "actor": ctx.actor}, "one")
+        promoted += int(count[0]) if count else 0
+    return promoted
 
 
 def similarity_kind(ctx: Context) -> boundary.Similarity:

@@ -598,14 +598,21 @@ def _json_list(items: tuple[str, ...]) -> str:
 
 def boundary_passes(spec: AgentSpec, tables: Tables, *, embedding: bool,
                     similarity: Similarity) -> list[MaintenancePass]:
-    """The maintain job's boundary work: close idle scopes, then promote what corroboration
-    qualifies (so evidence an idle close just gathered is promoted in the same pass)."""
-    passes: list[MaintenancePass] = []
+    """The maintain job's boundary work: promotion out of transient tiers, idle scope closes,
+    then promotion out of the persistent tier (so evidence an idle close just moved up is
+    promoted in the same run)."""
+    persistent = spec.persistent_tier.name
+
+    def promote(rule: CorroborationRule) -> MaintenancePass:
+        return MaintenancePass(f"promote {rule.name}",
+                               corroboration_statement(spec, tables, rule, embedding=embedding))
+
+    rules = corroboration_rules(spec)
+    # rules out of transient tiers before their idle scopes close (the rows then leave),
+    # rules out of the persistent tier after (what the closes compounded up)
+    passes = [promote(r) for r in rules if r.from_tier != persistent]
     idle = idle_scopes_statement(spec, tables, embedding=embedding, similarity=similarity)
     if idle is not None:
         passes.append(MaintenancePass("idle_scopes", idle))
-    for rule in corroboration_rules(spec):
-        passes.append(MaintenancePass(
-            f"promote {rule.name}",
-            corroboration_statement(spec, tables, rule, embedding=embedding)))
+    passes += [promote(r) for r in rules if r.from_tier == persistent]
     return passes
