@@ -464,6 +464,23 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
         "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
     }
+    policy = _conflict_policy(spec, typ)
+    candidate: UUID | None = None
+    if key is None and policy is not None and policy.detect == "similarity":
+        # a fresh key: the closest active row of the tier and typology, if it is close
+        # enough and says something else, is what this write contradicts
+        found = yield Step(q.similar_current(ctx.tables, similarity_kind(ctx, text=True)), {
+            "tenant": ctx.tenant, "tier": tier, "typology": typ, "content": content,
+            "threshold": policy.similarity}, "one")
+        candidate = found[0] if found else None
+        if candidate is not None:
+            # superseded first, as a keyed write frees its slot before the insert
+            freed = yield Step(q.supersede(ctx.tables), {
+                "tenant": ctx.tenant, "id": candidate, "by": new_id}, "one")
+            if freed is None:
+                candidate = None
+            else:
+                yield _event(ctx, "superseded", candidate, {"by": str(new_id)})
     for _ in range(KEY_RACE_ATTEMPTS):
         previous: Memory | None = None
         if key is not None:
@@ -488,7 +505,9 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         # row of this id if that row is this write (a retry), else nothing. Only a new key
         # can lose a race and go round again, so only then is the COMMIT held back.
         may_retry = key is not None and previous is None
-        row = yield Step(insert, params, "one", last=final and not linked and not may_retry)
+        resolves = policy is not None and (previous is not None or candidate is not None)
+        row = yield Step(insert, params, "one",
+                         last=final and not linked and not may_retry and not resolves)
         if row is not None:
             break
         if not may_retry:
@@ -498,6 +517,10 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         raise StorageError(
             f"a keyed write of '{key}' lost the race for its key {KEY_RACE_ATTEMPTS} times to "
             "concurrent writers; retry it", tenant=ctx.tenant, key=key)
+    if policy is not None and candidate is not None:
+        yield from resolve_conflict(ctx, policy, candidate, new_id, detected="similarity")
+    elif policy is not None and previous is not None:
+        yield from resolve_conflict(ctx, policy, previous.id, new_id, detected="key")
     if linked:
         yield Step(q.temporal_edge(ctx.tables), {
             "tenant": ctx.tenant, "tier": tier, "scope_id": scope_id, "id": new_id,
@@ -506,6 +529,45 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
     return Memory.from_written({
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content, "tags": tag_list}, row)
+
+
+CONTRADICTED_CONFIDENCE = 0.3
+"""update_with_validity: the contradicted memory's confidence (seed 002 §12.3)."""
+CONTRADICTED_DECAY_RATE = 0.5
+"""update_with_validity: the contradicted memory's decay rate (seed 002 §12.3)."""
+
+
+def _conflict_policy(spec: AgentSpec, typology: str) -> Any:
+    """The typology's conflict policy when it changes the older memory (None for noop)."""
+    policy = spec.behavior.conflict.get(typology)  # type: ignore[call-overload]
+    return None if policy is None or policy.strategy == "noop" else policy
+
+
+def resolve_conflict(ctx: Context, policy: Any, old_id: UUID, new_id: UUID, *,
+                     detected: str) -> Op[None]:
+    """Apply the typology's conflict strategy to ``old_id``, which ``new_id`` superseded:
+    ``update_with_validity`` ends its validity (``invalidated_at``) and lowers its confidence
+    and decay rate (0.3 and 0.5 unless the spec says otherwise); ``update_with_supersession``
+    archives it (confidence and decay rate only where the spec sets them). Graph specs with
+    ``supersedes`` edges also get one, new -> old. A ``conflict_resolved`` event."""
+    validity = policy.strategy == "update_with_validity"
+    confidence = policy.contradicted_confidence
+    decay_rate = policy.contradicted_decay_rate
+    if validity:
+        confidence = CONTRADICTED_CONFIDENCE if confidence is None else confidence
+        decay_rate = CONTRADICTED_DECAY_RATE if decay_rate is None else decay_rate
+    row = yield Step(q.resolve_conflict(ctx.tables), {
+        "tenant": ctx.tenant, "id": old_id, "invalidate": validity, "archive": not validity,
+        "confidence": confidence, "decay_rate": decay_rate}, "one")
+    yield _event(ctx, "conflict_resolved", old_id, {
+        "strategy": policy.strategy, "old": str(old_id), "new": str(new_id),
+        "detected": detected, "previous_confidence": row[1] if row else None,
+        "confidence": confidence, "decay_rate": decay_rate})
+    graph = ctx.spec.graph
+    if graph is not None and "supersedes" in graph.edges and ctx.tables.edges is not None:
+        from primitives.engine import _graph
+        yield from _graph.relate(ctx, new_id, old_id, "supersedes", evidence=[
+            {"reason": "conflict", "strategy": policy.strategy, "detected": detected}])
 
 
 def _written_before(ctx: Context, w: WriteInput, memory_id: UUID) -> Op[Memory]:
@@ -661,9 +723,9 @@ def _corroboration(ctx: Context, rules: Sequence[boundary.CorroborationRule]) ->
     return promoted
 
 
-def similarity_kind(ctx: Context) -> boundary.Similarity:
-    """How this engine's database measures near-duplicates at a boundary."""
-    if ctx.has_embedding:
+def similarity_kind(ctx: Context, *, text: bool = False) -> boundary.Similarity:
+    """How this engine's database measures near-duplicates (``text``: of text alone)."""
+    if ctx.has_embedding and not text:
         return "embedding" if ctx.trigram else "exact"
     return "trigram" if ctx.trigram else "exact"
 

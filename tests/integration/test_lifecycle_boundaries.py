@@ -297,3 +297,62 @@ def test_an_anchor_escalation_boundary_clears_the_narrower_key_on_promotion(
             assert mem.end_scope("session", "sess-1").promoted == 1
     assert admin_conn.execute(read, (team,)).fetchall() == [
         ("team", None, "the deploy checklist skips the smoke test")]
+
+
+def test_an_observation_that_means_nothing_without_its_workspace_stays_put(
+        spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = _ws()
+    ws = anchor["workspace_id"]
+    with spectral_engine.tenant(anchor) as mem:
+        _three_sources(mem, f"{ws}: {ws}")
+        ended = mem.end_scope("run", "r1")
+        assert ended.corroboration_promoted == 0  # keep_if_specific: nothing left once stripped
+    rows = _rows(admin_conn, spectral, ws, "workspace")
+    assert [r[1] for r in rows] == ["episodic"]
+    assert "kept_specific" in _kinds(admin_conn, spectral, ws)
+    from primitives.compile import agent_tables
+    ledger = admin_conn.execute(sql.SQL(
+        "SELECT target_id FROM {} WHERE workspace_id = %s").format(
+        agent_tables(spectral).promotions.ident), (ws,)).fetchall()
+    assert (None,) in ledger  # considered once, not again
+
+
+def _variant(spectral: AgentSpec, **lifecycle: Any) -> AgentSpec:
+    """Spectral with other episodic lifecycle or consolidation values (same tables)."""
+    behavior = spectral.behavior
+    update: dict[str, Any] = {}
+    if "transient" in lifecycle:
+        update["lifecycle"] = {**behavior.lifecycle, "episodic": behavior.lifecycle[
+            "episodic"].model_copy(update={"transient": lifecycle["transient"]})}
+    if "method" in lifecycle:
+        update["consolidation"] = {**behavior.consolidation, "episodic": behavior.consolidation[
+            "episodic"].model_copy(update={"method": lifecycle["method"]})}
+    return spectral.model_copy(update={"behavior": behavior.model_copy(update=update)})
+
+
+def test_drop_at_scope_end_removes_without_compounding(
+        pg: PostgresHandle, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    spec = _variant(spectral, transient="drop_at_scope_end")
+    assert boundary_rules(spec) == []
+    anchor = _ws()
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant(anchor) as mem:
+        mem.observe("run", "a scratch note", scope_id="r1")
+        ended = mem.end_scope("run", "r1")
+        assert (ended.removed, ended.compounded, ended.promoted) == (1, 0, 0)
+    assert _rows(admin_conn, spectral, anchor["workspace_id"], "workspace") == []
+
+
+def test_consolidation_none_promotes_each_row_without_merging_the_scopes_duplicates(
+        pg: PostgresHandle, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    spec = _variant(spectral, method="none")
+    anchor = _ws()
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant(anchor) as mem:
+        mem.observe("run", "the same note", scope_id="r1", source="a")
+        mem.observe("run", "the same note", scope_id="r1", source="b")
+        ended = mem.end_scope("run", "r1")
+    # no grouping in the scope: each row goes up on its own (the boundary's one statement
+    # matches against the tier as it was, so neither sees the other's new row)
+    assert (ended.promoted, ended.corroborated) == (2, 0)
+    assert len(_rows(admin_conn, spectral, anchor["workspace_id"], "workspace")) == 2
