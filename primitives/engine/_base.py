@@ -11,6 +11,7 @@ from primitives.embeddings import Embedder, cached
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
 from primitives.errors import ModelMismatch
+from primitives.lifecycle._decay import decay_models
 from primitives.retrieval._intent import classifier_for
 from primitives.retrieval._rerank import Reranker
 from primitives.spec import AgentSpec
@@ -121,6 +122,7 @@ class EngineBase:
         self.spec = spec
         self.trigram = trigram
         self.tables: Tables = agent_tables(spec)
+        self.decay = decay_models(spec)
         if embedder is not None and embedder.dims != spec.retrieval.embedding.dims:
             raise ModelMismatch(
                 f"embedder {embedder.model_id} makes {embedder.dims}-dim vectors; agent "
@@ -146,4 +148,4 @@ class EngineBase:
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
                        self.embedder, classifier=self.classifier, reranker=self.reranker,
-                       text_match=self.text_match, trigram=self.trigram)
+                       text_match=self.text_match, trigram=self.trigram, decay=self.decay)
