@@ -34,7 +34,7 @@ from primitives.engine._input import (
     check_object,
     clean_text,
 )
-from primitives.engine._records import MEMORY_COLUMNS, Explanation, Hit, Memory
+from primitives.engine._records import MEMORY_COLUMNS, Explanation, Hit, Memory, SearchResult
 from primitives.errors import (
     GovernanceError,
     ModelMismatch,
@@ -44,6 +44,7 @@ from primitives.errors import (
 )
 from primitives.lifecycle import _boundary as boundary
 from primitives.lifecycle._boundary import ScopeEnd
+from primitives.lifecycle._decay import DecayModels, decay_models
 from primitives.spec import AgentSpec
 
 __all__ = ["Compute", "Context", "Embed", "Op", "Rerank", "Step", "canonical_json",
@@ -133,6 +134,8 @@ class Context:
     """The full-text index is on the leakproof match: the lexical signal matches with it."""
     trigram: bool = True
     """pg_trgm is installed: tier boundaries measure near-duplicate text with it."""
+    decay: DecayModels | None = None
+    """The spec's decay models (None: taken from the spec when a search needs them)."""
 
     @property
     def tenant(self) -> str:
@@ -837,10 +840,11 @@ def history(ctx: Context, memory_id: UUID) -> Op[list[dict[str, Any]]]:
 def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
            tiers: Sequence[str] | None = None, limit: int | None = None,
            as_of: datetime | None = None,
-           restrict: retrieval.Restriction | None = None) -> Op[list[Hit]]:
+           restrict: retrieval.Restriction | None = None) -> Op[SearchResult[Hit]]:
     """Hybrid search over this tenant's active rows (or, with ``as_of``, the rows valid at
     that time), fused by weighted reciprocal rank in one statement; with ``restrict``, over
-    the rows its clause admits."""
+    the rows its clause admits. A :class:`SearchResult`: the hits, and whether the search
+    abstained (``retrieval.abstain``)."""
     explanation = yield from explain_search(ctx, query, envelope=envelope, tiers=tiers,
                                             limit=limit, as_of=as_of, restrict=restrict)
     return explanation.hits
@@ -918,21 +922,33 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         params.update(restrict.params)
     statement = retrieval.search_statement(ctx.tables, signals, MEMORY_COLUMNS,
                                            point_in_time=as_of is not None, bm25=bm25,
-                                           restrict=restrict, indexed_match=ctx.text_match)
+                                           restrict=restrict, indexed_match=ctx.text_match,
+                                           decay=ctx.decay or decay_models(ctx.spec))
     rows = yield Step(statement, params, "all", last=final)
     n = len(MEMORY_COLUMNS)
     hits = [Hit(Memory.from_row(row[:n]), float(row[n]), dict(row[n + 1]),
-                {s: float(v) for s, v in row[n + 2].items()}) for row in rows]
+                {s: float(v) for s, v in row[n + 2].items()}, float(row[n + 4]))
+            for row in rows]
     counts: dict[str, Any] = dict(rows[0][n + 3]) if rows else {}
     mode = counts.pop("semantic_mode", None)
+    # Abstention (retrieval.abstain): a query's hits below the cut-off are dropped; none
+    # left is an answer of its own. A blank query lists rows and never abstains.
+    abstain = config.abstain
+    abstained = False
+    if abstain is not None and query.strip():
+        hits = [hit for hit in hits if hit.score >= abstain.min_fused_score]
+        abstained = not hits
     reranked = 0
     if top_n and hits:
         assert ctx.reranker is not None
         hits = list((yield Rerank(ctx.reranker, query, tuple(hits), top_n)))
         reranked = min(top_n, len(hits))
-    return Explanation(hits[:limit], signals, {s: int(counts.get(s, 0)) for s in signals},
+    message = abstain.message if abstained and abstain is not None else None
+    return Explanation(SearchResult(hits[:limit], abstained=abstained, message=message),
+                       signals, {s: int(counts.get(s, 0)) for s in signals},
                        mode, config.fusion.k, weights, dropped, intent,
-                       routed.edge_types if "graph" in signals else (), reranked)
+                       routed.edge_types if "graph" in signals else (), reranked,
+                       abstained, message)
 
 
 def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Memory]]:

@@ -486,6 +486,15 @@ def confirm_memory(tables: Tables) -> sql.Composed:
     ).format(tables.memories.ident, tables.tenant, _returning_m())
 
 
+def exempt_memory(tables: Tables) -> sql.Composed:
+    """The memory is exempt from decay (decay rate 0): a disposition of a forcing-function
+    row past its horizon, or of any row a person decides to keep as it is."""
+    return sql.SQL(
+        "UPDATE {} AS m SET decay_rate = 0, updated_at = now() "
+        "WHERE m.{} = %(tenant)s AND m.id = %(id)s RETURNING {}"
+    ).format(tables.memories.ident, tables.tenant, _returning_m())
+
+
 def memory_counts(tables: Tables) -> sql.Composed:
     """Rows of the tenant by tier, typology and state (active, superseded, ..., expired)."""
     return sql.SQL(
