@@ -619,7 +619,8 @@ def supersede(ctx: Context, memory_id: UUID, content: str, *,
         (yield Step(q.select_memory_for_update(ctx.tables),
                     {"tenant": ctx.tenant, "id": memory_id}, "one"))), memory_id)
     if not old.active:
-        raise GovernanceError(f"memory {memory_id} is not active ({old.state}); only an "
+        state = "superseded" if old.superseded_at is not None else old.state
+        raise GovernanceError(f"memory {memory_id} is not active ({state}); only an "
                               "active memory can be superseded (read its key's current "
                               "version and supersede that)", memory_id=str(memory_id))
     w = checked_write(ctx.spec, old.tier, content, typology=old.typology, key=old.key,

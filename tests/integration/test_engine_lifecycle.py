@@ -131,7 +131,9 @@ async def test_supersede_links_versions_and_history_spans_the_chain(api: Any) ->
         refreshed = await mem.get(old.id)
         assert refreshed.superseded_at is not None and new.key == "gate"
         kinds = [e["kind"] for e in await mem.history(new.id)]
-        assert kinds == ["observed", "superseded", "observed", "supersession_reason"]
+        # procedural: update_with_supersession archives the prior (conflict_resolved)
+        assert kinds == ["observed", "superseded", "observed", "conflict_resolved",
+                         "supersession_reason"]
         with pytest.raises(GovernanceError, match="not active"):
             await mem.supersede(old.id, "again")
 
