@@ -297,3 +297,229 @@ def test_an_anchor_escalation_boundary_clears_the_narrower_key_on_promotion(
             assert mem.end_scope("session", "sess-1").promoted == 1
     assert admin_conn.execute(read, (team,)).fetchall() == [
         ("team", None, "the deploy checklist skips the smoke test")]
+
+
+def _custom(tmp_path: Path, pg: PostgresHandle, name: str, text: str) -> AgentSpec:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text, encoding="utf-8")
+    spec = load_spec(path)
+    migrate([spec], dsn=pg.admin_dsn)
+    return spec
+
+
+_GRAPH = """\
+version: 1
+agent: derivations
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic, semantic]
+tiers:
+  - name: session
+    boundary: {lifecycle: session_end}
+  - name: team
+    boundary: {scope_change: team_id}
+    persistent: true
+persistence:
+  store: {schema: derivations, prefix: der}
+graph:
+  edges: [derived_from]
+  entity_types: [concept]
+retrieval:
+  signals: [lexical, recency]
+behavior:
+  lifecycle:
+    episodic:
+      transient: archive_at_scope_end
+      justification: sessions are kept for audit
+"""
+
+
+def test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edges(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any]) -> None:
+    spec = _custom(tmp_path, pg, "derivations", _GRAPH)
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    content = "the nightly export skips archived invoices"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        evidence = []
+        for n in (1, 2, 3):
+            evidence.append(mem.observe("session", content, scope_id=f"s{n}",
+                                        source=f"reviewer-{n}").id)
+            ended = mem.end_scope("session", f"s{n}")
+        assert ended.corroboration_promoted == 1
+    rows = {(r[1], r[4]): r for r in _rows(admin_conn, spec, team, "team")}
+    episode, semantic = rows[("episodic", False)], rows[("semantic", False)]
+    edges = admin_conn.execute(
+        "SELECT source_id, target_id FROM derivations.der_edges WHERE team_id = %s "
+        "AND relation_type = 'derived_from'", (team,)).fetchall()
+    # the team episode derives from the three archived session rows, the fact from the episode
+    assert sorted(edges) == sorted([(episode[0], e) for e in evidence]
+                                   + [(semantic[0], episode[0])])
+
+
+_DROPPING = """\
+version: 1
+agent: dropping
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic]
+tiers:
+  - name: session
+    boundary: {lifecycle: session_end}
+  - name: team
+    boundary: {scope_change: team_id}
+    persistent: true
+persistence:
+  store: {schema: dropping, prefix: drp}
+retrieval:
+  signals: [lexical, recency]
+behavior:
+  lifecycle:
+    episodic:
+      transient: drop_at_scope_end
+      justification: session scratch never outlives its session
+"""
+
+
+def test_drop_at_scope_end_removes_the_rows_without_compounding_them_upward(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any]) -> None:
+    spec = _custom(tmp_path, pg, "dropping", _DROPPING)
+    assert boundary_rules(spec) == []
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        row = mem.observe("session", "scratch note", scope_id="s1")
+        ended = mem.end_scope("session", "s1")
+        assert ended == (1, 0) and (ended.compounded, ended.promoted) == (0, 0)
+        assert mem.get(row.id) is None
+    assert _rows(admin_conn, spec, team, "team") == []
+    assert _kinds(admin_conn, spec, team)[-2:] == ["removed_at_scope_end", "scope_ended"]
+
+
+def _threshold_spec(name: str, dedup: str) -> str:
+    return f"""\
+version: 1
+agent: thresholds_{name}
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic]
+tiers:
+  - name: session
+    boundary: {{lifecycle: session_end}}
+  - name: team
+    boundary: {{scope_change: team_id}}
+    persistent: true
+persistence:
+  store: {{schema: thresholds, prefix: th_{name}}}
+retrieval:
+  signals: [lexical, recency]
+behavior:
+{dedup}
+"""
+
+
+@pytest.mark.parametrize(("behavior", "promoted"), [
+    ("  promotion: []", 2),                                    # default 0.92: two rows
+    ("  promotion:\n    - from: session.episodic\n      to: team.episodic\n"
+     "      dedup_similarity: 0.5\n      justification: looser merging", 1),
+    ("  consolidation:\n    episodic:\n      method: compounding\n      dedup_similarity: 0.5\n"
+     "      justification: looser merging", 1),
+    ("  consolidation:\n    episodic:\n      method: none\n"
+     "      justification: episodes are never merged", 3),
+], ids=["default", "rule_dedup_similarity", "consolidation_dedup_similarity",
+        "consolidation_none"])
+def test_the_spec_threshold_and_method_decide_what_compounds(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any],
+        behavior: str, promoted: int) -> None:
+    name = uuid.uuid4().hex[:6]
+    spec = _custom(tmp_path, pg, name, _threshold_spec(name, behavior))
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        mem.observe("session", "the build cache misses on every branch", scope_id="s1")
+        mem.observe("session", "the build cache misses on every branch", scope_id="s1")
+        mem.observe("session", "the build cache misses on most branches", scope_id="s1")
+        ended = mem.end_scope("session", "s1")
+        assert (ended.compounded, ended.promoted) == (3, promoted)
+    assert len(_rows(admin_conn, spec, team, "team")) == promoted
+
+
+def test_keep_if_specific_leaves_an_observation_that_is_only_the_workspace_unpromoted(
+        spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = _ws()
+    ws = anchor["workspace_id"]
+    with spectral_engine.tenant(anchor) as mem:
+        _three_sources(mem, f"{ws}")
+        ended = mem.end_scope("run", "r1")
+        assert (ended.promoted, ended.corroboration_promoted) == (1, 0)
+    assert [r[1] for r in _rows(admin_conn, spectral, ws, "workspace")] == ["episodic"]
+    assert _kinds(admin_conn, spectral, ws).count("kept_specific") == 1
+    [rule] = corroboration_rules(spectral)
+    from primitives.compile import agent_tables
+    again = admin_conn.execute(corroboration_statement(
+        spectral, agent_tables(spectral), rule, embedding=True),
+        {"tenants": [ws], "actor": "test"}).fetchone()
+    assert again == (0,)
+    assert _kinds(admin_conn, spectral, ws).count("kept_specific") == 1  # journalled once
+
+
+def test_the_promoted_event_records_the_gate_and_what_it_stripped(
+        spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = _ws()
+    ws = anchor["workspace_id"]
+    with spectral_engine.tenant(anchor) as mem:
+        _three_sources(mem, f"{ws}: the upload route accepts empty files")
+        mem.end_scope("run", "r1")
+    [payload] = [r[0] for r in admin_conn.execute(
+        "SELECT e.payload FROM platform.spectral_memory_events AS e "
+        "JOIN platform.spectral_memories AS m ON m.workspace_id = e.workspace_id "
+        "AND m.id = e.memory_id WHERE e.workspace_id = %s AND e.kind = 'promoted' "
+        "AND m.typology = 'semantic'", (ws,)).fetchall()]
+    assert payload["sanitization"] == "strip_workspace_identifiers"
+    assert payload["stripped"] == ["workspace_id"] and payload["changed"] is True
+    [semantic] = [r for r in _rows(admin_conn, spectral, ws, "workspace") if r[1] == "semantic"]
+    assert semantic[2] == ": the upload route accepts empty files"
+
+
+def test_ending_a_closed_archived_session_again_promotes_nothing_twice(
+        pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = {"operator_id": f"op-{uuid.uuid4().hex[:10]}"}
+    with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant(anchor) as mem:
+        mem.observe("operator_session", "operator prefers dry runs before applying",
+                    typology="episodic", scope_id="s1")
+        assert mem.end_scope("operator_session", "s1").promoted == 1
+        again = mem.end_scope("operator_session", "s1")
+        assert (again.promoted, again.corroborated, again.archived) == (0, 0, 0)
+    assert len(_rows(admin_conn, operations, anchor["operator_id"], "operator")) == 1
+
+
+async def test_the_async_engine_ends_a_scope_with_the_same_statements(
+        pg: PostgresHandle, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    from primitives.engine import AsyncEngine
+    anchor = _ws()
+    engine = await AsyncEngine.connect(spectral, pg.app_dsn)
+    try:
+        async with engine.tenant(anchor) as mem:
+            for n in (1, 2, 3):
+                await mem.observe("cycle", "the search index lags writes by minutes",
+                                  scope_id=f"c{n}", source=f"scanner-{n}")
+                await mem.end_scope("cycle", f"c{n}", into_scope="r1")
+            with pytest.raises(PolicyViolation, match="into_scope"):
+                await mem.end_scope("cycle", "c9")
+            ended = await mem.end_scope("run", "r1")
+            assert (ended.promoted, ended.corroboration_promoted) == (1, 1)
+    finally:
+        await engine.close()
+    typologies = sorted(r[1] for r in _rows(admin_conn, spectral, anchor["workspace_id"],
+                                            "workspace"))
+    assert typologies == ["episodic", "semantic"]
