@@ -591,10 +591,11 @@ WITH candidates AS (
   FOR UPDATE OF c SKIP LOCKED),
 sorted AS (SELECT s.*, {specific} AS specific FROM candidates AS s),
 promoted AS (
-  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, key, namespace, content, value,
-                     envelope, tags, provenance, event_time, corroborated_at, actor
+  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, namespace, content,
+                     value, envelope, tags, provenance, event_time, corroborated_at, actor
                      {vector_cols})
-  SELECT s.{t}{anchor_select}, s.new_id, {to_tier}, {to_typ}, s.new_id::text, s.namespace,
+  SELECT s.{t}{anchor_select}, s.new_id, {to_tier}, {to_typ},
+         CASE WHEN s.tier = {to_tier} THEN s.scope_id END, s.new_id::text, s.namespace,
          s.new_content, s.value, s.new_envelope, s.tags,
          jsonb_build_object('derived_from', jsonb_build_array(s.id::text),
                             'corroborated_by', s.provenance -> 'corroborated_by',

@@ -523,3 +523,33 @@ async def test_the_async_engine_ends_a_scope_with_the_same_statements(
     typologies = sorted(r[1] for r in _rows(admin_conn, spectral, anchor["workspace_id"],
                                             "workspace"))
     assert typologies == ["episodic", "semantic"]
+
+
+def test_a_corroboration_promotion_within_a_transient_tier_stays_in_its_scope(
+        pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    """Operations' ``operator_session.episodic -> operator_session.semantic`` rule: the fact
+    lands in the session its evidence came from, and is archived with it."""
+    from primitives.compile import agent_tables
+    tables = agent_tables(operations)
+    op = f"op-{uuid.uuid4().hex[:10]}"
+    with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"operator_id": op}) as mem:
+        row = mem.observe("operator_session", "operator is mid-way through gate coverage",
+                          typology="episodic", scope_id="s1")
+    # three independent confirmations, as compounding into the session would record them
+    admin_conn.execute(sql.SQL(
+        "UPDATE {} SET provenance = provenance || "
+        "'{{\"corroborated_by\": [\"source:a\", \"source:b\", \"source:c\"]}}'::jsonb "
+        "WHERE {} = %s AND id = %s").format(tables.memories.ident, tables.tenant), (op, row.id))
+    [rule] = [r for r in corroboration_rules(operations)
+              if r.name == "operator_session.episodic->operator_session.semantic"]
+    statement = corroboration_statement(operations, tables, rule, embedding=True)
+    assert admin_conn.execute(statement, {"tenants": [op], "actor": "t"}).fetchone() == (1,)
+    assert admin_conn.execute(statement, {"tenants": [op], "actor": "t"}).fetchone() == (0,)
+    fact = admin_conn.execute(sql.SQL(
+        "SELECT scope_id, content FROM {} WHERE {} = %s AND typology = 'semantic'").format(
+        tables.memories.ident, tables.tenant), (op,)).fetchall()
+    assert fact == [("s1", "operator is mid-way through gate coverage")]
+    with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"operator_id": op}) as mem:
+        assert mem.end_scope("operator_session", "s1").archived == 2
