@@ -553,3 +553,50 @@ def test_a_corroboration_promotion_within_a_transient_tier_stays_in_its_scope(
     with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
             engine.tenant({"operator_id": op}) as mem:
         assert mem.end_scope("operator_session", "s1").archived == 2
+
+
+def test_world_interactions_compound_into_a_session_and_three_sources_make_world_knowledge(
+        pg: PostgresHandle, admin_conn: psycopg.Connection[Any]) -> None:
+    """World end to end: each interaction compounds into its session; three independent
+    observations promote the session row into world.semantic and world.procedural (its two
+    corroboration rules) with derived_from kept; the session's end then removes its rows."""
+    world = load_spec(ROOT / "agents" / "world_agent.yaml")
+    migrate([world], dsn=pg.admin_dsn)
+    anchor = {"world_id": f"world-{uuid.uuid4().hex[:8]}"}
+    content = "travellers need a permit before crossing the northern pass"
+    with Engine.connect(world, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant(anchor) as mem:
+        ends = []
+        for n in (1, 2, 3):
+            mem.observe("interaction", content, scope_id=f"i{n}", source=f"operator-{n}")
+            ends.append(mem.end_scope("interaction", f"i{n}", into_scope="s1"))
+        assert [(e.promoted, e.corroborated, e.corroboration_promoted) for e in ends] == [
+            (1, 0, 0), (0, 1, 0), (0, 1, 2)]
+    [session_row] = _rows(admin_conn, world, anchor["world_id"], "session")
+    with Engine.connect(world, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant(anchor) as mem:
+        ended = mem.end_scope("session", "s1")
+        assert ended == (1, 0) and ended.corroboration_promoted == 0  # refused: ledger
+    rows = _rows(admin_conn, world, anchor["world_id"], "world")
+    assert sorted(r[1] for r in rows) == ["procedural", "semantic"]
+    assert all(r[2] == content and r[3]["derived_from"] == [str(session_row[0])]
+               for r in rows)
+    assert _rows(admin_conn, world, anchor["world_id"], "session") == []
+    assert _rows(admin_conn, world, anchor["world_id"], "interaction") == []
+
+
+@pytest.mark.parametrize("at", ["tier_boundary", "session_end", "job_end"])
+def test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any], at: str) -> None:
+    name = uuid.uuid4().hex[:6]
+    behavior = ("  promotion:\n    - from: session.episodic\n      to: team.episodic\n"
+                f"      at: {at}\n      justification: the session's end is its boundary")
+    spec = _custom(tmp_path, pg, name, _threshold_spec(name, behavior))
+    assert [r.name for r in boundary_rules(spec)] == ["session.episodic->team.episodic"]
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        mem.observe("session", "the staging database is reset every monday", scope_id="s1")
+        assert mem.end_scope("session", "s1").promoted == 1
+    assert [r[2] for r in _rows(admin_conn, spec, team, "team")] == [
+        "the staging database is reset every monday"]
