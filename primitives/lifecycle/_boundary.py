@@ -569,6 +569,9 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     if rule.keep_if_specific and rule.strip_anchors:
         specific = sql.SQL("length(regexp_replace(s.new_content, '\\W', '', 'g')) < {}").format(
             sql.Literal(SPECIFIC_BELOW))
+    elif rule.strip_anchors:
+        # without keep_if_specific a stripped row still needs some text to be a memory
+        specific = sql.SQL("s.new_content = ''")
     anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
     anchor_cols = sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in anchors)
     anchor_select = sql.SQL("").join(sql.SQL(", s.{}").format(sql.Identifier(c))

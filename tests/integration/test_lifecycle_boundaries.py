@@ -600,3 +600,58 @@ def test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends(
         assert mem.end_scope("session", "s1").promoted == 1
     assert [r[2] for r in _rows(admin_conn, spec, team, "team")] == [
         "the staging database is reset every monday"]
+
+
+_GATED = """\
+version: 1
+agent: gated_{name}
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic, semantic]
+tiers:
+  - name: session
+    boundary: {{lifecycle: session_end}}
+  - name: team
+    boundary: {{scope_change: team_id}}
+    persistent: true
+persistence:
+  store: {{schema: gated, prefix: g_{name}}}
+retrieval:
+  signals: [lexical, recency]
+behavior:
+  promotion:
+    - from: team.episodic
+      to: team.semantic
+      sanitization: strip_team
+discipline:
+  sanitization:
+    - name: strip_team
+      from: team.semantic
+      to: shared_signal
+      strip: [team_id]
+      transform: strip_identifiers
+      keep_if_specific: {keep}
+"""
+
+
+@pytest.mark.parametrize(("keep", "promoted"), [
+    ("true", ["the build flakes"]), ("false", ["ok", "the build flakes"])])
+def test_keep_if_specific_decides_whether_a_row_short_once_stripped_is_promoted(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any],
+        keep: str, promoted: list[str]) -> None:
+    name = uuid.uuid4().hex[:6]
+    spec = _custom(tmp_path, pg, name, _GATED.format(name=name, keep=keep))
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        for n in (1, 2, 3):
+            for text in (f"{team} the build flakes", f"{team} ok", team):
+                mem.observe("session", text, scope_id=f"s{n}", source=f"dev-{n}")
+            mem.end_scope("session", f"s{n}")
+    semantic = sorted(r[2] for r in _rows(admin_conn, spec, team, "team") if r[1] == "semantic")
+    assert semantic == promoted  # a row with no text left is never promoted
+    kept = 3 - len(promoted)
+    assert _kinds(admin_conn, spec, team).count("kept_specific") == kept
