@@ -20,6 +20,9 @@ maintain job closing it), one statement does, for every closing scope at once:
    (``archive_at_scope_end``). Rows an action links always stay.
 4. The scope is closed, with one event carrying the counts.
 
+A spec whose ``graph.edges`` include ``derived_from`` also gets an edge from each promoted or
+corroborated row to each of its evidence rows that stays (archived or action-linked).
+
 Every change is a journal event in the same statement. Evidence keys name what makes two
 observations independent: ``source:<source>`` when the row has a source, else
 ``scope:<tier>/<scope_id>``, else ``memory:<id>``; a promoted or corroborated row carries the
@@ -143,6 +146,20 @@ def _leave(spec: AgentSpec, typology: str) -> str:
     return "archive" if transient == "archive_at_scope_end" else "remove"
 
 
+def _dedup(spec: AgentSpec, source: str, target: str, typology: str, rule: float | None,
+           consolidation: float | None) -> float:
+    """The grouping threshold: the rule's ``dedup_similarity`` where the spec sets it, else
+    the typology's consolidation ``dedup_similarity`` where the spec sets that, else the
+    rule's default, the consolidation default, :data:`DEFAULT_DEDUP`."""
+    declared = {(d.primitive, d.subject) for d in spec.deviations
+                if d.field == "dedup_similarity"}
+    if rule is not None and ("promotion", f"{source} -> {target}") in declared:
+        return rule
+    if consolidation is not None and ("consolidation", typology) in declared:
+        return consolidation
+    return rule or consolidation or DEFAULT_DEDUP
+
+
 def boundary_rules(spec: AgentSpec) -> list[BoundaryRule]:
     """The spec's compounding rules that run at a scope's end, in spec order."""
     rules: list[BoundaryRule] = []
@@ -155,8 +172,8 @@ def boundary_rules(spec: AgentSpec) -> list[BoundaryRule]:
         if lifecycle is not None and lifecycle.transient == "drop_at_scope_end":
             continue  # dropped at the end, never compounded upward
         consolidation = spec.behavior.consolidation.get(from_typ)  # type: ignore[call-overload]
-        threshold = rule.dedup_similarity or (
-            consolidation.dedup_similarity if consolidation else None) or DEFAULT_DEDUP
+        threshold = _dedup(spec, rule.from_, rule.to, from_typ, rule.dedup_similarity,
+                           consolidation.dedup_similarity if consolidation else None)
         groups = consolidation is None or consolidation.method == "compounding"
         escalation = spec.tier(from_tier).boundary.anchor_escalation
         escalate = (escalation.from_ if escalation is not None
@@ -346,7 +363,7 @@ ledger AS (
   SELECT m.tenant, m.rule, u.member, coalesce(m.target, m.new_id)
   FROM matched AS m, unnest(m.members) AS u(member)
   ON CONFLICT DO NOTHING RETURNING 1),
-going AS (
+{edges}going AS (
   SELECT c.{t} AS tenant, c.id, c.tier, c.scope_id, c.linked, c.archived_at IS NULL AS live,
          c.created_at,
          coalesce(l.leave, 'remove') AS leave,
@@ -434,7 +451,32 @@ journal AS (
         evidence_e=_evidence("e"), evidence_x=_evidence("x"),
         anchor_cols=anchor_cols, anchor_select=anchor_select,
         copy_cols=copy_cols, copy_select=copy_select, remove=remove,
+        edges=_boundary_edges(spec, tables),
     )
+
+
+def _derived_edges(spec: AgentSpec, tables: Tables) -> bool:
+    """Whether the spec's graph records ``derived_from`` edges."""
+    return (tables.edges is not None and spec.graph is not None
+            and "derived_from" in spec.graph.edges)
+
+
+def _boundary_edges(spec: AgentSpec, tables: Tables) -> sql.Composable:
+    """A CTE adding a ``derived_from`` edge from each promoted or corroborated row to each
+    of its evidence rows that stays (archived or action-linked; a removed row leaves only
+    its id in ``provenance.derived_from``). Empty unless the graph records such edges."""
+    if not _derived_edges(spec, tables):
+        return sql.SQL("")
+    assert tables.edges is not None
+    return sql.SQL(
+        "derived_edges AS (\n"
+        "  INSERT INTO {edges} ({t}, source_id, target_id, relation_type)\n"
+        "  SELECT m.tenant, coalesce(m.target, m.new_id), u.member, 'derived_from'\n"
+        "  FROM matched AS m CROSS JOIN LATERAL unnest(m.members) AS u(member)\n"
+        "  JOIN closing_rows AS c ON c.{t} = m.tenant AND c.id = u.member\n"
+        "  LEFT JOIN leaving AS l ON l.typology = c.typology\n"
+        "  WHERE c.linked OR coalesce(l.leave, 'remove') = 'archive'\n"
+        "  RETURNING 1),\n").format(edges=tables.edges.ident, t=tables.tenant)
 
 
 def idle_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
@@ -529,6 +571,9 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     if rule.keep_if_specific and rule.strip_anchors:
         specific = sql.SQL("length(regexp_replace(s.new_content, '\\W', '', 'g')) < {}").format(
             sql.Literal(SPECIFIC_BELOW))
+    elif rule.strip_anchors:
+        # without keep_if_specific a stripped row still needs some text to be a memory
+        specific = sql.SQL("s.new_content = ''")
     anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
     anchor_cols = sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in anchors)
     anchor_select = sql.SQL("").join(sql.SQL(", s.{}").format(sql.Identifier(c))
@@ -551,10 +596,11 @@ WITH candidates AS (
   FOR UPDATE OF c SKIP LOCKED),
 sorted AS (SELECT s.*, {specific} AS specific FROM candidates AS s),
 promoted AS (
-  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, key, namespace, content, value,
-                     envelope, tags, provenance, event_time, corroborated_at, actor
+  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, namespace, content,
+                     value, envelope, tags, provenance, event_time, corroborated_at, actor
                      {vector_cols})
-  SELECT s.{t}{anchor_select}, s.new_id, {to_tier}, {to_typ}, s.new_id::text, s.namespace,
+  SELECT s.{t}{anchor_select}, s.new_id, {to_tier}, {to_typ},
+         CASE WHEN s.tier = {to_tier} THEN s.scope_id END, s.new_id::text, s.namespace,
          s.new_content, s.value, s.new_envelope, s.tags,
          jsonb_build_object('derived_from', jsonb_build_array(s.id::text),
                             'corroborated_by', s.provenance -> 'corroborated_by',
@@ -566,7 +612,7 @@ ledger AS (
   INSERT INTO {promotions} ({t}, rule, source_id, target_id)
   SELECT s.{t}, {rule}, s.id, CASE WHEN s.specific THEN NULL ELSE s.new_id END FROM sorted AS s
   ON CONFLICT DO NOTHING RETURNING 1),
-journal AS (
+{edges}journal AS (
   INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
   SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload FROM (
     SELECT s.{t} AS tenant, CASE WHEN s.specific THEN 'kept_specific' ELSE 'promoted' END
@@ -591,6 +637,13 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
         vector_select=vector_select, events=tables.events.ident,
         gate=sql.Literal(rule.gate),
         stripped=sql.Literal(_json_list(rule.strip_envelope)),
+        edges=sql.SQL(
+            "derived_edges AS (\n"
+            "  INSERT INTO {edges} ({t}, source_id, target_id, relation_type)\n"
+            "  SELECT p.tenant, p.id, s.id, 'derived_from' FROM promoted AS p\n"
+            "  JOIN sorted AS s ON s.{t} = p.tenant AND s.new_id = p.id\n"
+            "  RETURNING 1),\n").format(edges=tables.edges.ident, t=t)
+        if _derived_edges(spec, tables) and tables.edges is not None else sql.SQL(""),
     )
 
 

@@ -429,3 +429,56 @@ def test_an_earlier_plans_separate_checks_give_way_to_the_bounds_function(
         "FROM pg_proc p WHERE p.proname = 'spectral_memories_bounds'").fetchone() or ()
     assert (owner, app, auditor) == (OWNER_ROLE, True, False)
     assert public is False
+
+
+OLDER_SPEC = """\
+version: 1
+agent: older_memories
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic, semantic]
+tiers:
+  - {name: session, boundary: {lifecycle: session_end}}
+  - {name: team, boundary: {scope_change: team_id}, persistent: true}
+persistence:
+  store: {schema: older_memories, prefix: old}
+retrieval:
+  signals: [lexical, recency]
+"""
+
+
+def test_a_memories_table_without_corroborated_at_gains_it_when_the_plan_is_reapplied(
+    pg: PostgresHandle, admin_conn: psycopg.Connection[Any]
+) -> None:
+    """A database migrated before ``corroborated_at`` existed: re-applying the plan through
+    ``migrate`` adds the column (and the app role's UPDATE grant on it) to the existing table,
+    keeping its rows."""
+    spec = load_spec_text(OLDER_SPEC)
+    migrate([spec], dsn=pg.admin_dsn)
+    try:
+        admin_conn.execute(
+            "INSERT INTO older_memories.old_memories (team_id, tier, typology, key, content) "
+            "VALUES ('t1', 'team', 'episodic', 'k1', 'kept across the migrate')")
+        admin_conn.execute(
+            "ALTER TABLE older_memories.old_memories DROP COLUMN corroborated_at CASCADE")
+        # the plan recorded for the older database is not this one
+        admin_conn.execute(
+            "UPDATE primitives.agent_plans SET checksum = 'older' WHERE agent = 'older_memories'")
+        column = ("SELECT count(*) FROM information_schema.columns WHERE table_schema = "
+                  "'older_memories' AND table_name = 'old_memories' "
+                  "AND column_name = 'corroborated_at'")
+        assert admin_conn.execute(column).fetchone() == (0,)
+        migrate([spec], dsn=pg.admin_dsn)
+        assert admin_conn.execute(column).fetchone() == (1,)
+        assert admin_conn.execute(
+            "SELECT has_column_privilege('primitives_app', 'older_memories.old_memories', "
+            "'corroborated_at', 'UPDATE')").fetchone() == (True,)
+        assert admin_conn.execute(
+            "SELECT content, corroborated_at FROM older_memories.old_memories").fetchall() == [
+            ("kept across the migrate", None)]
+    finally:
+        admin_conn.execute("DROP SCHEMA IF EXISTS older_memories CASCADE")
+        admin_conn.execute("DELETE FROM primitives.agent_plans WHERE agent = 'older_memories'")

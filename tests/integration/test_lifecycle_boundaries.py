@@ -299,60 +299,359 @@ def test_an_anchor_escalation_boundary_clears_the_narrower_key_on_promotion(
         ("team", None, "the deploy checklist skips the smoke test")]
 
 
-def test_an_observation_that_means_nothing_without_its_workspace_stays_put(
+def _custom(tmp_path: Path, pg: PostgresHandle, name: str, text: str) -> AgentSpec:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text, encoding="utf-8")
+    spec = load_spec(path)
+    migrate([spec], dsn=pg.admin_dsn)
+    return spec
+
+
+_GRAPH = """\
+version: 1
+agent: derivations
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic, semantic]
+tiers:
+  - name: session
+    boundary: {lifecycle: session_end}
+  - name: team
+    boundary: {scope_change: team_id}
+    persistent: true
+persistence:
+  store: {schema: derivations, prefix: der}
+graph:
+  edges: [derived_from]
+  entity_types: [concept]
+retrieval:
+  signals: [lexical, recency]
+behavior:
+  lifecycle:
+    episodic:
+      transient: archive_at_scope_end
+      justification: sessions are kept for audit
+"""
+
+
+def test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edges(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any]) -> None:
+    spec = _custom(tmp_path, pg, "derivations", _GRAPH)
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    content = "the nightly export skips archived invoices"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        evidence = []
+        for n in (1, 2, 3):
+            evidence.append(mem.observe("session", content, scope_id=f"s{n}",
+                                        source=f"reviewer-{n}").id)
+            ended = mem.end_scope("session", f"s{n}")
+        assert ended.corroboration_promoted == 1
+    rows = {(r[1], r[4]): r for r in _rows(admin_conn, spec, team, "team")}
+    episode, semantic = rows[("episodic", False)], rows[("semantic", False)]
+    edges = admin_conn.execute(
+        "SELECT source_id, target_id FROM derivations.der_edges WHERE team_id = %s "
+        "AND relation_type = 'derived_from'", (team,)).fetchall()
+    # the team episode derives from the three archived session rows, the fact from the episode
+    assert sorted(edges) == sorted([(episode[0], e) for e in evidence]
+                                   + [(semantic[0], episode[0])])
+
+
+_DROPPING = """\
+version: 1
+agent: dropping
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic]
+tiers:
+  - name: session
+    boundary: {lifecycle: session_end}
+  - name: team
+    boundary: {scope_change: team_id}
+    persistent: true
+persistence:
+  store: {schema: dropping, prefix: drp}
+retrieval:
+  signals: [lexical, recency]
+behavior:
+  lifecycle:
+    episodic:
+      transient: drop_at_scope_end
+      justification: session scratch never outlives its session
+"""
+
+
+def test_drop_at_scope_end_removes_the_rows_without_compounding_them_upward(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any]) -> None:
+    spec = _custom(tmp_path, pg, "dropping", _DROPPING)
+    assert boundary_rules(spec) == []
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        row = mem.observe("session", "scratch note", scope_id="s1")
+        ended = mem.end_scope("session", "s1")
+        assert ended == (1, 0) and (ended.compounded, ended.promoted) == (0, 0)
+        assert mem.get(row.id) is None
+    assert _rows(admin_conn, spec, team, "team") == []
+    assert _kinds(admin_conn, spec, team)[-2:] == ["removed_at_scope_end", "scope_ended"]
+
+
+def _threshold_spec(name: str, dedup: str) -> str:
+    return f"""\
+version: 1
+agent: thresholds_{name}
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic]
+tiers:
+  - name: session
+    boundary: {{lifecycle: session_end}}
+  - name: team
+    boundary: {{scope_change: team_id}}
+    persistent: true
+persistence:
+  store: {{schema: thresholds, prefix: th_{name}}}
+retrieval:
+  signals: [lexical, recency]
+behavior:
+{dedup}
+"""
+
+
+@pytest.mark.parametrize(("behavior", "promoted"), [
+    ("  promotion: []", 2),                                    # default 0.92: two rows
+    ("  promotion:\n    - from: session.episodic\n      to: team.episodic\n"
+     "      dedup_similarity: 0.5\n      justification: looser merging", 1),
+    ("  consolidation:\n    episodic:\n      method: compounding\n      dedup_similarity: 0.5\n"
+     "      justification: looser merging", 1),
+    ("  consolidation:\n    episodic:\n      method: none\n"
+     "      justification: episodes are never merged", 3),
+], ids=["default", "rule_dedup_similarity", "consolidation_dedup_similarity",
+        "consolidation_none"])
+def test_the_spec_threshold_and_method_decide_what_compounds(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any],
+        behavior: str, promoted: int) -> None:
+    name = uuid.uuid4().hex[:6]
+    spec = _custom(tmp_path, pg, name, _threshold_spec(name, behavior))
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        mem.observe("session", "the build cache misses on every branch", scope_id="s1")
+        mem.observe("session", "the build cache misses on every branch", scope_id="s1")
+        mem.observe("session", "the build cache misses on most branches", scope_id="s1")
+        ended = mem.end_scope("session", "s1")
+        assert (ended.compounded, ended.promoted) == (3, promoted)
+    assert len(_rows(admin_conn, spec, team, "team")) == promoted
+
+
+def test_keep_if_specific_leaves_an_observation_that_is_only_the_workspace_unpromoted(
         spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
     anchor = _ws()
     ws = anchor["workspace_id"]
     with spectral_engine.tenant(anchor) as mem:
-        _three_sources(mem, f"{ws}: {ws}")
+        _three_sources(mem, f"{ws}")
         ended = mem.end_scope("run", "r1")
-        assert ended.corroboration_promoted == 0  # keep_if_specific: nothing left once stripped
-    rows = _rows(admin_conn, spectral, ws, "workspace")
-    assert [r[1] for r in rows] == ["episodic"]
-    assert "kept_specific" in _kinds(admin_conn, spectral, ws)
+        assert (ended.promoted, ended.corroboration_promoted) == (1, 0)
+    assert [r[1] for r in _rows(admin_conn, spectral, ws, "workspace")] == ["episodic"]
+    assert _kinds(admin_conn, spectral, ws).count("kept_specific") == 1
+    [rule] = corroboration_rules(spectral)
     from primitives.compile import agent_tables
-    ledger = admin_conn.execute(sql.SQL(
-        "SELECT target_id FROM {} WHERE workspace_id = %s").format(
-        agent_tables(spectral).promotions.ident), (ws,)).fetchall()
-    assert (None,) in ledger  # considered once, not again
+    again = admin_conn.execute(corroboration_statement(
+        spectral, agent_tables(spectral), rule, embedding=True),
+        {"tenants": [ws], "actor": "test"}).fetchone()
+    assert again == (0,)
+    assert _kinds(admin_conn, spectral, ws).count("kept_specific") == 1  # journalled once
 
 
-def _variant(spectral: AgentSpec, **lifecycle: Any) -> AgentSpec:
-    """Spectral with other episodic lifecycle or consolidation values (same tables)."""
-    behavior = spectral.behavior
-    update: dict[str, Any] = {}
-    if "transient" in lifecycle:
-        update["lifecycle"] = {**behavior.lifecycle, "episodic": behavior.lifecycle[
-            "episodic"].model_copy(update={"transient": lifecycle["transient"]})}
-    if "method" in lifecycle:
-        update["consolidation"] = {**behavior.consolidation, "episodic": behavior.consolidation[
-            "episodic"].model_copy(update={"method": lifecycle["method"]})}
-    return spectral.model_copy(update={"behavior": behavior.model_copy(update=update)})
-
-
-def test_drop_at_scope_end_removes_without_compounding(
-        pg: PostgresHandle, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
-    spec = _variant(spectral, transient="drop_at_scope_end")
-    assert boundary_rules(spec) == []
+def test_the_promoted_event_records_the_gate_and_what_it_stripped(
+        spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
     anchor = _ws()
-    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+    ws = anchor["workspace_id"]
+    with spectral_engine.tenant(anchor) as mem:
+        _three_sources(mem, f"{ws}: the upload route accepts empty files")
+        mem.end_scope("run", "r1")
+    [payload] = [r[0] for r in admin_conn.execute(
+        "SELECT e.payload FROM platform.spectral_memory_events AS e "
+        "JOIN platform.spectral_memories AS m ON m.workspace_id = e.workspace_id "
+        "AND m.id = e.memory_id WHERE e.workspace_id = %s AND e.kind = 'promoted' "
+        "AND m.typology = 'semantic'", (ws,)).fetchall()]
+    assert payload["sanitization"] == "strip_workspace_identifiers"
+    assert payload["stripped"] == ["workspace_id"] and payload["changed"] is True
+    [semantic] = [r for r in _rows(admin_conn, spectral, ws, "workspace") if r[1] == "semantic"]
+    assert semantic[2] == ": the upload route accepts empty files"
+
+
+def test_ending_a_closed_archived_session_again_promotes_nothing_twice(
+        pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    anchor = {"operator_id": f"op-{uuid.uuid4().hex[:10]}"}
+    with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
             engine.tenant(anchor) as mem:
-        mem.observe("run", "a scratch note", scope_id="r1")
-        ended = mem.end_scope("run", "r1")
-        assert (ended.removed, ended.compounded, ended.promoted) == (1, 0, 0)
-    assert _rows(admin_conn, spectral, anchor["workspace_id"], "workspace") == []
+        mem.observe("operator_session", "operator prefers dry runs before applying",
+                    typology="episodic", scope_id="s1")
+        assert mem.end_scope("operator_session", "s1").promoted == 1
+        again = mem.end_scope("operator_session", "s1")
+        assert (again.promoted, again.corroborated, again.archived) == (0, 0, 0)
+    assert len(_rows(admin_conn, operations, anchor["operator_id"], "operator")) == 1
 
 
-def test_consolidation_none_promotes_each_row_without_merging_the_scopes_duplicates(
+async def test_the_async_engine_ends_a_scope_with_the_same_statements(
         pg: PostgresHandle, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
-    spec = _variant(spectral, method="none")
+    from primitives.engine import AsyncEngine
     anchor = _ws()
-    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+    engine = await AsyncEngine.connect(spectral, pg.app_dsn)
+    try:
+        async with engine.tenant(anchor) as mem:
+            for n in (1, 2, 3):
+                await mem.observe("cycle", "the search index lags writes by minutes",
+                                  scope_id=f"c{n}", source=f"scanner-{n}")
+                await mem.end_scope("cycle", f"c{n}", into_scope="r1")
+            with pytest.raises(PolicyViolation, match="into_scope"):
+                await mem.end_scope("cycle", "c9")
+            ended = await mem.end_scope("run", "r1")
+            assert (ended.promoted, ended.corroboration_promoted) == (1, 1)
+    finally:
+        await engine.close()
+    typologies = sorted(r[1] for r in _rows(admin_conn, spectral, anchor["workspace_id"],
+                                            "workspace"))
+    assert typologies == ["episodic", "semantic"]
+
+
+def test_a_corroboration_promotion_within_a_transient_tier_stays_in_its_scope(
+        pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    """Operations' ``operator_session.episodic -> operator_session.semantic`` rule: the fact
+    lands in the session its evidence came from, and is archived with it."""
+    from primitives.compile import agent_tables
+    tables = agent_tables(operations)
+    op = f"op-{uuid.uuid4().hex[:10]}"
+    with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"operator_id": op}) as mem:
+        row = mem.observe("operator_session", "operator is mid-way through gate coverage",
+                          typology="episodic", scope_id="s1")
+    # three independent confirmations, as compounding into the session would record them
+    admin_conn.execute(sql.SQL(
+        "UPDATE {} SET provenance = provenance || "
+        "'{{\"corroborated_by\": [\"source:a\", \"source:b\", \"source:c\"]}}'::jsonb "
+        "WHERE {} = %s AND id = %s").format(tables.memories.ident, tables.tenant), (op, row.id))
+    [rule] = [r for r in corroboration_rules(operations)
+              if r.name == "operator_session.episodic->operator_session.semantic"]
+    statement = corroboration_statement(operations, tables, rule, embedding=True)
+    assert admin_conn.execute(statement, {"tenants": [op], "actor": "t"}).fetchone() == (1,)
+    assert admin_conn.execute(statement, {"tenants": [op], "actor": "t"}).fetchone() == (0,)
+    fact = admin_conn.execute(sql.SQL(
+        "SELECT scope_id, content FROM {} WHERE {} = %s AND typology = 'semantic'").format(
+        tables.memories.ident, tables.tenant), (op,)).fetchall()
+    assert fact == [("s1", "operator is mid-way through gate coverage")]
+    with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"operator_id": op}) as mem:
+        assert mem.end_scope("operator_session", "s1").archived == 2
+
+
+def test_world_interactions_compound_into_a_session_and_three_sources_make_world_knowledge(
+        pg: PostgresHandle, admin_conn: psycopg.Connection[Any]) -> None:
+    """World end to end: each interaction compounds into its session; three independent
+    observations promote the session row into world.semantic and world.procedural (its two
+    corroboration rules) with derived_from kept; the session's end then removes its rows."""
+    world = load_spec(ROOT / "agents" / "world_agent.yaml")
+    migrate([world], dsn=pg.admin_dsn)
+    anchor = {"world_id": f"world-{uuid.uuid4().hex[:8]}"}
+    content = "travellers need a permit before crossing the northern pass"
+    with Engine.connect(world, pg.app_dsn, max_connections=2) as engine, \
             engine.tenant(anchor) as mem:
-        mem.observe("run", "the same note", scope_id="r1", source="a")
-        mem.observe("run", "the same note", scope_id="r1", source="b")
-        ended = mem.end_scope("run", "r1")
-    # no grouping in the scope: each row goes up on its own (the boundary's one statement
-    # matches against the tier as it was, so neither sees the other's new row)
-    assert (ended.promoted, ended.corroborated) == (2, 0)
-    assert len(_rows(admin_conn, spectral, anchor["workspace_id"], "workspace")) == 2
+        ends = []
+        for n in (1, 2, 3):
+            mem.observe("interaction", content, scope_id=f"i{n}", source=f"operator-{n}")
+            ends.append(mem.end_scope("interaction", f"i{n}", into_scope="s1"))
+        assert [(e.promoted, e.corroborated, e.corroboration_promoted) for e in ends] == [
+            (1, 0, 0), (0, 1, 0), (0, 1, 2)]
+    [session_row] = _rows(admin_conn, world, anchor["world_id"], "session")
+    with Engine.connect(world, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant(anchor) as mem:
+        ended = mem.end_scope("session", "s1")
+        assert ended == (1, 0) and ended.corroboration_promoted == 0  # refused: ledger
+    rows = _rows(admin_conn, world, anchor["world_id"], "world")
+    assert sorted(r[1] for r in rows) == ["procedural", "semantic"]
+    assert all(r[2] == content and r[3]["derived_from"] == [str(session_row[0])]
+               for r in rows)
+    assert _rows(admin_conn, world, anchor["world_id"], "session") == []
+    assert _rows(admin_conn, world, anchor["world_id"], "interaction") == []
+
+
+@pytest.mark.parametrize("at", ["tier_boundary", "session_end", "job_end"])
+def test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any], at: str) -> None:
+    name = uuid.uuid4().hex[:6]
+    behavior = ("  promotion:\n    - from: session.episodic\n      to: team.episodic\n"
+                f"      at: {at}\n      justification: the session's end is its boundary")
+    spec = _custom(tmp_path, pg, name, _threshold_spec(name, behavior))
+    assert [r.name for r in boundary_rules(spec)] == ["session.episodic->team.episodic"]
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        mem.observe("session", "the staging database is reset every monday", scope_id="s1")
+        assert mem.end_scope("session", "s1").promoted == 1
+    assert [r[2] for r in _rows(admin_conn, spec, team, "team")] == [
+        "the staging database is reset every monday"]
+
+
+_GATED = """\
+version: 1
+agent: gated_{name}
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic, semantic]
+tiers:
+  - name: session
+    boundary: {{lifecycle: session_end}}
+  - name: team
+    boundary: {{scope_change: team_id}}
+    persistent: true
+persistence:
+  store: {{schema: gated, prefix: g_{name}}}
+retrieval:
+  signals: [lexical, recency]
+behavior:
+  promotion:
+    - from: team.episodic
+      to: team.semantic
+      sanitization: strip_team
+discipline:
+  sanitization:
+    - name: strip_team
+      from: team.semantic
+      to: shared_signal
+      strip: [team_id]
+      transform: strip_identifiers
+      keep_if_specific: {keep}
+"""
+
+
+@pytest.mark.parametrize(("keep", "promoted"), [
+    ("true", ["the build flakes"]), ("false", ["ok", "the build flakes"])])
+def test_keep_if_specific_decides_whether_a_row_short_once_stripped_is_promoted(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any],
+        keep: str, promoted: list[str]) -> None:
+    name = uuid.uuid4().hex[:6]
+    spec = _custom(tmp_path, pg, name, _GATED.format(name=name, keep=keep))
+    team = f"team-{uuid.uuid4().hex[:8]}"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"team_id": team}) as mem:
+        for n in (1, 2, 3):
+            for text in (f"{team} the build flakes", f"{team} ok", team):
+                mem.observe("session", text, scope_id=f"s{n}", source=f"dev-{n}")
+            mem.end_scope("session", f"s{n}")
+    semantic = sorted(r[2] for r in _rows(admin_conn, spec, team, "team") if r[1] == "semantic")
+    assert semantic == promoted  # a row with no text left is never promoted
+    kept = 3 - len(promoted)
+    assert _kinds(admin_conn, spec, team).count("kept_specific") == kept
