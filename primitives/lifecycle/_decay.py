@@ -11,7 +11,9 @@ spec's ``rate``); the clocks are ``last_accessed_at``, ``corroborated_at``, ``va
   ``confirm`` and ``mark_exempt`` set it; without ``confirmed`` a decay_rate of 0 counts as
   unset), ``action_linked`` (an action relied on the row), ``entity_mentions`` (the row
   mentions an entity mentioned more than ``graph.protect_entity_mentions_over`` times).
-  With ``graph.reinforcement`` r, + r x ln(1 + access_count / 20), at most 1.
+  With ``graph.reinforcement`` r, + r x ln(1 + access_count / 20), at most 1. Typologies
+  that archive on ``decay_threshold`` (``behavior.lifecycle``) are archived by ``maintain``
+  once below ``threshold`` (:func:`decay_passes`).
 - ``validity_window``: full confidence until coalesce(corroborated_at, valid_from) +
   validity; afterwards it halves every further ``validity``.
 - ``forcing_function``: confidence unchanged; the ranking weight falls linearly from 1 at
@@ -283,14 +285,17 @@ def decay_models(spec: AgentSpec) -> DecayModels:
 
 # maintain passes ------------------------------------------------------------------------------
 def decay_archive_statement(spec: AgentSpec, tables: Tables) -> sql.Composed | None:
-    """Archive the active rows of ``%(tenants)s`` whose typology decays by ``ebbinghaus`` and
-    whose effective confidence at ``%(now)s`` is below the model's ``threshold`` (protected
-    rows keep full confidence, so they never fall below it), each with a ``decay_archived``
-    event carrying that confidence. Returns ``(changed)``. None without such a typology."""
+    """Archive the active rows of ``%(tenants)s`` whose typology decays by ``ebbinghaus``,
+    archives on ``decay_threshold`` (``behavior.lifecycle.<typology>.archive_on``), and whose
+    effective confidence at ``%(now)s`` is below the model's ``threshold`` (protected rows keep
+    full confidence, so they never fall below it), each with a ``decay_archived`` event
+    carrying that confidence. Returns ``(changed)``. None without such a typology."""
     models = decay_models(spec)
     now = sql.SQL("%(now)s")
+    archiving = {t for t, life in spec.behavior.lifecycle.items()
+                 if "decay_threshold" in life.archive_on}
     thresholds = sorted((t, float(p.threshold or 0)) for t, p in spec.behavior.decay.items()
-                        if p.model == "ebbinghaus")
+                        if p.model == "ebbinghaus" and t in archiving)
     if not thresholds:
         return None
     threshold = sql.SQL("CASE m.typology {} END").format(sql.SQL(" ").join(
