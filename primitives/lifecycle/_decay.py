@@ -110,10 +110,9 @@ def _policy(spec: AgentSpec, typology: str) -> DecayPolicy | None:
 
 
 def effective_confidence(spec: AgentSpec, typology: str, row: DecayRow, now: datetime) -> float:
-    """The row's confidence at ``now`` under its typology's decay model.
-
-    >>> # a 300-day-old fact past a 90-day window: 0.5 ** (210 / 90) ~ 0.2
-    """
+    """The row's confidence at ``now`` under its typology's decay model: e.g. a fact last
+    corroborated 300 days ago, under a 90-day validity window, keeps 0.5 ** (210 / 90),
+    about 0.2, of its base confidence."""
     policy = _policy(spec, typology)
     if policy is None:
         return row.confidence
