@@ -134,15 +134,20 @@ def test_decay_sql_agrees_with_the_python_formulas_on_real_rows(
             "m.valid_from, m.last_accessed_at, m.corroborated_at, m.access_count, "
             "EXISTS (SELECT 1 FROM {links} AS a WHERE a.memory_id = m.id), "
             "EXISTS (SELECT 1 FROM {ne} AS n JOIN {ent} AS e ON e.id = n.entity_id "
-            "WHERE n.memory_id = m.id AND e.mention_count > 2), {conf}, {weight} "
+            "WHERE n.memory_id = m.id AND e.mention_count > 2), {conf}, {weight}, "
+            "{tenant_conf}, {tenant_weight} "
             "FROM {mem} AS m WHERE m.{t} = %(tenant)s").format(
             links=tables.action_links.ident, ne=tables.node_entities.ident,  # type: ignore[union-attr]
             ent=tables.entities.ident, conf=models.confidence_sql(tables, at),  # type: ignore[union-attr]
-            weight=models.weight_sql(tables, at), mem=tables.memories.ident, t=tables.tenant),
+            weight=models.weight_sql(tables, at), mem=tables.memories.ident, t=tables.tenant,
+            # the form the search statement uses: protections read once for the tenant
+            tenant_conf=models.confidence_sql(tables, at, sql.SQL("= %(tenant)s")),
+            tenant_weight=models.weight_sql(tables, at, sql.SQL("= %(tenant)s"))),
             {"now": now, "tenant": user["user_id"]}).fetchall()
     assert len(found) == len(rows)
     results: dict[str, tuple[float, float]] = {}
-    for content, typology, *columns, conf, weight in found:
+    for content, typology, *columns, conf, weight, tenant_conf, tenant_weight in found:
+        assert (tenant_conf, tenant_weight) == (conf, weight), content
         row = DecayRow(*columns)
         assert conf == pytest.approx(effective_confidence(probe_spec, typology, row, now),
                                      rel=1e-6), content
