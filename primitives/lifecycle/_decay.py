@@ -11,7 +11,9 @@ spec's ``rate``); the clocks are ``last_accessed_at``, ``corroborated_at``, ``va
   ``confirm`` and ``mark_exempt`` set it; without ``confirmed`` a decay_rate of 0 counts as
   unset), ``action_linked`` (an action relied on the row), ``entity_mentions`` (the row
   mentions an entity mentioned more than ``graph.protect_entity_mentions_over`` times).
-  With ``graph.reinforcement`` r, + r x ln(1 + access_count / 20), at most 1.
+  With ``graph.reinforcement`` r, + r x ln(1 + access_count / 20), at most 1. Typologies
+  that archive on ``decay_threshold`` (``behavior.lifecycle``) are archived by ``maintain``
+  once below ``threshold`` (:func:`decay_passes`).
 - ``validity_window``: full confidence until coalesce(corroborated_at, valid_from) +
   validity; afterwards it halves every further ``validity``.
 - ``forcing_function``: confidence unchanged; the ranking weight falls linearly from 1 at
@@ -108,10 +110,9 @@ def _policy(spec: AgentSpec, typology: str) -> DecayPolicy | None:
 
 
 def effective_confidence(spec: AgentSpec, typology: str, row: DecayRow, now: datetime) -> float:
-    """The row's confidence at ``now`` under its typology's decay model.
-
-    >>> # a 300-day-old fact past a 90-day window: 0.5 ** (210 / 90) ~ 0.2
-    """
+    """The row's confidence at ``now`` under its typology's decay model: e.g. a fact last
+    corroborated 300 days ago, under a 90-day validity window, keeps 0.5 ** (210 / 90),
+    about 0.2, of its base confidence."""
     policy = _policy(spec, typology)
     if policy is None:
         return row.confidence
@@ -146,31 +147,44 @@ def _seconds_since(clock: sql.Composable, now: sql.Composable) -> sql.Composed:
     return sql.SQL("extract(epoch FROM ({}::timestamptz - {}))::float8").format(now, clock)
 
 
-def _protection_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy
-                    ) -> sql.Composable | None:
+def _protection_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
+                    tenants: sql.Composable | None) -> sql.Composable | None:
+    """Row ``m`` is protected by ``policy.protect``. With ``tenants`` (a condition on a
+    tenant column, e.g. ``= %(tenant)s``), the linked and mentioning rows of those tenants
+    are read once (a hashed subplan) instead of probed row by row."""
     parts: list[sql.Composable] = []
+    t = tables.tenant
     if "confirmed" in policy.protect:
         parts.append(sql.SQL("m.decay_rate = 0"))
+    related: list[sql.Composable] = []
     if "action_linked" in policy.protect:
-        parts.append(sql.SQL(
-            "EXISTS (SELECT 1 FROM {} AS a WHERE a.{t} = m.{t} AND a.memory_id = m.id)"
-        ).format(tables.action_links.ident, t=tables.tenant))
+        related.append(sql.SQL("SELECT a.{t} AS tenant, a.memory_id FROM {} AS a{}").format(
+            tables.action_links.ident,
+            sql.SQL(" WHERE a.{t} {}").format(tenants, t=t) if tenants is not None
+            else sql.SQL(" WHERE a.{t} = m.{t} AND a.memory_id = m.id").format(t=t), t=t))
     if ("entity_mentions" in policy.protect and _graph_protects(spec)
             and tables.node_entities is not None and tables.entities is not None):
         assert spec.graph is not None
-        parts.append(sql.SQL(
-            "EXISTS (SELECT 1 FROM {ne} AS n JOIN {ent} AS e ON e.{t} = n.{t} "
-            "AND e.id = n.entity_id WHERE n.{t} = m.{t} AND n.memory_id = m.id "
-            "AND e.mention_count > {over})"
-        ).format(ne=tables.node_entities.ident, ent=tables.entities.ident, t=tables.tenant,
-                 over=sql.Literal(spec.graph.protect_entity_mentions_over)))
+        related.append(sql.SQL(
+            "SELECT n.{t} AS tenant, n.memory_id FROM {ne} AS n JOIN {ent} AS e "
+            "ON e.{t} = n.{t} AND e.id = n.entity_id WHERE e.mention_count > {over} AND {where}"
+        ).format(ne=tables.node_entities.ident, ent=tables.entities.ident, t=t,
+                 over=sql.Literal(spec.graph.protect_entity_mentions_over),
+                 where=sql.SQL("n.{t} {}").format(tenants, t=t) if tenants is not None
+                 else sql.SQL("n.{t} = m.{t} AND n.memory_id = m.id").format(t=t)))
+    for query in related:
+        if tenants is not None:
+            parts.append(sql.SQL("(m.{t}, m.id) IN (SELECT tenant, memory_id FROM ({q}) AS r)")
+                         .format(t=t, q=query))
+        else:
+            parts.append(sql.SQL("EXISTS ({})").format(query))
     if not parts:
         return None
     return sql.SQL("({})").format(sql.SQL(" OR ").join(parts))
 
 
 def _factor_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
-                now: sql.Composable) -> sql.Composable | None:
+                now: sql.Composable, tenants: sql.Composable | None) -> sql.Composable | None:
     """The confidence factor of ``policy`` as SQL; None where it is always 1."""
     if policy.model == "ebbinghaus":
         since = _seconds_since(
@@ -180,7 +194,7 @@ def _factor_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
             "* power(greatest({since} / {day}::float8, 0), {exponent}::float8))"
         ).format(rate=sql.Literal(float(policy.rate or 0)), since=since,
                  day=sql.Literal(DAY), exponent=sql.Literal(float(policy.exponent or 1)))
-        protected = _protection_sql(spec, tables, policy)
+        protected = _protection_sql(spec, tables, policy, tenants)
         if protected is None:
             return decayed
         return sql.SQL("CASE WHEN {} THEN 1.0::float8 ELSE {} END").format(protected, decayed)
@@ -226,13 +240,16 @@ class DecayModels:
         """Some typology's confidence or ranking weight changes with time."""
         return any(p.model != "exempt" for p in self.spec.behavior.decay.values())
 
-    def confidence_sql(self, tables: Tables, now: sql.Composable = NOW) -> sql.Composable:
-        """The effective confidence of row ``m`` at ``now`` (float8)."""
+    def confidence_sql(self, tables: Tables, now: sql.Composable = NOW,
+                       tenants: sql.Composable | None = None) -> sql.Composable:
+        """The effective confidence of row ``m`` at ``now`` (float8). ``tenants``: a
+        condition every row's tenant meets (``= %(tenant)s``), so that protections are
+        read once for those tenants rather than probed for each row."""
         spec = self.spec
         per: dict[str, sql.Composable | None] = {}
         reinforcement = spec.graph.reinforcement if spec.graph is not None else None
         for typology, policy in sorted(spec.behavior.decay.items()):
-            factor = _factor_sql(spec, tables, policy, now)
+            factor = _factor_sql(spec, tables, policy, now, tenants)
             value: sql.Composable | None = None
             if factor is not None:
                 value = sql.SQL("m.confidence::float8 * {}").format(factor)
@@ -244,9 +261,10 @@ class DecayModels:
             per[typology] = value
         return _by_typology(per, sql.SQL("m.confidence::float8"))
 
-    def weight_sql(self, tables: Tables, now: sql.Composable = NOW) -> sql.Composable | None:
+    def weight_sql(self, tables: Tables, now: sql.Composable = NOW,
+                   tenants: sql.Composable | None = None) -> sql.Composable | None:
         """The ranking weight of row ``m`` at ``now``; None when every typology's is 1 (plain
-        recency then)."""
+        recency then). ``tenants`` as for :meth:`confidence_sql`."""
         spec = self.spec
         per: dict[str, sql.Composable | None] = {}
         for typology, policy in sorted(spec.behavior.decay.items()):
@@ -258,7 +276,7 @@ class DecayModels:
                     _seconds_since(sql.SQL("m.event_time"), now),
                     sql.Literal(policy.horizon.total_seconds()))
             else:
-                per[typology] = _factor_sql(spec, tables, policy, now)
+                per[typology] = _factor_sql(spec, tables, policy, now, tenants)
         if all(e is None for e in per.values()):
             return None
         return _by_typology(per, sql.SQL("1.0::float8"))
@@ -283,14 +301,17 @@ def decay_models(spec: AgentSpec) -> DecayModels:
 
 # maintain passes ------------------------------------------------------------------------------
 def decay_archive_statement(spec: AgentSpec, tables: Tables) -> sql.Composed | None:
-    """Archive the active rows of ``%(tenants)s`` whose typology decays by ``ebbinghaus`` and
-    whose effective confidence at ``%(now)s`` is below the model's ``threshold`` (protected
-    rows keep full confidence, so they never fall below it), each with a ``decay_archived``
-    event carrying that confidence. Returns ``(changed)``. None without such a typology."""
+    """Archive the active rows of ``%(tenants)s`` whose typology decays by ``ebbinghaus``,
+    archives on ``decay_threshold`` (``behavior.lifecycle.<typology>.archive_on``), and whose
+    effective confidence at ``%(now)s`` is below the model's ``threshold`` (protected rows keep
+    full confidence, so they never fall below it), each with a ``decay_archived`` event
+    carrying that confidence. Returns ``(changed)``. None without such a typology."""
     models = decay_models(spec)
     now = sql.SQL("%(now)s")
+    archiving = {t for t, life in spec.behavior.lifecycle.items()
+                 if "decay_threshold" in life.archive_on}
     thresholds = sorted((t, float(p.threshold or 0)) for t, p in spec.behavior.decay.items()
-                        if p.model == "ebbinghaus")
+                        if p.model == "ebbinghaus" and t in archiving)
     if not thresholds:
         return None
     threshold = sql.SQL("CASE m.typology {} END").format(sql.SQL(" ").join(
@@ -311,7 +332,8 @@ def decay_archive_statement(spec: AgentSpec, tables: Tables) -> sql.Composed | N
         "AND due.id = a.id ORDER BY a.tenant, a.id RETURNING 1) "
         "SELECT count(*)::bigint FROM journal"
     ).format(t=tables.tenant, mem=tables.memories.ident, events=tables.events.ident,
-             conf=models.confidence_sql(tables, now), threshold=threshold,
+             conf=models.confidence_sql(tables, now, sql.SQL("= ANY(%(tenants)s::text[])")),
+             threshold=threshold,
              typologies=sql.Literal([t for t, _ in thresholds]),
              active=active_predicate("m"))
 

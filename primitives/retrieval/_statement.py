@@ -45,6 +45,9 @@ ACTIVE_ROWS = sql.SQL(
 )
 """The predicate of the active-row partial indexes (``active_predicate``), verbatim."""
 
+TENANT = sql.SQL("= %(tenant)s")
+"""The searched tenant, as the decay models' protections read it."""
+
 
 def active_at() -> sql.SQL:
     """Rows valid at ``%(as_of)s``: created by then, and no state change had removed them."""
@@ -393,7 +396,7 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
                             "OR m.id IN ({}))").format(
                 sql.SQL(" UNION ").join(
                     sql.SQL("SELECT id FROM {}").format(sql.Identifier(s)) for s in matched))
-        by_decay = decay.weight_sql(tables, now) if decay is not None else None
+        by_decay = decay.weight_sql(tables, now, TENANT) if decay is not None else None
         if by_decay is None:
             ctes.append(sql.SQL(
                 "recency AS (SELECT m.id, extract(epoch FROM m.event_time)::float8 AS score, "
@@ -425,7 +428,7 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
     if decay is not None:  # the fused score times the row's effective confidence
         score = sql.SQL("f.score * tw.weight * c.confidence")
         confidence = sql.SQL(" CROSS JOIN LATERAL (SELECT {} AS confidence) AS c").format(
-            decay.confidence_sql(tables, now))
+            decay.confidence_sql(tables, now, TENANT))
     return sql.SQL(
         "WITH {recursive}{ctes}, ranked AS ({ranked}), fused AS ("
         "SELECT r.id, sum({weight}::float8 / (%(k)s + r.rank)) AS score, "

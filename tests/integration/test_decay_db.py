@@ -92,13 +92,20 @@ def test_decay_sql_agrees_with_the_python_formulas_on_real_rows(
             "mentioning opinion": mem.observe("memory", "mentioning opinion",
                                               typology="opinion"),
             "plain opinion": mem.observe("memory", "plain opinion", typology="opinion"),
+            "rarely mentioning opinion": mem.observe("memory", "rarely mentioning opinion",
+                                                     typology="opinion"),
         }
         mem.link_action("act-1", [rows["linked opinion"].id], "justified")
         dana = mem.entity("Dana", "person")
+        eli = mem.entity("Eli", "person")
         mem.mention(rows["mentioning opinion"].id, [dana.id])
+        mem.mention(rows["rarely mentioning opinion"].id, [eli.id])
         mem.confirm(rows["confirmed opinion"].id)
-    admin_conn.execute(sql.SQL("UPDATE {} SET mention_count = 3 WHERE id = %s").format(
-        tables.entities.ident if tables.entities else sql.SQL("")), (dana.id,))
+    assert tables.entities is not None
+    # graph.protect_entity_mentions_over is 2: Dana (3 mentions) protects, Eli (2) does not
+    for entity, count in ((dana, 3), (eli, 2)):
+        admin_conn.execute(sql.SQL("UPDATE {} SET mention_count = %s WHERE id = %s").format(
+            tables.entities.ident), (count, entity.id))
     back = {  # name: (days back, other columns)
         "stale fact": (300, {"confidence": 0.8}),
         "re-corroborated fact": (300, {"corroborated_at": now - 10 * DAY}),
@@ -111,6 +118,7 @@ def test_decay_sql_agrees_with_the_python_formulas_on_real_rows(
         "linked opinion": (400, {}),
         "mentioning opinion": (400, {}),
         "plain opinion": (40, {"confidence": 0.6}),
+        "rarely mentioning opinion": (400, {}),
     }
     for name, (days, extra) in back.items():
         then = now - days * DAY
@@ -126,15 +134,20 @@ def test_decay_sql_agrees_with_the_python_formulas_on_real_rows(
             "m.valid_from, m.last_accessed_at, m.corroborated_at, m.access_count, "
             "EXISTS (SELECT 1 FROM {links} AS a WHERE a.memory_id = m.id), "
             "EXISTS (SELECT 1 FROM {ne} AS n JOIN {ent} AS e ON e.id = n.entity_id "
-            "WHERE n.memory_id = m.id AND e.mention_count > 2), {conf}, {weight} "
+            "WHERE n.memory_id = m.id AND e.mention_count > 2), {conf}, {weight}, "
+            "{tenant_conf}, {tenant_weight} "
             "FROM {mem} AS m WHERE m.{t} = %(tenant)s").format(
             links=tables.action_links.ident, ne=tables.node_entities.ident,  # type: ignore[union-attr]
             ent=tables.entities.ident, conf=models.confidence_sql(tables, at),  # type: ignore[union-attr]
-            weight=models.weight_sql(tables, at), mem=tables.memories.ident, t=tables.tenant),
+            weight=models.weight_sql(tables, at), mem=tables.memories.ident, t=tables.tenant,
+            # the form the search statement uses: protections read once for the tenant
+            tenant_conf=models.confidence_sql(tables, at, sql.SQL("= %(tenant)s")),
+            tenant_weight=models.weight_sql(tables, at, sql.SQL("= %(tenant)s"))),
             {"now": now, "tenant": user["user_id"]}).fetchall()
     assert len(found) == len(rows)
     results: dict[str, tuple[float, float]] = {}
-    for content, typology, *columns, conf, weight in found:
+    for content, typology, *columns, conf, weight, tenant_conf, tenant_weight in found:
+        assert (tenant_conf, tenant_weight) == (conf, weight), content
         row = DecayRow(*columns)
         assert conf == pytest.approx(effective_confidence(probe_spec, typology, row, now),
                                      rel=1e-6), content
@@ -153,6 +166,7 @@ def test_decay_sql_agrees_with_the_python_formulas_on_real_rows(
     for protected in ("confirmed opinion", "linked opinion", "mentioning opinion"):
         assert results[protected][0] == pytest.approx(1.0), protected
     assert results["plain opinion"][0] == pytest.approx(0.6 * 0.1477, rel=1e-3)
+    assert results["rarely mentioning opinion"][0] < 0.01
 
 
 # ranking ---------------------------------------------------------------------------------------

@@ -50,6 +50,10 @@ graph:
 behavior:
   write_policy:
     semantic: {mode: mixed, extract_threshold: 0.6, justification: tests write facts directly}
+  lifecycle:
+    procedural:
+      archive_on: [%(procedural_archive_on)s]
+      justification: the archive rule under test
   decay:
     opinion:
       model: ebbinghaus
@@ -69,8 +73,10 @@ behavior:
 
 
 def probe(protect: str = "confirmed, action_linked, entity_mentions",
-          reinforcement: float = 0.05) -> AgentSpec:
-    return load_spec_text(PROBE % {"protect": protect, "reinforcement": reinforcement},
+          reinforcement: float = 0.05,
+          procedural_archive_on: str = "decay_threshold, explicit_invalidation") -> AgentSpec:
+    return load_spec_text(PROBE % {"protect": protect, "reinforcement": reinforcement,
+                                   "procedural_archive_on": procedural_archive_on},
                           policies={})
 
 
@@ -217,10 +223,16 @@ def test_typologies_with_one_formula_share_a_case_branch() -> None:
     assert "e.mention_count > 5" in text  # graph.protect_entity_mentions_over
 
 
-def test_decay_passes_name_archive_and_dispositions() -> None:
+def test_decay_archive_covers_ebbinghaus_typologies_archiving_on_decay_threshold() -> None:
     spec = probe()
     names = [p.name for p in decay_passes(spec, agent_tables(spec))]
     assert names == ["decay_archive", "dispositions"]
+    # an Ebbinghaus typology archives only when its lifecycle archives on decay_threshold
+    both = decay_passes(spec, agent_tables(spec))[0].statement.as_string(None)
+    assert "'{opinion,procedural}'::text[]" in both
+    kept = probe(procedural_archive_on="explicit_invalidation")
+    only = decay_passes(kept, agent_tables(kept))[0].statement.as_string(None)
+    assert "'{opinion}'::text[]" in only and "'{opinion,procedural}'" not in only
     world = load_spec("agents/world_agent.yaml")  # no Ebbinghaus typology
     assert [p.name for p in decay_passes(world, agent_tables(world))] == ["dispositions"]
 
