@@ -165,3 +165,31 @@ async def test_the_async_engine_writes_due_marks_in_a_task_of_their_own(
             "wants plain text": (1, True)}
     finally:
         await engine.close()
+
+
+@pytest.mark.parametrize("native_async", [False, True], ids=["sync", "async"])
+async def test_the_langgraph_store_marks_what_its_searches_return(
+        pg: PostgresHandle, spectral: AgentSpec, admin_conn: psycopg.Connection[Any],
+        native_async: bool) -> None:
+    from primitives.langgraph import AsyncMemoryStore, MemoryStore
+    ws = _ws()["workspace_id"]
+    ns = (ws, "workspace", "procedural", "style")
+    if native_async:
+        astore = await AsyncMemoryStore.from_spec(spectral, pg.app_dsn)
+        await astore.aput(ns, "answers", {"text": "prefers short answers"})
+        await astore.aput(ns, "tone", {"text": "formal tone in reports"})
+        assert [i.key for i in await astore.asearch((ws,), query="short answers")] == ["answers"]
+        await astore.aget(ns, "tone")  # a get is not a retrieval
+        await astore.aclose()
+    else:
+        store = MemoryStore.from_spec(spectral, pg.app_dsn)
+        store.put(ns, "answers", {"text": "prefers short answers"})
+        store.put(ns, "tone", {"text": "formal tone in reports"})
+        assert [i.key for i in store.search((ws,), query="short answers")] == ["answers"]
+        store.get(ns, "tone")
+        store.close()
+    tables = agent_tables(spectral)
+    rows = dict(admin_conn.execute(sql.SQL(
+        "SELECT key, access_count FROM {} WHERE {} = %s AND superseded_at IS NULL").format(
+        tables.memories.ident, tables.tenant), (ws,)).fetchall())
+    assert rows == {"answers": 1, "tone": 0}
