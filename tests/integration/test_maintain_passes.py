@@ -89,6 +89,25 @@ def test_the_spec_without_tombstone_orphans_after_has_no_retention_pass(
         "tombstone_orphans"]
 
 
+def test_a_retention_policy_file_declares_tombstone_orphans_after_too() -> None:
+    from datetime import timedelta as td
+
+    from primitives.lifecycle._retention import tombstone_after
+    from primitives.spec._policies import RetentionPolicy
+    text = RETENTION_SPEC.replace(
+        "retention: {orphan_after: 30d, tombstone_orphans_after: 60d}",
+        "retention: {policy: user_retention}")
+    policy = RetentionPolicy(kind="retention", name="user_retention",
+                             orphan_after=td(days=30), tombstone_orphans_after=td(days=7))
+    spec = load_spec_text(text, policies={"user_retention": policy})
+    assert tombstone_after(spec) == td(days=7)
+    [step] = retention_passes(spec, agent_tables(spec))
+    assert "'37 days'" in step.statement.as_string(None)
+    bare = load_spec_text(text, policies={"user_retention": RetentionPolicy(
+        kind="retention", name="user_retention", orphan_after=td(days=30))})
+    assert retention_passes(bare, agent_tables(bare)) == []
+
+
 def test_long_orphans_are_tombstoned_journalled_once_and_read_or_linked_rows_stay(
         pg: PostgresHandle, retention_spec: AgentSpec, admin_conn: psycopg.Connection[Any],
         auditor_conn: psycopg.Connection[Any]) -> None:
