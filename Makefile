@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(PY) -m bench.retrieval_speed
 	$(PY) -m bench.locomo --sweep
 	$(PY) -m bench.ceiling
+	$(PY) -m bench.maintain
 	$(PY) -m bench.run
 
 golden: $(STAMP)

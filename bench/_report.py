@@ -223,7 +223,31 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
             lines.append(f"| {op} | {a['p50_ms']:.2f} / {a['p95_ms']:.2f} | {b['p50_ms']:.2f} / "
                          f"{b['p95_ms']:.2f} | {a['p50_ms'] / b['p50_ms']:.2f}x |")
         lines.append("")
+    maintain = _read(folder / "maintain.json")
+    if maintain:
+        lines += _maintain_lines(maintain)
     return lines if len(lines) > 2 else []
+
+
+def _maintain_lines(result: dict[str, Any]) -> list[str]:
+    """The maintain job against a sequential scan, beside 8 writers, and search with access
+    tracking (``python -m bench.maintain``)."""
+    scan, writers = result["maintain_vs_scan"], result["writers"]
+    lines = [f"The maintain job over {result['rows']:,} memories in {result['tenants']:,} "
+             "tenants (`python -m bench.maintain`, `bench/results/maintain.json`; what it "
+             "measures is in [lifecycle.md](lifecycle.md#the-maintain-job)):", "",
+             "| measurement | median | worst | target |", "|---|---:|---:|---:|",
+             f"| one maintain pass / sequential scan of the table | {scan['median']:.2f}x | "
+             f"{scan['worst']:.2f}x | <= {scan['target']:g}x |",
+             f"| 8 writers' writes/s beside back-to-back passes (duty {writers['duty']:g}) / "
+             f"alone | {writers['median']:.2f}x | {writers['worst']:.2f}x | "
+             f">= {writers['target']:g}x |"]
+    search = result.get("search_access_tracking")
+    if search:
+        lines.append(f"| search p95 with access tracking / without | {search['p95_ratio']:.2f}x "
+                     f"| | <= {search['target']:g}x |")
+    lines.append("")
+    return lines
 
 
 def _read(path: Path) -> dict[str, Any] | None:

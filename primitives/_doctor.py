@@ -33,7 +33,7 @@ from primitives._doctor_runtime import (
     role_setting_findings,
 )
 from primitives.compile import Table, Tables, agent_tables
-from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA
+from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA, MAINTAINER_ROLE
 from primitives.compile._rls import tenant_policy_name
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
@@ -51,6 +51,9 @@ CHECKS: Final[Mapping[str, str]] = {
                     "policies are SELECT only",
     "runtime_role": "no runtime role (app, auditor, or a member of either) is superuser or "
                     "has BYPASSRLS",
+    "maintainer_role": "the maintainer role (which `primitives maintain` takes with SET ROLE) "
+                       "exists, cannot log in, is not superuser, has no BYPASSRLS, and no "
+                       "runtime role is a member of it (none can SET ROLE to it)",
     "runtime_create": "no runtime role may create schemas in the database or objects in a "
                       "schema (its functions or operators could stand in for the built-ins "
                       "the compiled PL/pgSQL functions call)",
@@ -112,6 +115,14 @@ class Role(NamedTuple):
     via: list[str]  # the runtime roles it is (a member of)
 
 
+class MaintainerRole(NamedTuple):
+    exists: bool
+    login: bool
+    superuser: bool
+    bypassrls: bool
+    members: list[str]  # every role that is (through others) a member of it
+
+
 class Creator(NamedTuple):
     role: str
     where: str  # 'database <name>' or 'schema <name>'
@@ -161,6 +172,7 @@ class Catalog:
     role_settings: Sequence[RoleSetting] = ()
     reach: Sequence[RuntimeReach] = ()
     definers: Sequence[Definer] = ()
+    maintainer: MaintainerRole | None = None  # None: not read (no findings)
 
 
 @dataclass(frozen=True)
@@ -226,6 +238,19 @@ WITH RECURSIVE runtime (oid, via) AS (
 SELECT r.rolname::text, r.rolsuper, r.rolbypassrls, array_agg(DISTINCT runtime.via)
 FROM runtime JOIN pg_catalog.pg_roles AS r ON r.oid = runtime.oid
 GROUP BY 1, 2, 3
+"""
+
+_MAINTAINER: Final = """
+WITH RECURSIVE members (oid) AS (
+    SELECT m.member FROM pg_catalog.pg_auth_members AS m
+    JOIN pg_catalog.pg_roles AS g ON g.oid = m.roleid WHERE g.rolname = %(role)s
+    UNION
+    SELECT m.member FROM pg_catalog.pg_auth_members AS m JOIN members ON m.roleid = members.oid
+)
+SELECT true, r.rolcanlogin, r.rolsuper, r.rolbypassrls,
+       ARRAY(SELECT x.rolname::text FROM pg_catalog.pg_roles AS x
+             WHERE x.oid IN (SELECT oid FROM members) ORDER BY 1)
+FROM pg_catalog.pg_roles AS r WHERE r.rolname = %(role)s
 """
 
 # Where the runtime roles may create: a schema of their own, or a function or operator in a
@@ -305,10 +330,16 @@ def collect_catalog(conn: psycopg.Connection[Any], agents: Sequence[Tables]) -> 
         children=children,
         role_settings=collect_role_settings(conn, [APP_ROLE, AUDITOR_ROLE]),
         reach=collect_reach(conn, [APP_ROLE, AUDITOR_ROLE]),
+        maintainer=_maintainer(conn),
         definers=collect_definers(conn, sorted(
             {FRAMEWORK_SCHEMA} | {s for t in agents for s in (t.schema, t.checkpointer_schema)
                                   if s})),
     )
+
+
+def _maintainer(conn: psycopg.Connection[Any]) -> MaintainerRole:
+    row = conn.execute(_MAINTAINER, {"role": MAINTAINER_ROLE}).fetchone()
+    return MaintainerRole(*row) if row else MaintainerRole(False, False, False, False, [])
 
 
 def _label(relation: Table) -> str:
@@ -384,6 +415,26 @@ def _role_checks(catalog: Catalog) -> Iterator[Finding]:
         if role.bypassrls:
             yield Finding("runtime_role", f"role {role.name}",
                           f"has BYPASSRLS{member}: row level security does not bind it")
+
+
+def _maintainer_checks(catalog: Catalog) -> Iterator[Finding]:
+    role = catalog.maintainer
+    if role is None:
+        return
+    where = f"role {MAINTAINER_ROLE}"
+    if not role.exists:
+        yield Finding("maintainer_role", where, "does not exist: run `primitives migrate`")
+        return
+    for flag, what in ((role.login, "can log in (LOGIN): it must be taken only with SET ROLE "
+                                    "from the admin connection"),
+                       (role.superuser, "is SUPERUSER"),
+                       (role.bypassrls, "has BYPASSRLS: its policies no longer bind it")):
+        if flag:
+            yield Finding("maintainer_role", where, what)
+    runtime = {APP_ROLE, AUDITOR_ROLE} | {r.name for r in catalog.roles}
+    for member in sorted(runtime.intersection(role.members)):
+        yield Finding("maintainer_role", where, f"has runtime role {member} as a member: its "
+                      "sessions could SET ROLE to a role that sees every tenant")
 
 
 def _create_checks(catalog: Catalog) -> Iterator[Finding]:
@@ -506,6 +557,7 @@ def diagnose(agents: Sequence[Tables], catalog: Catalog) -> list[Finding]:
     for tables in agents:
         findings += _relation_checks(tables, catalog)
     findings += _role_checks(catalog)
+    findings += _maintainer_checks(catalog)
     findings += _create_checks(catalog)
     findings += _ownership_and_grants(agents, catalog)
     findings += _unique_index_checks(agents, catalog)

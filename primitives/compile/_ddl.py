@@ -194,8 +194,6 @@ class TableDef:
     triggers: tuple[Trigger, ...] = ()
     app_privileges: tuple[Privilege, ...] = ("SELECT", "INSERT")
     app_update_columns: tuple[str, ...] = ()
-    maintainer_delete: bool = False
-    """The maintainer role may DELETE (the memories table: transient rows at an idle close)."""
     """The columns the engine's UPDATE statements (and ``ON CONFLICT DO UPDATE``) set: the
     app role's only UPDATE grant, never the tenant column or the key."""
     comment: str = ""

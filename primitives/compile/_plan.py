@@ -255,10 +255,11 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
     ):
         yield Step(f"{name}: replace policy {policy}", drop_policy_sql(policy, table))
         yield Step(f"{name}: policy {policy}", create(tables, table))
-    yield from _grant_steps(table, definition)
+    yield from _grant_steps(table, definition, tables)
 
 
-def _grant_steps(relation: Table, definition: TableDef | None = None) -> Iterator[Step]:
+def _grant_steps(relation: Table, definition: TableDef | None = None,
+                 tables: Tables | None = None) -> Iterator[Step]:
     name = relation.qualified
     privileges = definition.app_privileges if definition is not None else ("SELECT",)
     # only the columns this table has (no embedding without pgvector)
@@ -268,9 +269,10 @@ def _grant_steps(relation: Table, definition: TableDef | None = None) -> Iterato
     yield Step(f"{name}: grants for the app role",
                grant_app_sql(relation, privileges, columns))
     yield Step(f"{name}: grants for the auditor role", grant_auditor_sql(relation))
-    if definition is not None:
-        yield Step(f"{name}: grants for the maintainer role", grant_maintainer_sql(
-            relation, privileges, columns, delete=definition.maintainer_delete))
+    maintainer = grant_maintainer_sql(tables, relation, privileges, columns) if (
+        definition is not None and tables is not None) else None
+    if maintainer is not None:
+        yield Step(f"{name}: grants for the maintainer role", maintainer)
 
 
 def _view_steps(

@@ -172,19 +172,34 @@ def maintainer_policy_sql(tables: Tables, table: Table) -> sql.Composed:
              sql.Identifier(MAINTAINER_ROLE))
 
 
-def grant_maintainer_sql(relation: Table, privileges: Iterable[Privilege],
-                         update_columns: Iterable[str] = (), *,
-                         delete: bool = False) -> sql.Composed:
-    """The app role's privileges on ``relation`` for the maintainer, plus DELETE where the
-    lifecycle removes rows (transient rows at an idle scope's end; the delete guard still
-    refuses persistent and action-linked rows)."""
-    granted: list[sql.Composable] = [sql.SQL(p) for p in privileges]
-    columns = list(update_columns)
-    if columns:
-        granted.append(sql.SQL("UPDATE ({})").format(
-            sql.SQL(", ").join(map(sql.Identifier, columns))))
-    if delete:
-        granted.append(sql.SQL("DELETE"))
+MAINTAINER_WRITES: tuple[str, ...] = ("memories", "events", "scopes", "promotions", "edges")
+"""The tables maintenance passes write (``Tables`` attribute names): the app role's privileges
+there (DELETE too on memories); on the rest of ``MAINTAINER_READS`` SELECT, elsewhere none."""
+
+MAINTAINER_READS: tuple[str, ...] = ("action_links", "entities", "node_entities")
+"""Tables maintenance passes only read: action links (never remove a linked row), entity
+mentions (decay protection)."""
+
+
+def grant_maintainer_sql(tables: Tables, relation: Table, privileges: Iterable[Privilege],
+                         update_columns: Iterable[str] = ()) -> sql.Composed | None:
+    """What the maintainer may do on ``relation``: on the tables maintenance writes, the app
+    role's privileges, plus DELETE on memories (transient rows at an idle scope's end; the
+    delete guard still refuses persistent and action-linked rows); SELECT on the tables it
+    only reads; nothing on the others (checkpoints, graph sessions, approvals)."""
+    kind = next((k for k in (*MAINTAINER_WRITES, *MAINTAINER_READS)
+                 if getattr(tables, k, None) == relation), None)
+    if kind is None:
+        return None
+    granted: list[sql.Composable] = [sql.SQL("SELECT")]
+    if kind in MAINTAINER_WRITES:
+        granted = [sql.SQL(p) for p in privileges]
+        columns = list(update_columns)
+        if columns:
+            granted.append(sql.SQL("UPDATE ({})").format(
+                sql.SQL(", ").join(map(sql.Identifier, columns))))
+        if kind == "memories":
+            granted.append(sql.SQL("DELETE"))
     return sql.SQL("GRANT {} ON TABLE {} TO {}").format(
         sql.SQL(", ").join(granted), relation.ident, sql.Identifier(MAINTAINER_ROLE))
 

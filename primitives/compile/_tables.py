@@ -261,7 +261,6 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         indexes=tuple(indexes),
         triggers=(guard,),
         app_update_columns=MEMORY_UPDATE_COLUMNS,
-        maintainer_delete=True,
         comment=_memories_comment(spec, tables),
         functions=memory_functions(tables),
         retired_indexes=tuple((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),

@@ -122,6 +122,7 @@ class AsyncEngine(EngineBase):
         super().__init__(spec, has_embedding=has_embedding, embedder=embedder,
                          reranker=reranker, text_match=text_match, trigram=trigram)
         self._pool = pool
+        self._flusher: asyncio.Task[int] | None = None
 
     @classmethod
     async def connect(cls, spec: AgentSpec, dsn: str | None = None, *,
@@ -153,9 +154,30 @@ class AsyncEngine(EngineBase):
 
     async def close(self) -> None:
         try:
+            await self.wait_access()
             await self.flush_access()
         finally:
             await self._pool.close()
+
+    async def wait_access(self) -> None:
+        """Wait for a background write of read marks under way (if any) to finish."""
+        flusher = self._flusher
+        if flusher is not None:
+            await asyncio.wait([flusher])
+
+    def _flush_in_background(self) -> None:
+        """Write the due marks in a task of its own, so the read that found the buffer due
+        returns at once (see :meth:`Engine._flush_in_background`)."""
+        if self._flusher is not None and not self._flusher.done():
+            return
+
+        async def flush() -> int:
+            try:
+                return await self.flush_access()
+            except (psycopg.Error, StorageError, OSError):
+                return 0
+
+        self._flusher = asyncio.get_running_loop().create_task(flush())
 
     async def flush_access(self) -> int:
         """Write the buffered read marks now, one UPDATE per tenant; returns the rows marked
@@ -173,7 +195,7 @@ class AsyncEngine(EngineBase):
 
     async def _accessed(self, tenant: str, result: R) -> R:
         if self.access.record(tenant, read_ids(result)):
-            await self.flush_access()
+            self._flush_in_background()
         return result
 
     async def __aenter__(self) -> AsyncEngine:
@@ -189,7 +211,7 @@ class AsyncEngine(EngineBase):
         async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
             yield AsyncTenantMemory(ctx, conn, self.access)
         if self.access.due():
-            await self.flush_access()
+            self._flush_in_background()
 
     async def read(self, anchor: Mapping[str, object],
                    make: Callable[[core.Context], core.Op[R]], *, actor: str = "agent",

@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -123,6 +124,8 @@ class Engine(EngineBase):
         super().__init__(spec, has_embedding=has_embedding, embedder=embedder,
                          reranker=reranker, text_match=text_match, trigram=trigram)
         self._pool = pool
+        self._flusher: threading.Thread | None = None
+        self._flush_lock = threading.Lock()
         for message in self.warnings:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
 
@@ -162,9 +165,34 @@ class Engine(EngineBase):
 
     def close(self) -> None:
         try:
+            self.wait_access()
             self.flush_access()
         finally:
             self._pool.close()
+
+    def wait_access(self, timeout: float | None = None) -> None:
+        """Wait for a background write of read marks under way (if any) to finish."""
+        flusher = self._flusher
+        if flusher is not None:
+            flusher.join(timeout)
+
+    def _flush_in_background(self) -> None:
+        """Write the due marks on a thread of its own, so the read that found the buffer due
+        returns at once; one such write at a time (marks recorded meanwhile wait for the
+        next). A failed write drops its marks: they record use, they are not memory."""
+        with self._flush_lock:
+            if self._flusher is not None and self._flusher.is_alive():
+                return
+
+            def flush() -> None:
+                try:
+                    self.flush_access()
+                except (psycopg.Error, StorageError, OSError):
+                    pass
+
+            self._flusher = threading.Thread(target=flush, name="primitives-access-flush",
+                                             daemon=True)
+            self._flusher.start()
 
     def flush_access(self) -> int:
         """Write the buffered read marks now, one UPDATE per tenant; returns the rows marked.
@@ -182,7 +210,7 @@ class Engine(EngineBase):
 
     def _accessed(self, tenant: str, result: R) -> R:
         if self.access.record(tenant, read_ids(result)):
-            self.flush_access()
+            self._flush_in_background()
         return result
 
     def __enter__(self) -> Engine:
@@ -199,7 +227,7 @@ class Engine(EngineBase):
         with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
             yield TenantMemory(ctx, conn, self.access)
         if self.access.due():
-            self.flush_access()
+            self._flush_in_background()
 
     def read(self, anchor: Mapping[str, object], make: Callable[[core.Context], core.Op[R]], *,
              actor: str = "agent", seed: str | None = None,

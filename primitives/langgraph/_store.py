@@ -260,6 +260,8 @@ class MemoryStore(BaseStore):
                 # gets, searches and listings: one round trip for the first statement
                 results = self.engine.read(dict(group.anchor), _reader(group.ops),
                                            actor=self.actor)
+                self.engine._accessed(resolve_anchor(self.spec, dict(group.anchor)).tenant,
+                                      _found(group.ops, results))
                 self._translator.scatter(group, results, out)
                 continue
             for attempt in (1, 2):
@@ -288,6 +290,12 @@ class MemoryStore(BaseStore):
 
 def _runner(ops: list[ItemOp]) -> Callable[[TenantMemory], list[Any]]:
     return lambda mem: mem.item_batch(ops)
+
+
+def _found(ops: Sequence[ItemOp], results: Sequence[Any]) -> list[Any]:
+    """The items a group's searches returned: retrieval marks them read (access tracking)."""
+    return [item for op, result in zip(ops, results, strict=True)
+            if isinstance(op, ItemSearch) for item in result]
 
 
 def _reads_only(ops: Sequence[ItemOp]) -> bool:
@@ -337,6 +345,9 @@ class AsyncMemoryStore(BaseStore):
             if _reads_only(group.ops):
                 results = await self.engine.read(dict(group.anchor), _reader(group.ops),
                                                  actor=self.actor)
+                await self.engine._accessed(
+                    resolve_anchor(self.spec, dict(group.anchor)).tenant,
+                    _found(group.ops, results))
                 self._translator.scatter(group, results, out)
                 continue
             for attempt in (1, 2):

@@ -6,7 +6,8 @@ periodic ``primitives maintain`` job. Every statement is set-based SQL compiled 
 every change it makes is journalled.
 """
 
-from primitives.lifecycle._boundary import MaintenancePass, ScopeEnd
+from primitives.lifecycle._boundary import ScopeEnd
 from primitives.lifecycle._maintain import MaintainReport, maintain
+from primitives.lifecycle._passes import MaintenancePass, pass_builders
 
-__all__ = ["MaintainReport", "MaintenancePass", "ScopeEnd", "maintain"]
+__all__ = ["MaintainReport", "MaintenancePass", "ScopeEnd", "maintain", "pass_builders"]

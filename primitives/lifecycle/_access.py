@@ -42,8 +42,9 @@ def flush_statement(tables: Tables) -> sql.Composed:
 
 def read_ids(result: object) -> list[UUID]:
     """The memory ids a read returned: search hits, an explanation's hits, a context pack's
-    memories (entities are not memories)."""
+    memories (entities are not memories), the LangGraph store's search items."""
     from primitives.engine._records import Explanation, Hit, Memory
+    from primitives.engine._store_ops import StoredItem
     from primitives.retrieval._context import ContextPack
     if isinstance(result, Explanation):
         result = result.hits
@@ -51,7 +52,7 @@ def read_ids(result: object) -> list[UUID]:
         return [item.id for block in result.blocks for item in block.items
                 if isinstance(item, Memory)]
     if isinstance(result, list):
-        return [hit.memory.id for hit in result if isinstance(hit, Hit)]
+        return [hit.memory.id for hit in result if isinstance(hit, Hit | StoredItem)]
     return []
 
 

@@ -37,13 +37,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
 
 from psycopg import sql
 
 from primitives.compile._definer import transient_delete_function
 from primitives.compile._expr import active_predicate
 from primitives.compile._names import Tables
+from primitives.lifecycle._passes import MaintenancePass, Similarity
 from primitives.spec import AgentSpec
 from primitives.spec._common import split_ref
 
@@ -62,10 +62,6 @@ __all__ = [
     "idle_scopes_statement",
     "rule_name",
 ]
-
-Similarity = Literal["embedding", "trigram", "exact"]
-"""How near-duplicates are measured: ``embedding`` (cosine where both rows have vectors,
-trigram otherwise), ``trigram`` (pg_trgm on content) or ``exact`` (same lower-cased text)."""
 
 BOUNDARY_CRITERIA_AT = ("tier_boundary", "session_end", "job_end")
 """``at`` values of a compounding rule that run when a scope of its source tier ends."""
@@ -105,15 +101,6 @@ class ScopeEnd(tuple[int, int]):
 
     def __repr__(self) -> str:
         return "ScopeEnd(" + ", ".join(f"{k}={v}" for k, v in self.as_dict().items()) + ")"
-
-
-class MaintenancePass(NamedTuple):
-    """One step of ``primitives maintain``: a statement over ``%(tenants)s`` (text[]),
-    ``%(now)s`` (timestamptz) and ``%(actor)s`` (text) that journals its own changes and
-    returns one row, ``(changed bigint)``."""
-
-    name: str
-    statement: sql.Composed
 
 
 @dataclass(frozen=True)

@@ -22,35 +22,10 @@ from psycopg import sql
 
 from primitives.compile import Tables, agent_tables
 from primitives.db._names import MAINTAINER_ROLE
-from primitives.lifecycle._boundary import MaintenancePass, Similarity, boundary_passes
+from primitives.lifecycle._passes import Similarity, passes_for
 from primitives.spec import AgentSpec
 
-__all__ = ["MaintainReport", "PassBuilder", "maintain", "pass_builders", "passes_for"]
-
-PassBuilder = Callable[[AgentSpec, Tables, bool, Similarity], list[MaintenancePass]]
-"""Builds a spec's passes from its tables, whether rows have vectors, and the similarity
-measure the database offers."""
-
-
-def _boundary(spec: AgentSpec, tables: Tables, embedding: bool,
-              similarity: Similarity) -> list[MaintenancePass]:
-    return boundary_passes(spec, tables, embedding=embedding, similarity=similarity)
-
-
-def _decay(spec: AgentSpec, tables: Tables, embedding: bool,
-           similarity: Similarity) -> list[MaintenancePass]:
-    from primitives.lifecycle._decay import decay_passes
-    return decay_passes(spec, tables)
-
-
-pass_builders: list[PassBuilder] = [_boundary, _decay]
-"""The pass builders, in the order their passes run (idle closes first, so that what they
-compound upward is promoted and decayed in the same run)."""
-
-
-def passes_for(spec: AgentSpec, tables: Tables, *, embedding: bool,
-               similarity: Similarity) -> list[MaintenancePass]:
-    return [p for build in pass_builders for p in build(spec, tables, embedding, similarity)]
+__all__ = ["MaintainReport", "maintain"]
 
 
 @dataclass

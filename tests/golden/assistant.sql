@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 294 statements
+-- primitives plan for agent 'assistant': 290 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -445,7 +445,7 @@ GRANT SELECT, INSERT ON TABLE "memory"."assistant_action_links" TO "primitives_a
 GRANT SELECT ON TABLE "memory"."assistant_action_links" TO "primitives_auditor";
 
 -- memory.assistant_action_links: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "memory"."assistant_action_links" TO "primitives_maintainer";
+GRANT SELECT ON TABLE "memory"."assistant_action_links" TO "primitives_maintainer";
 
 -- memory.assistant_scopes: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_scopes" (
@@ -638,7 +638,7 @@ GRANT SELECT, INSERT, UPDATE ("canonical_name", "aliases", "summary", "mention_c
 GRANT SELECT ON TABLE "memory"."assistant_entities" TO "primitives_auditor";
 
 -- memory.assistant_entities: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("canonical_name", "aliases", "summary", "mention_count", "last_updated") ON TABLE "memory"."assistant_entities" TO "primitives_maintainer";
+GRANT SELECT ON TABLE "memory"."assistant_entities" TO "primitives_maintainer";
 
 -- memory.assistant_edges: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_edges" (
@@ -775,7 +775,7 @@ GRANT SELECT, INSERT ON TABLE "memory"."assistant_node_entities" TO "primitives_
 GRANT SELECT ON TABLE "memory"."assistant_node_entities" TO "primitives_auditor";
 
 -- memory.assistant_node_entities: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "memory"."assistant_node_entities" TO "primitives_maintainer";
+GRANT SELECT ON TABLE "memory"."assistant_node_entities" TO "primitives_maintainer";
 
 -- memory.assistant_sessions: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_sessions" (
@@ -826,9 +826,6 @@ GRANT SELECT, INSERT ON TABLE "memory"."assistant_sessions" TO "primitives_app";
 
 -- memory.assistant_sessions: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_sessions" TO "primitives_auditor";
-
--- memory.assistant_sessions: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "memory"."assistant_sessions" TO "primitives_maintainer";
 
 -- langgraph.assistant_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoints" (
@@ -885,9 +882,6 @@ GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."as
 -- langgraph.assistant_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_auditor";
 
--- langgraph.assistant_checkpoints: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."assistant_checkpoints" TO "primitives_maintainer";
-
 -- langgraph.assistant_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoint_blobs" (
     "user_id" text NOT NULL,
@@ -941,9 +935,6 @@ GRANT SELECT, INSERT ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primi
 
 -- langgraph.assistant_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_auditor";
-
--- langgraph.assistant_checkpoint_blobs: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "langgraph"."assistant_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.assistant_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."assistant_checkpoint_writes" (
@@ -1063,9 +1054,6 @@ GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."a
 
 -- langgraph.assistant_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_auditor";
-
--- langgraph.assistant_checkpoint_writes: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_maintainer";
 
 -- memory.assistant_active_memories: view
 CREATE OR REPLACE VIEW "memory"."assistant_active_memories" WITH (security_invoker = true) AS

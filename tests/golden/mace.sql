@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 259 statements
+-- primitives plan for agent 'mace': 254 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -440,7 +440,7 @@ GRANT SELECT, INSERT ON TABLE "mace"."mace_action_links" TO "primitives_app";
 GRANT SELECT ON TABLE "mace"."mace_action_links" TO "primitives_auditor";
 
 -- mace.mace_action_links: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "mace"."mace_action_links" TO "primitives_maintainer";
+GRANT SELECT ON TABLE "mace"."mace_action_links" TO "primitives_maintainer";
 
 -- mace.mace_scopes: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_scopes" (
@@ -628,9 +628,6 @@ GRANT SELECT, INSERT ON TABLE "mace"."mace_action_requests" TO "primitives_app";
 -- mace.mace_action_requests: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_action_requests" TO "primitives_auditor";
 
--- mace.mace_action_requests: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "mace"."mace_action_requests" TO "primitives_maintainer";
-
 -- mace.mace_approvals: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_approvals" (
     "user_id" text NOT NULL,
@@ -695,9 +692,6 @@ GRANT SELECT, INSERT ON TABLE "mace"."mace_approvals" TO "primitives_app";
 -- mace.mace_approvals: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_approvals" TO "primitives_auditor";
 
--- mace.mace_approvals: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "mace"."mace_approvals" TO "primitives_maintainer";
-
 -- langgraph.mace_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoints" (
     "user_id" text NOT NULL,
@@ -753,9 +747,6 @@ GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."ma
 -- langgraph.mace_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoints" TO "primitives_auditor";
 
--- langgraph.mace_checkpoints: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."mace_checkpoints" TO "primitives_maintainer";
-
 -- langgraph.mace_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_blobs" (
     "user_id" text NOT NULL,
@@ -809,9 +800,6 @@ GRANT SELECT, INSERT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives
 
 -- langgraph.mace_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_auditor";
-
--- langgraph.mace_checkpoint_blobs: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.mace_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_writes" (
@@ -931,9 +919,6 @@ GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."m
 
 -- langgraph.mace_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_auditor";
-
--- langgraph.mace_checkpoint_writes: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_maintainer";
 
 -- mace.mace_active_memories: view
 CREATE OR REPLACE VIEW "mace"."mace_active_memories" WITH (security_invoker = true) AS

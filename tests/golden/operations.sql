@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 224 statements
+-- primitives plan for agent 'operations': 221 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -448,7 +448,7 @@ GRANT SELECT, INSERT ON TABLE "platform"."operations_action_links" TO "primitive
 GRANT SELECT ON TABLE "platform"."operations_action_links" TO "primitives_auditor";
 
 -- platform.operations_action_links: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "platform"."operations_action_links" TO "primitives_maintainer";
+GRANT SELECT ON TABLE "platform"."operations_action_links" TO "primitives_maintainer";
 
 -- platform.operations_scopes: table
 CREATE TABLE IF NOT EXISTS "platform"."operations_scopes" (
@@ -624,9 +624,6 @@ GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."op
 -- langgraph.operations_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoints" TO "primitives_auditor";
 
--- langgraph.operations_checkpoints: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."operations_checkpoints" TO "primitives_maintainer";
-
 -- langgraph.operations_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoint_blobs" (
     "operator_id" text NOT NULL,
@@ -680,9 +677,6 @@ GRANT SELECT, INSERT ON TABLE "langgraph"."operations_checkpoint_blobs" TO "prim
 
 -- langgraph.operations_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_auditor";
-
--- langgraph.operations_checkpoint_blobs: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "langgraph"."operations_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.operations_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoint_writes" (
@@ -802,9 +796,6 @@ GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."o
 
 -- langgraph.operations_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_auditor";
-
--- langgraph.operations_checkpoint_writes: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_maintainer";
 
 -- platform.operations_active_memories: view
 CREATE OR REPLACE VIEW "platform"."operations_active_memories" WITH (security_invoker = true) AS

@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 223 statements
+-- primitives plan for agent 'spectral': 220 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -445,7 +445,7 @@ GRANT SELECT, INSERT ON TABLE "platform"."spectral_action_links" TO "primitives_
 GRANT SELECT ON TABLE "platform"."spectral_action_links" TO "primitives_auditor";
 
 -- platform.spectral_action_links: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "platform"."spectral_action_links" TO "primitives_maintainer";
+GRANT SELECT ON TABLE "platform"."spectral_action_links" TO "primitives_maintainer";
 
 -- platform.spectral_scopes: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_scopes" (
@@ -621,9 +621,6 @@ GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."sp
 -- langgraph.spectral_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_auditor";
 
--- langgraph.spectral_checkpoints: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."spectral_checkpoints" TO "primitives_maintainer";
-
 -- langgraph.spectral_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoint_blobs" (
     "workspace_id" text NOT NULL,
@@ -677,9 +674,6 @@ GRANT SELECT, INSERT ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primit
 
 -- langgraph.spectral_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_auditor";
-
--- langgraph.spectral_checkpoint_blobs: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "langgraph"."spectral_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.spectral_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoint_writes" (
@@ -799,9 +793,6 @@ GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."s
 
 -- langgraph.spectral_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_auditor";
-
--- langgraph.spectral_checkpoint_writes: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."spectral_checkpoint_writes" TO "primitives_maintainer";
 
 -- platform.spectral_active_memories: view
 CREATE OR REPLACE VIEW "platform"."spectral_active_memories" WITH (security_invoker = true) AS

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 224 statements
+-- primitives plan for agent 'world': 221 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -448,7 +448,7 @@ GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_action_links" TO "primitives
 GRANT SELECT ON TABLE "worlds"."world_agent_action_links" TO "primitives_auditor";
 
 -- worlds.world_agent_action_links: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_action_links" TO "primitives_maintainer";
+GRANT SELECT ON TABLE "worlds"."world_agent_action_links" TO "primitives_maintainer";
 
 -- worlds.world_agent_scopes: table
 CREATE TABLE IF NOT EXISTS "worlds"."world_agent_scopes" (
@@ -624,9 +624,6 @@ GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."wo
 -- langgraph.world_agent_checkpoints: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_auditor";
 
--- langgraph.world_agent_checkpoints: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."world_agent_checkpoints" TO "primitives_maintainer";
-
 -- langgraph.world_agent_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoint_blobs" (
     "world_id" text NOT NULL,
@@ -680,9 +677,6 @@ GRANT SELECT, INSERT ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "pri
 
 -- langgraph.world_agent_checkpoint_blobs: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_auditor";
-
--- langgraph.world_agent_checkpoint_blobs: grants for the maintainer role
-GRANT SELECT, INSERT ON TABLE "langgraph"."world_agent_checkpoint_blobs" TO "primitives_maintainer";
 
 -- langgraph.world_agent_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoint_writes" (
@@ -802,9 +796,6 @@ GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."w
 
 -- langgraph.world_agent_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_auditor";
-
--- langgraph.world_agent_checkpoint_writes: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_maintainer";
 
 -- worlds.world_agent_active_memories: view
 CREATE OR REPLACE VIEW "worlds"."world_agent_active_memories" WITH (security_invoker = true) AS

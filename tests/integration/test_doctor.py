@@ -87,7 +87,7 @@ def test_doctor_passes_on_the_five_freshly_migrated_reference_specs(
     use_database(admin)
     code, out = _doctor(capsys, *SPECS)
     assert code == 0, out
-    assert "of 5 agent(s) pass all 16 checks" in out
+    assert "of 5 agent(s) pass all 17 checks" in out
 
 
 def test_doctor_runs_as_the_auditor_role(database: str) -> None:
@@ -283,7 +283,7 @@ def test_doctor_json_reports_the_same_findings_with_the_same_exit_status(
     clean = json.loads(capsys.readouterr().out)
     assert clean["ok"] is True and clean["findings"] == []
     assert clean["agents"] == ["spectral"] and clean["relations"] > 0
-    assert len(clean["checks"]) == 16 and "runtime_create" in clean["checks"]
+    assert len(clean["checks"]) == 17 and "runtime_create" in clean["checks"]
     _admin(database, sql.SQL("ALTER TABLE {} NO FORCE ROW LEVEL SECURITY").format(MEMORIES),
            sql.SQL("GRANT TRUNCATE ON {} TO {}").format(MEMORIES, sql.Identifier(APP_ROLE)))
     assert main(["doctor", SPECTRAL, "--json"]) == 1
@@ -293,3 +293,23 @@ def test_doctor_json_reports_the_same_findings_with_the_same_exit_status(
         ("rls_forced", "table platform.spectral_memories"),
         ("grants", "table platform.spectral_memories")}
     assert all(f["problem"] for f in broken["findings"])
+
+
+def test_a_runtime_role_made_a_member_of_the_maintainer_is_named(
+    database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    maintainer, app = sql.Identifier("primitives_maintainer"), sql.Identifier(APP_ROLE)
+    code, out = _doctor(capsys)
+    assert code == 0 and not any(line.startswith("maintainer_role") for line in
+                                 out.splitlines()), out
+    try:
+        _admin(database, sql.SQL("GRANT {} TO {}").format(maintainer, app),
+               sql.SQL("ALTER ROLE {} LOGIN").format(maintainer))
+        code, out = _doctor(capsys)
+    finally:
+        _admin(database, sql.SQL("REVOKE {} FROM {}").format(maintainer, app),
+               sql.SQL("ALTER ROLE {} NOLOGIN").format(maintainer))
+    assert code == 1
+    lines = [line for line in out.splitlines() if "role primitives_maintainer" in line]
+    assert any("runtime role primitives_app" in line for line in lines), out
+    assert any("can log in" in line for line in lines), out

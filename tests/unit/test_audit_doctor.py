@@ -13,6 +13,7 @@ from primitives._doctor import (
     Creator,
     Definer,
     Grant,
+    MaintainerRole,
     Policy,
     Relation,
     Role,
@@ -272,3 +273,19 @@ def test_every_check_is_documented_in_the_compliance_guide() -> None:
     guide = (ROOT / "docs" / "compliance.md").read_text(encoding="utf-8")
     missing = [name for name in CHECKS if f"`{name}`" not in guide]
     assert not missing
+
+
+def test_the_maintainer_role_must_exist_stay_nologin_and_have_no_runtime_member(
+        tables: Tables) -> None:
+    catalog = healthy(tables)
+    ok = MaintainerRole(True, False, False, False, ["admin"])
+    assert findings(tables, replace(catalog, maintainer=ok)) == []
+    bad = MaintainerRole(True, True, False, True, ["admin", APP])
+    found = diagnose([tables], replace(catalog, maintainer=bad))
+    assert [(f.check, f.object) for f in found] == [
+        ("maintainer_role", "role primitives_maintainer")] * 3
+    problems = " | ".join(f.problem for f in found)
+    assert "LOGIN" in problems and "BYPASSRLS" in problems and f"runtime role {APP}" in problems
+    missing = MaintainerRole(False, False, False, False, [])
+    assert findings(tables, replace(catalog, maintainer=missing)) == [
+        ("maintainer_role", "role primitives_maintainer")]

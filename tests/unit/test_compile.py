@@ -345,18 +345,27 @@ def test_app_grants_are_least_privilege(spectral: AgentSpec) -> None:
     auditor = [s for s in rendered(plan) if s.endswith('TO "primitives_auditor"')]
     assert all(s.startswith("GRANT SELECT ON TABLE") for s in auditor)
     assert len(auditor) == len(tables.tables) + len(tables.views)
-    # the maintainer: the app role's table privileges, plus DELETE on memories only (transient
-    # rows at an idle scope's end; the delete guard still refuses the rest), no view
+    # the maintainer: the app role's privileges on the tables maintenance writes, plus DELETE
+    # on memories only (transient rows at an idle scope's end; the delete guard still refuses
+    # the rest); SELECT on those it only reads; nothing on the others, nor on any view
     maintainer = {
         s.split(" ON TABLE ")[1].split(" TO ")[0]: s.split("GRANT ")[1].split(" ON ")[0]
         for s in rendered(plan) if s.startswith("GRANT") and " ON TABLE " in s
         and s.endswith('TO "primitives_maintainer"')}
     memories = tables.memories.ident.as_string(None)
     assert maintainer[memories] == granted(tables.memories) + ", DELETE"
+    writes = {tables.events, tables.scopes, tables.promotions, tables.edges}
+    reads = {tables.action_links, tables.entities, tables.node_entities}
+    assert None not in writes | reads  # the odd spec has a graph: every kind is here
     for table in tables.tables:
         ident = table.ident.as_string(None)
-        if ident != memories:
+        if table in writes:
             assert maintainer[ident] == grants[ident]
+        elif table in reads:
+            assert maintainer[ident] == "SELECT"
+        elif ident != memories:
+            assert ident not in maintainer, ident
+    assert len(maintainer) == 1 + len(writes) + len(reads)
     assert not any(view.ident.as_string(None) in maintainer for view in tables.views)
 
 

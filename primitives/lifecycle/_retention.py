@@ -1,0 +1,81 @@
+"""Retention in the maintain job: long orphans become tombstones.
+
+The retention view (``<prefix>_audit_retention_state``) calls a persistent row ORPHANED
+once nothing has read it and no action links it for the retention's ``orphan_after``.
+A retention that also declares ``tombstone_orphans_after`` gives the maintain job a pass,
+``tombstone_orphans``: a row that stays ORPHANED that much longer (unread since
+``orphan_after + tombstone_orphans_after``, still unlinked) is tombstoned, the same state
+change as ``tombstone()`` (``tombstoned_at`` set, the row kept), journalled ``tombstoned``
+with the reason ``orphaned`` and the clock it went by. Without the field there is no pass:
+orphans stay as they are.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from psycopg import sql
+
+from primitives.compile import Tables
+from primitives.compile._views import orphan_after
+from primitives.lifecycle._passes import MaintenancePass
+from primitives.spec import AgentSpec
+from primitives.spec._policies import RetentionPolicy
+
+__all__ = ["retention_passes", "tombstone_after", "tombstone_orphans_statement"]
+
+
+def tombstone_after(spec: AgentSpec) -> timedelta | None:
+    """How long an ORPHANED persistent row stays so before the maintain job tombstones it
+    (the tier's ``retention.tombstone_orphans_after``, else its policy's)."""
+    retention = spec.persistent_tier.retention
+    if retention is None:
+        return None
+    if retention.tombstone_orphans_after is not None:
+        return retention.tombstone_orphans_after
+    policy = spec.policies.get(retention.policy) if retention.policy else None
+    return policy.tombstone_orphans_after if isinstance(policy, RetentionPolicy) else None
+
+
+def tombstone_orphans_statement(tables: Tables, idle: timedelta) -> sql.Composed:
+    """Tombstone the persistent rows of ``%(tenants)s`` unread (and, never read, unwritten)
+    for ``idle`` before ``%(now)s`` that no action links, each journalled ``tombstoned``.
+    Returns one row: how many."""
+    t = tables.tenant
+    return sql.SQL("""\
+WITH orphans AS (
+  SELECT m.{t} AS tenant, m.id, coalesce(m.last_accessed_at, m.created_at) AS idle_since
+  FROM {mem} AS m
+  WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND m.tombstoned_at IS NULL
+    AND coalesce(m.last_accessed_at, m.created_at) < %(now)s::timestamptz - {idle}::interval
+    AND NOT EXISTS (SELECT 1 FROM {links} AS l WHERE l.{t} = m.{t} AND l.memory_id = m.id)
+  FOR UPDATE OF m SKIP LOCKED),
+marked AS (
+  UPDATE {mem} AS m SET tombstoned_at = %(now)s, updated_at = now()
+  FROM orphans AS o WHERE m.{t} = o.tenant AND m.id = o.id AND m.tombstoned_at IS NULL
+  RETURNING o.tenant, o.id, o.idle_since),
+journal AS (
+  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
+  SELECT k.tenant, gen_random_uuid(), 'tombstoned', k.id, %(actor)s,
+         jsonb_build_object('reason', 'orphaned', 'idle_since', k.idle_since,
+                            'idle_for', {idle}::text)
+  FROM marked AS k ORDER BY k.tenant, k.id
+  RETURNING 1)
+SELECT (SELECT count(*) FROM marked) + 0 * (SELECT count(*) FROM journal)""").format(
+        t=t, mem=tables.memories.ident, links=tables.action_links.ident,
+        events=tables.events.ident, idle=sql.Literal(_interval(idle)))
+
+
+def _interval(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    return f"{seconds // 86400} days" if seconds % 86400 == 0 else f"{seconds} seconds"
+
+
+def retention_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:
+    """``tombstone_orphans`` when the persistent tier's retention declares both
+    ``orphan_after`` and ``tombstone_orphans_after``; otherwise none."""
+    orphan, tombstone = orphan_after(spec), tombstone_after(spec)
+    if orphan is None or tombstone is None:
+        return []
+    return [MaintenancePass("tombstone_orphans",
+                            tombstone_orphans_statement(tables, orphan + tombstone))]

@@ -1,0 +1,37 @@
+"""bench.maintain runs end to end at a tiny size; the result structure, not timings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench._report import _maintain_lines
+from bench.maintain import main
+from tests.conftest import PostgresHandle
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
+
+
+def test_bench_maintain_runs_small_and_writes_every_measurement(
+        pg: PostgresHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+    out = tmp_path / "maintain.json"
+    assert main(["--rows", "2000", "--tenants", "20", "--rounds", "1", "--seconds", "0.5",
+                 "--searches", "50", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["rows"] == 2000 and result["tenants"] == 20
+    assert result["command"].startswith("python -m bench.maintain --rows 2000")
+    [round_] = result["rounds"]
+    assert round_["seq_scan_s"] > 0 and round_["maintain_s"] > 0
+    # every 500th row carries three evidence keys: the first pass promotes them
+    assert round_["changed"]["spectral"]["promote workspace.episodic->workspace.semantic"] > 0
+    [writes] = result["writers"]["rounds"]
+    assert writes["alone_writes_per_s"] > 0 and writes["beside_writes_per_s"] > 0
+    assert writes["passes_during"] >= 1
+    search = result["search_access_tracking"]
+    assert search["tracked"]["p95_ms"] > 0 and search["untracked"]["p95_ms"] > 0
+    assert search["p95_ratio"] > 0 and search["target"] == 1.1
+    rendered = "\n".join(_maintain_lines(result))
+    assert "sequential scan" in rendered and "access tracking" in rendered
