@@ -31,7 +31,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from primitives.spec._behavior import PROMOTION_DEFAULTS, TYPOLOGY_DEFAULTS
 from primitives.spec._common import format_duration, split_ref
 from primitives.spec._models import AgentSpec
 from primitives.spec._yaml import LineMap
@@ -496,45 +495,48 @@ def _dotted(loc: tuple[str | int, ...]) -> str:
 
 
 _BEHAVIOURAL = ("lifecycle", "decay", "write_policy", "conflict", "consolidation")
-_CONTEXT_DEFAULT_KEYS = ("name", "tiers", "tokens", "priority", "presence")
-"""The keys of the loader's default context blocks (one per tier)."""
 
 
-def _items(model: BaseModel, loc: tuple[str | int, ...], path: str,
-           ) -> Iterator[tuple[tuple[str | int, ...], str, Any, Any]]:
-    """(location, field path, value, annotation) of every set field under ``model``."""
+Loc = tuple[str | int, ...]
+
+
+def _items(model: BaseModel, loc: Loc, path: str) -> Iterator[tuple[Loc, str, Any, Any, bool]]:
+    """(location, field path, value, annotation, set explicitly) of every field under ``model``
+    that holds a value; "set explicitly" is pydantic's record of the keys it was given."""
     for name, info in type(model).model_fields.items():
         key = info.alias or name
         value = getattr(model, name)
         if value is None or value == [] or value == {}:
             continue
         yield from _value_items(value, info.annotation, (*loc, key),
-                                f"{path}.{key}" if path else key)
+                                f"{path}.{key}" if path else key, name in model.model_fields_set)
 
 
-def _value_items(value: Any, annotation: Any, loc: tuple[str | int, ...], path: str,
-                 ) -> Iterator[tuple[tuple[str | int, ...], str, Any, Any]]:
+def _value_items(value: Any, annotation: Any, loc: Loc, path: str, is_set: bool,
+                 ) -> Iterator[tuple[Loc, str, Any, Any, bool]]:
+    yield loc, path, value, annotation, is_set
     if isinstance(value, BaseModel):
-        yield loc, path, value, annotation
         yield from _items(value, loc, path)
-    elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+    elif isinstance(value, list) and isinstance(value[0], BaseModel):
         for index, item in enumerate(value):
             yield from _items(item, (*loc, index), f"{path}[]")
-    elif isinstance(value, dict) and value and isinstance(next(iter(value.values())), BaseModel):
+    elif isinstance(value, dict) and isinstance(next(iter(value.values())), BaseModel):
         for sub, item in value.items():
             yield from _items(item, (*loc, sub), f"{path}.*")
-    else:
-        yield loc, path, value, annotation
 
 
 def _keys_of(path: str, value: Any, annotation: Any) -> list[tuple[str, str]]:
-    """(registry key, shown value) pairs a set field declares."""
+    """(registry key, value as shown) pairs a field holding ``value`` declares."""
     if isinstance(value, BaseModel):
-        return [(path, "{...}")] if path in REGISTRY else []
+        return [(path, "{...}")] if path in REGISTRY else []  # an optional block's presence
+    if isinstance(value, list | dict) and value and not isinstance(
+            value, dict) and isinstance(value[0], BaseModel):
+        return []
+    if isinstance(value, dict) and isinstance(next(iter(value.values())), BaseModel):
+        return []
     if path in VALUE_LABELS:
         return [(path, _show(value))]
-    members = _members(annotation)
-    list_member = next((m for m in members if typing.get_origin(m) is list), None)
+    list_member = next((m for m in _members(annotation) if typing.get_origin(m) is list), None)
     if list_member is not None and isinstance(value, list):
         literals, _ = _literals(typing.get_args(list_member)[0])
         if literals:
@@ -546,75 +548,84 @@ def _keys_of(path: str, value: Any, annotation: Any) -> list[tuple[str, str]]:
     return [(path, _show(value))]
 
 
+def _in_scope(path: str) -> bool:
+    """Whether ``path`` is a behavioural or discipline field (registered, or not structural)."""
+    return (path in REGISTRY or any(k.startswith(path + "=") for k in REGISTRY)
+            or not _structural(path))
+
+
 def unenforced(spec: AgentSpec) -> list[Unenforced]:
     """Every field and value ``spec`` declares that the registry marks not enforced.
 
-    Declared means written in the spec, or in effect through a typology default (or the
-    loader's default promotion rules and context budget) for a typology the spec uses; other
-    model defaults are not declarations. Fields neither registered nor structural count as not
-    enforced."""
+    Declared means written in the spec, or in effect through a default the typology implies
+    (:data:`TYPOLOGY_DEFAULTS`, the default promotion rules of :data:`PROMOTION_DEFAULTS`,
+    the default context budget) for a typology the spec uses; a model's own defaults are
+    not declarations. A field neither registered nor structural counts as not enforced.
+    Written fields carry their file and line (when the spec came from the loader)."""
     declared: _Declared | None = getattr(spec, "_declared", None)
-    file = spec.source or "<spec>"
-    raw = declared.raw if declared is not None else {}
-    lines = declared.lines.lines if declared is not None else {}
-    raw_behavior = raw.get("behavior") if isinstance(raw, dict) else None
-    raw_behavior = raw_behavior if isinstance(raw_behavior, dict) else {}
-    raw_rules = raw_behavior.get("promotion") if isinstance(raw_behavior.get("promotion"),
-                                                             list) else []
-    rule_index = {(str(r.get("from")), str(r.get("to"))): i for i, r in enumerate(raw_rules)
-                  if isinstance(r, dict)}
+    where = _Where(spec, declared)
     found: dict[tuple[str, str], Unenforced] = {}
-    for loc, path, value, annotation in _items(spec, (), ""):
-        if _structural(path) and path not in REGISTRY and not any(
-                k.startswith(path + "=") for k in REGISTRY):
+    for loc, path, value, annotation, is_set in _items(spec, (), ""):
+        if not _in_scope(path):
             continue
-        yaml_loc, implied = _where(spec, loc, rule_index)
-        if yaml_loc is None:
+        keys = [(k, shown) for k, shown in _keys_of(path, value, annotation) if not enforced(k)]
+        if not keys:
+            continue
+        place = where.of(loc, is_set)
+        if place is None:
             continue  # a model default the spec does not declare
-        for key, shown in _keys_of(path, value, annotation):
-            if enforced(key):
-                continue
-            line = lines.get(yaml_loc) if implied is None else None
-            if implied is None and line is None and declared is not None:
-                continue  # written nowhere: a plain model default
-            field = _dotted(loc)
-            item = Unenforced(file=file, line=line, field=field, value=shown, key=key,
-                              implied_by=implied)
-            found.setdefault((field, shown), item)
+        line, implied = place
+        field = _dotted(loc)
+        for key, shown in keys:
+            found.setdefault((field, shown), Unenforced(
+                file=spec.source or "<spec>", line=line, field=field, value=shown, key=key,
+                implied_by=implied))
     return sorted(found.values(), key=lambda u: (u.line or 0, u.field, u.value))
 
 
-def _where(spec: AgentSpec, loc: tuple[str | int, ...], rule_index: dict[tuple[str, str], int],
-           ) -> tuple[tuple[str | int, ...] | None, str | None]:
-    """Where the spec writes ``loc`` (its YAML location), or the default that implies it."""
-    declared: _Declared | None = getattr(spec, "_declared", None)
-    lines = declared.lines.lines if declared is not None else None
-    if len(loc) >= 3 and loc[0] == "behavior" and loc[1] in _BEHAVIOURAL:
-        if lines is None or loc in lines:
-            return loc, None
-        if len(loc) > 3 and loc[3] not in TYPOLOGY_DEFAULTS[str(loc[1])].get(str(loc[2]), {}):
-            return None, None  # a model default, not the typology's
-        return loc, f"typology default for {loc[2]}"
-    if len(loc) >= 3 and loc[:2] == ("behavior", "promotion"):
-        rule = spec.behavior.promotion[int(loc[2])]
-        index = rule_index.get((rule.from_, rule.to))
-        if index is not None:
-            yaml_loc = ("behavior", "promotion", index, *loc[3:])
-            if lines is None or yaml_loc in lines:
-                return yaml_loc, None
-        src, dst = split_ref(rule.from_)[1], split_ref(rule.to)[1]
-        if len(loc) > 3 and loc[3] not in ("from", "to", *PROMOTION_DEFAULTS.get((src, dst), {})):
-            return None, None
-        return loc, f"default promotion rule for {src} -> {dst}"
-    if loc[:2] == ("behavior", "context"):
-        if lines is None or loc in lines:
-            return loc, None
-        if len(loc) > 5 or (len(loc) == 5 and loc[4] not in _CONTEXT_DEFAULT_KEYS):
-            return None, None
-        return loc, "default context budget"
-    if lines is None or loc in lines:
-        return loc, None
-    return None, None
+class _Where:
+    """Where a spec declares a field: its line, or the default that implies it."""
+
+    def __init__(self, spec: AgentSpec, declared: _Declared | None) -> None:
+        self.spec = spec
+        self.lines: dict[Loc, int] | None = declared.lines.lines if declared else None
+        raw = declared.raw if declared is not None else None
+        behavior = raw.get("behavior") if isinstance(raw, dict) else None
+        rules = behavior.get("promotion") if isinstance(behavior, dict) else None
+        self.rule_index: dict[tuple[str, str], int] = {
+            (str(r.get("from")), str(r.get("to"))): i
+            for i, r in enumerate(rules if isinstance(rules, list) else [])
+            if isinstance(r, dict)}
+
+    def _written(self, loc: Loc) -> tuple[int, None] | None:
+        assert self.lines is not None
+        return (self.lines[loc], None) if loc in self.lines else None
+
+    def of(self, loc: Loc, is_set: bool) -> tuple[int | None, str | None] | None:
+        """``(line, None)`` when written, ``(None, default)`` when a default the typology
+        implies, None for a model's own default. ``is_set`` is pydantic's record of the keys
+        a model was given: the loader gives a behavioural entry its typology default's keys
+        (unless the spec changes its kind) and the spec's."""
+        if self.lines is None:  # not from the loader: no lines, only what pydantic was given
+            return (None, None) if is_set else None
+        if len(loc) >= 3 and loc[:2] == ("behavior", "promotion"):
+            rule = self.spec.behavior.promotion[int(loc[2])]
+            index = self.rule_index.get((rule.from_, rule.to))
+            if index is not None and (written := self._written(
+                    ("behavior", "promotion", index, *loc[3:]))) is not None:
+                return written
+            if not is_set:
+                return None
+            src, dst = split_ref(rule.from_)[1], split_ref(rule.to)[1]
+            return None, f"default promotion rule for {src} -> {dst}"
+        written = self._written(loc)
+        if written is not None or not is_set:
+            return written
+        if len(loc) >= 3 and loc[0] == "behavior" and loc[1] in _BEHAVIOURAL:
+            return None, f"typology default for {loc[2]}"
+        if loc[:2] == ("behavior", "context"):
+            return None, "default context budget"
+        return None
 
 
 # What the docs may claim -------------------------------------------------------------------------

@@ -32,8 +32,8 @@ from primitives.spec._behavior import (
 )
 from primitives.spec._check import check_foundation
 from primitives.spec._common import format_duration, split_ref
-from primitives.spec._enforcement import _Declared
 from primitives.spec._common import suggest as _suggest
+from primitives.spec._enforcement import _Declared
 from primitives.spec._models import AgentSpec, Deviation
 from primitives.spec._policies import Policy
 from primitives.spec._yaml import LineMap, dotted, read_yaml

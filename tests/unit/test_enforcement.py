@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from primitives.cli import main
-from primitives.spec import load_spec, load_spec_text, unenforced
 from primitives.spec import _enforcement as enforcement
+from primitives.spec import load_spec, load_spec_text, unenforced
 from primitives.spec._enforcement import (
     CLAIMS,
     REGISTRY,
@@ -146,6 +146,16 @@ def test_enforced_values_are_not_named_and_registering_a_test_silences_a_warning
     # an unregistered field (one the models gain later) counts as not enforced
     monkeypatch.delitem(REGISTRY, "behavior.write_policy.*.mode=promotion_only")
     assert "behavior.write_policy.semantic.mode" in {u.field for u in unenforced(spec)}
+
+
+@pytest.mark.parametrize("path", AGENTS, ids=lambda p: p.name)
+def test_a_spec_not_from_the_loader_declares_what_pydantic_was_given(path: Path) -> None:
+    spec = load_spec(path)
+    bare = spec.model_copy()
+    bare._declared = None  # as if built in code: no YAML to locate keys in
+    with_lines = {(u.field, u.value) for u in unenforced(spec)}
+    assert with_lines and {(u.field, u.value) for u in unenforced(bare)} == with_lines
+    assert all(u.line is None and u.implied_by is None for u in unenforced(bare))
 
 
 def test_validate_warns_and_strict_refuses(capsys: pytest.CaptureFixture[str]) -> None:
