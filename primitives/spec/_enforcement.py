@@ -286,7 +286,7 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "graph.walk_from": (),
     "graph.temporal_edges_on_write": (
         _GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
-    "graph.confidence": (),
+    "graph.confidence": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",),
     "graph.reinforcement": (),
 }
 """``path`` or ``path=value`` -> pytest node ids showing the engine behave for it (empty:
@@ -402,8 +402,10 @@ def _annotation_paths(annotation: Any, path: str) -> Iterator[tuple[str, tuple[s
             else:
                 yield path, ()  # a mapping of numbers or lists is one field
             return
-    values, _other = _literals(annotation)
+    values, other = _literals(annotation)
     yield path, tuple(values)
+    if values and other:
+        yield path, ()  # e.g. a number or "auto": the number is the field itself
 
 
 def field_paths() -> list[tuple[str, tuple[str, ...]]]:
@@ -436,8 +438,7 @@ def registry_rows() -> list[tuple[str, tuple[str, ...]]]:
     """Every behavioural and discipline key in model order with its tests."""
     rows: list[tuple[str, tuple[str, ...]]] = []
     for path, values in field_paths():
-        if _structural(path) and path not in REGISTRY and not any(
-                k.startswith(path + "=") for k in REGISTRY):
+        if not _in_scope(path):
             continue
         for key in registry_keys(path, values):
             rows.append((key, REGISTRY.get(key, ())))
@@ -529,9 +530,8 @@ def _keys_of(path: str, value: Any, annotation: Any) -> list[tuple[str, str]]:
     """(registry key, value as shown) pairs a field holding ``value`` declares."""
     if isinstance(value, BaseModel):
         return [(path, "{...}")] if path in REGISTRY else []  # an optional block's presence
-    if isinstance(value, list | dict) and value and not isinstance(
-            value, dict) and isinstance(value[0], BaseModel):
-        return []
+    if isinstance(value, list) and isinstance(value[0], BaseModel):
+        return []  # each item's fields are declared on their own
     if isinstance(value, dict) and isinstance(next(iter(value.values())), BaseModel):
         return []
     if path in VALUE_LABELS:
