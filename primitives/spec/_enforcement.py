@@ -17,7 +17,10 @@ import the engine: ``primitives validate`` uses it without a database.
 
 Adding an entry is one line::
 
-    "behavior.decay.*.model=ebbinghaus": (_DECAY + "test_opinions_fade_on_the_curve",),
+    "behavior.decay.*.model=ebbinghaus": ("tests/integration/test_decay.py::test_x",),
+
+(a parametrized test is named without its ``[...]`` id; ``_LB`` and the other prefixes below
+abbreviate the test files named most often).
 """
 
 from __future__ import annotations
@@ -33,15 +36,20 @@ from pydantic import BaseModel
 
 from primitives.spec._common import format_duration, split_ref
 from primitives.spec._models import AgentSpec
-from primitives.spec._yaml import LineMap
+from primitives.spec._yaml import LineMap, dotted
 
 __all__ = [
+    "CLAIMS",
     "REGISTRY",
     "STRUCTURAL",
+    "TABLE_BEGIN",
+    "TABLE_END",
     "VALUE_LABELS",
     "Unenforced",
     "enforced",
+    "enforcement_markdown",
     "field_paths",
+    "registry_keys",
     "registry_rows",
     "unenforced",
 ]
@@ -488,13 +496,6 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def _dotted(loc: tuple[str | int, ...]) -> str:
-    text = ""
-    for step in loc:
-        text += f"[{step}]" if isinstance(step, int) else ("." if text else "") + str(step)
-    return text
-
-
 _BEHAVIOURAL = ("lifecycle", "decay", "write_policy", "conflict", "consolidation")
 
 
@@ -575,7 +576,7 @@ def unenforced(spec: AgentSpec) -> list[Unenforced]:
         if place is None:
             continue  # a model default the spec does not declare
         line, implied = place
-        field = _dotted(loc)
+        field = dotted(loc)
         for key, shown in keys:
             found.setdefault((field, shown), Unenforced(
                 file=spec.source or "<spec>", line=line, field=field, value=shown, key=key,
