@@ -46,6 +46,7 @@ golden: $(STAMP)
 
 docs: $(STAMP)
 	$(VENV)/bin/primitives schema --markdown -o docs/reference/spec.md
+	PRIMITIVES_UPDATE_DOCS=1 $(PY) -m pytest -q tests/unit/test_enforcement.py -k concepts
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -14,12 +14,17 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.prompt import Prompt
 from rich.table import Table
 
 from primitives.errors import PrimitivesError, SpecError, StorageError
+
+if TYPE_CHECKING:
+    from primitives.spec import AgentSpec
 
 __all__ = ["main"]
 
@@ -44,11 +49,23 @@ def _report_spec_error(err: SpecError) -> None:
                      soft_wrap=True)
 
 
+def _warn_unenforced(spec: AgentSpec) -> int:
+    """Print a warning per field or value ``spec`` declares that no test shows enforced."""
+    from primitives.spec import unenforced
+
+    found = unenforced(spec)
+    for item in found:
+        errors.print(f"[yellow]warning[/yellow] {escape(str(item))}", markup=True,
+                     soft_wrap=True)
+    return len(found)
+
+
 # validate ---------------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
     from primitives.spec import load_spec
 
     failed = 0
+    warned = 0
     for path in _spec_paths(args.paths):
         try:
             spec = load_spec(path)
@@ -59,7 +76,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         tiers = " -> ".join(t.name + ("*" if t.persistent else "") for t in spec.tiers)
         console.print(f"[green]ok[/green] {path}: agent [bold]{spec.agent}[/bold], tiers {tiers}, "
                       f"{len(spec.deviations)} justified deviation(s)")
-    return 1 if failed else 0
+        warned += _warn_unenforced(spec)
+    if warned and args.strict and not failed:
+        errors.print(f"[red]error[/red] --strict: {warned} declared field(s) or value(s) not "
+                     "enforced yet", markup=True, soft_wrap=True)
+    return 1 if failed or (warned and args.strict) else 0
 
 
 # schema -----------------------------------------------------------------------------------------
@@ -123,6 +144,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from primitives.spec import load_specs
 
     specs = load_specs(list(_spec_paths(args.specs)))
+    for spec in specs:
+        _warn_unenforced(spec)
     report = migrate(specs, progress=console.print)
     console.print(f"[green]done[/green]: {report.summary()}")
     return 0
@@ -400,6 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check specs; report every problem with file and line")
     p.add_argument("paths", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when a spec declares a field or value not enforced yet")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the spec language")

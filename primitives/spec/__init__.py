@@ -19,6 +19,7 @@ from primitives.spec._behavior import (
     WritePolicy,
 )
 from primitives.spec._common import Duration, Typology, format_duration, parse_duration
+from primitives.spec._enforcement import Unenforced, unenforced
 from primitives.spec._load import load_policies, load_spec, load_spec_text, load_specs
 from primitives.spec._models import (
     LIFECYCLE_EVENTS,
@@ -86,6 +87,7 @@ __all__ = [
     "SanitizationPolicy",
     "Tier",
     "Typology",
+    "Unenforced",
     "Visibility",
     "WritePolicy",
     "format_duration",
@@ -96,4 +98,5 @@ __all__ = [
     "parse_duration",
     "spec_json_schema",
     "spec_reference_markdown",
+    "unenforced",
 ]

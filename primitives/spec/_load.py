@@ -33,6 +33,7 @@ from primitives.spec._behavior import (
 from primitives.spec._check import check_foundation
 from primitives.spec._common import format_duration, split_ref
 from primitives.spec._common import suggest as _suggest
+from primitives.spec._enforcement import _Declared
 from primitives.spec._models import AgentSpec, Deviation
 from primitives.spec._policies import Policy
 from primitives.spec._yaml import LineMap, dotted, read_yaml
@@ -522,10 +523,12 @@ def load_spec_text(
     available = policies if policies is not None else load_policies(folder)
     attached = _attach_policies(spec, available, problems, folder)
     problems.raise_if_any()
-    return spec.model_copy(update={
+    loaded = spec.model_copy(update={
         "behavior": behavior, "deviations": deviations, "policies": attached,
         "source": file if file != "<spec>" else None,
     })
+    loaded._declared = _Declared(raw=data, lines=lines)
+    return loaded
 
 
 def load_spec(

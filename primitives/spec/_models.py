@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from primitives.spec._behavior import Behavior
 from primitives.spec._common import Duration, Name, SpecModel, TierTypologyRef, Typology
@@ -408,6 +408,8 @@ class AgentSpec(SpecModel):
         default_factory=list, description="filled by the loader: every justified deviation"
     )
     source: str | None = Field(default=None, description="filled by the loader: the spec's path")
+    _declared: Any = PrivateAttr(default=None)
+    """Set by the loader: the spec's YAML and where each key is written (see ``unenforced``)."""
 
     @model_validator(mode="before")
     @classmethod

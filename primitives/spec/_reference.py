@@ -536,6 +536,13 @@ def spec_reference_markdown() -> str:
         "A **name** is lower_snake_case (letters, digits, underscore; at most 48 characters), "
         "since names end up in SQL identifiers. A **duration** is a number with a unit: "
         "`1800s`, `90m`, `12h`, `30d`, `2w`.", "",
+        "Not every key is enforced by the engine yet. `primitives validate` (and `primitives "
+        "migrate`) warns `<file>:<line>: <field> = <value>: declared but not enforced yet` for "
+        "each behavioural or discipline key a spec declares, written or implied by a typology "
+        "default, that no test shows the engine enforcing; `primitives validate --strict` exits 1 "
+        "when there is any, for CI. The [concepts guide](../concepts.md#what-the-engine-enforces-"
+        "today) lists what is enforced; `primitives.spec.unenforced(spec)` returns the same "
+        "list.", "",
         "## Top level", "",
         _table(_FIELD_HEADER, [r for k in _TOP_LEVEL for r in _section_rows(k)]),
     ]

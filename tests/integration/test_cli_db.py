@@ -31,9 +31,13 @@ def test_migrate_applies_then_reports_unchanged(
     assert main(["migrate", SPECTRAL]) == 0
     capsys.readouterr()
     assert main(["migrate", SPECTRAL]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "agent spectral: platform.spectral_* unchanged" in out
     assert "0 agent plan(s) applied, 1 unchanged" in out
+    # migrate warns, as validate does, about what the spec declares but the engine ignores
+    assert "behavior.decay.episodic.model = forcing_function: declared but not enforced yet" \
+        in " ".join(captured.err.split())
 
 
 def test_compile_prints_forced_rls_and_no_vector_without_pgvector(

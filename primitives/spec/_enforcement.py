@@ -1,0 +1,674 @@
+"""Which behavioural and discipline fields of the spec language the engine enforces.
+
+:data:`REGISTRY` maps each behavioural and discipline field, and each value an enumerated field
+can take, to the pytest node ids of the tests that show the engine behaving differently for it.
+An entry with no test is *declared but not enforced yet*; so is any field or value the models
+gain later until someone registers it (``tests/unit/test_enforcement.py`` fails for a field that
+is neither registered nor listed in :data:`STRUCTURAL`).
+
+Paths name fields as a spec spells them: ``.`` between keys, ``[]`` for the items of a list and
+``*`` for the values of a mapping (a typology, an intent), e.g. ``behavior.decay.*.model``.
+A key ``path=value`` is one value of an enumerated field (a ``Literal``, or the members of a list
+of them); a bare ``path`` is the field itself (numbers, durations, names, and the presence of an
+optional block such as ``retrieval.abstain``).
+
+This module lives with the spec models because it describes the spec language and must not
+import the engine: ``primitives validate`` uses it without a database.
+
+Adding an entry is one line::
+
+    "behavior.decay.*.model=ebbinghaus": ("tests/integration/test_decay.py::test_x",),
+
+(a parametrized test is named without its ``[...]`` id; ``_LB`` and the other prefixes below
+abbreviate the test files named most often).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from primitives.spec._common import format_duration, split_ref
+from primitives.spec._models import AgentSpec
+from primitives.spec._yaml import LineMap, dotted
+
+__all__ = [
+    "CLAIMS",
+    "REGISTRY",
+    "STRUCTURAL",
+    "TABLE_BEGIN",
+    "TABLE_END",
+    "VALUE_LABELS",
+    "Unenforced",
+    "enforced",
+    "enforcement_markdown",
+    "field_paths",
+    "registry_keys",
+    "registry_rows",
+    "unenforced",
+]
+
+_LB = "tests/integration/test_lifecycle_boundaries.py::"
+_EL = "tests/integration/test_engine_lifecycle.py::"
+_EN = "tests/integration/test_engine.py::"
+_GB = "tests/security/test_governance_bypass.py::"
+_TI = "tests/security/test_tenant_isolation.py::"
+_MT = "tests/integration/test_maintain.py::"
+_CX = "tests/unit/test_context.py::"
+_GR = "tests/integration/test_graph.py::"
+_RR = "tests/integration/test_context_and_rerank.py::"
+_IN = "tests/unit/test_intent.py::"
+_CV = "tests/unit/test_compile_views.py::"
+_RS = "tests/unit/test_retrieval_statement.py::"
+
+REGISTRY: dict[str, tuple[str, ...]] = {
+    # 6. lifecycle ------------------------------------------------------------------------------
+    "behavior.lifecycle.*.transient=drop_unless_promoted": (
+        _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",
+        _EL + "test_end_scope_removes_unlinked_rows_keeps_linked_and_journals_both"),
+    "behavior.lifecycle.*.transient=archive_at_scope_end": (
+        _LB + "test_operations_session_close_archives_with_compounding_into_the_operator_tier",),
+    "behavior.lifecycle.*.transient=drop_at_scope_end": (),
+    "behavior.lifecycle.*.persistent=forcing_function": (),
+    "behavior.lifecycle.*.persistent=corroborated": (),
+    "behavior.lifecycle.*.persistent=indefinite": (),
+    "behavior.lifecycle.*.persistent=append_only": (),
+    "behavior.lifecycle.*.archive_on=disposition": (),
+    "behavior.lifecycle.*.archive_on=canonical_change": (),
+    "behavior.lifecycle.*.archive_on=failed_corroborations": (),
+    "behavior.lifecycle.*.archive_on=explicit_invalidation": (),
+    "behavior.lifecycle.*.archive_on=decay_threshold": (),
+    "behavior.lifecycle.*.archive_on=idle": (),
+    "behavior.lifecycle.*.failed_corroborations": (),
+    # 7. decay ----------------------------------------------------------------------------------
+    "behavior.decay.*.model=forcing_function": (),
+    "behavior.decay.*.model=validity_window": (),
+    "behavior.decay.*.model=exempt": (),
+    "behavior.decay.*.model=ebbinghaus": (),
+    "behavior.decay.*.horizon": (),
+    "behavior.decay.*.validity": (),
+    "behavior.decay.*.rate": (),
+    "behavior.decay.*.exponent": (),
+    "behavior.decay.*.threshold": (),
+    "behavior.decay.*.protect=confirmed": (),
+    "behavior.decay.*.protect=entity_mentions": (),
+    "behavior.decay.*.protect=action_linked": (),
+    "behavior.decay.*.schedule": (),
+    # 8. write policy ---------------------------------------------------------------------------
+    "behavior.write_policy.*.mode=auto": (
+        _EN + "test_observe_writes_row_and_journal_event_in_one_transaction",),
+    "behavior.write_policy.*.mode=promotion_only": (
+        _EN + "test_direct_semantic_write_is_refused_naming_the_promotion_path",
+        _GB + "test_a_store_put_cannot_write_promotion_only_memory"),
+    "behavior.write_policy.*.mode=governed": (
+        _GB + "test_governed_memory_is_refused_without_via_naming_the_path_to_take",
+        _GB + "test_superseding_governed_memory_is_refused_naming_the_path"),
+    "behavior.write_policy.*.mode=explicit": (),
+    "behavior.write_policy.*.mode=mixed": (),
+    "behavior.write_policy.*.sampling": (),
+    "behavior.write_policy.*.extract_threshold": (),
+    "behavior.write_policy.*.governance": (
+        _GB + "test_governed_memory_is_refused_without_via_naming_the_path_to_take",),
+    "behavior.write_policy.*.governance.request_kind": (),
+    "behavior.write_policy.*.governance.approvals_required": (),
+    "behavior.write_policy.*.governance.approvers": (),
+    "behavior.write_policy.*.governance.user_intent_allowed": (),
+    # 9. promotion ------------------------------------------------------------------------------
+    "behavior.promotion[].from": (
+        _LB + "test_spectral_rules_compound_each_transient_tier_into_the_next",),
+    "behavior.promotion[].to": (
+        _LB + "test_spectral_rules_compound_each_transient_tier_into_the_next",),
+    "behavior.promotion[].criteria=compounding": (
+        _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
+    "behavior.promotion[].criteria=corroboration": (
+        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
+    "behavior.promotion[].criteria=recurrence": (),
+    "behavior.promotion[].criteria=references": (),
+    "behavior.promotion[].criteria=summary": (),
+    "behavior.promotion[].criteria=governed": (),
+    "behavior.promotion[].criteria=extraction": (),
+    "behavior.promotion[].at=tier_boundary": (
+        _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
+    "behavior.promotion[].at=continuous": (),
+    "behavior.promotion[].at=tick": (),
+    "behavior.promotion[].at=job_end": (),
+    "behavior.promotion[].at=session_end": (),
+    "behavior.promotion[].at=on_approval": (),
+    "behavior.promotion[].dedup_similarity": (
+        _LB + "test_embedding_similarity_compounds_when_rows_have_vectors",),
+    "behavior.promotion[].min_corroborations": (
+        _LB + "test_two_observations_are_not_enough_for_promotion",),
+    "behavior.promotion[].min_references": (),
+    "behavior.promotion[].window_ticks": (),
+    "behavior.promotion[].min_versions": (),
+    "behavior.promotion[].sanitization": (
+        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
+    "behavior.promotion[].idempotency_key=source_id": (),
+    "behavior.promotion[].idempotency_key=source_and_target": (),
+    # 10. conflict ------------------------------------------------------------------------------
+    "behavior.conflict.*.strategy=noop": (),
+    "behavior.conflict.*.strategy=update_with_validity": (),
+    "behavior.conflict.*.strategy=update_with_supersession": (),
+    "behavior.conflict.*.contradicted_confidence": (),
+    "behavior.conflict.*.contradicted_decay_rate": (),
+    # 11. consolidation -------------------------------------------------------------------------
+    "behavior.consolidation.*.method=compounding": (
+        _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
+    "behavior.consolidation.*.method=merge": (),
+    "behavior.consolidation.*.method=append_with_supersession": (),
+    "behavior.consolidation.*.method=none": (),
+    "behavior.consolidation.*.trigger=tier_boundary": (),
+    "behavior.consolidation.*.trigger=session_end": (),
+    "behavior.consolidation.*.trigger=job_end": (),
+    "behavior.consolidation.*.trigger=nightly": (),
+    "behavior.consolidation.*.dedup_similarity": (),
+    "behavior.consolidation.*.extractor=rule_based": (),
+    "behavior.consolidation.*.extractor=llm": (),
+    "behavior.consolidation.*.idempotent": (),
+    # 12. context budget ------------------------------------------------------------------------
+    "behavior.context": (_CX + "test_spec_without_context_gives_an_empty_pack",),
+    "behavior.context.total_tokens": (
+        _CX + "test_eviction_takes_whole_items_from_the_highest_priority_number_first",),
+    "behavior.context.complexity": (
+        _CX + "test_share_budget_follows_query_complexity",
+        _CX + "test_pack_never_exceeds_the_complexity_total"),
+    "behavior.context.blocks[].content=memories": (
+        _CX + "test_always_rows_feed_always_blocks_and_on_demand_blocks_take_hits_only",),
+    "behavior.context.blocks[].content=entity_profiles": (
+        _CX + "test_entity_profile_blocks_take_entities_one_line_each_within_budget",),
+    "behavior.context.blocks[].content=evidence": (
+        _CX + "test_evidence_blocks_take_only_source_memories_they_accept_and_no_other_block_holds",),
+    "behavior.context.blocks[].tiers": (
+        _CX + "test_always_rows_feed_always_blocks_and_on_demand_blocks_take_hits_only",),
+    "behavior.context.blocks[].typology": (
+        _CX + "test_typology_filters_route_facts_and_episodes_apart",),
+    "behavior.context.blocks[].tokens": (
+        _CX + "test_block_budget_is_never_exceeded_and_a_too_big_item_lets_smaller_ones_in",),
+    "behavior.context.blocks[].share": (_CX + "test_share_budget_follows_query_complexity",),
+    "behavior.context.blocks[].priority": (
+        _CX + "test_eviction_takes_whole_items_from_the_highest_priority_number_first",),
+    "behavior.context.blocks[].presence=always": (
+        _CX + "test_always_rows_feed_always_blocks_and_on_demand_blocks_take_hits_only",),
+    "behavior.context.blocks[].presence=on_demand": (
+        _CX + "test_on_demand_blocks_stay_empty_when_not_requested",),
+    # 13. non-mirror ----------------------------------------------------------------------------
+    "discipline.non_mirror[].canonical_source": (),
+    "discipline.non_mirror[].defense=reference_only": (),
+    "discipline.non_mirror[].defense=trigram_trigger": (),
+    "discipline.non_mirror[].defense=workshop_discipline": (),
+    "discipline.non_mirror[].backstop=reference_only": (),
+    "discipline.non_mirror[].backstop=trigram_trigger": (),
+    "discipline.non_mirror[].backstop=workshop_discipline": (),
+    "discipline.non_mirror[].similarity_threshold": (),
+    # 14. sanitization gates --------------------------------------------------------------------
+    "discipline.sanitization[].from": (),
+    "discipline.sanitization[].to": (),
+    "discipline.sanitization[].strip": (
+        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
+    "discipline.sanitization[].transform=strip_identifiers": (
+        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
+    "discipline.sanitization[].transform=hedge_map": (),
+    "discipline.sanitization[].transform=aggregate_only": (),
+    "discipline.sanitization[].transform=none": (),
+    "discipline.sanitization[].policy": (),
+    "discipline.sanitization[].keep_if_specific": (),
+    # 15. visibility and PII --------------------------------------------------------------------
+    "discipline.visibility.rls=session_var": (_TI + "test_cross_tenant_read_returns_nothing",),
+    "discipline.visibility.cross_context=event_driven": (),
+    "discipline.visibility.cross_context=tool_mediated": (),
+    "discipline.visibility.cross_context=none": (),
+    "discipline.visibility.events": (),
+    "discipline.visibility.tools": (),
+    "discipline.visibility.policy": (),
+    "discipline.pii": (),
+    "discipline.pii.policy": (),
+    "discipline.pii.before=persistent_write": (),
+    "discipline.pii.before=promotion": (),
+    "discipline.pii.before=any_write": (),
+    # tiers: boundaries, retention, ticks -------------------------------------------------------
+    "tiers[].boundary.lifecycle": (
+        _EL + "test_end_scope_removes_unlinked_rows_keeps_linked_and_journals_both",),
+    "tiers[].boundary.scope_change": (),
+    "tiers[].boundary.anchor_escalation": (),
+    "tiers[].boundary.anchor_escalation.from": (),
+    "tiers[].boundary.anchor_escalation.to": (),
+    "tiers[].boundary.idle_after": (
+        _LB + "test_thirty_days_idle_closes_an_operator_session_in_the_maintain_pass",
+        _MT + "test_maintain_closes_idle_sessions_in_batches_and_a_second_run_changes_nothing"),
+    "tiers[].retention": (
+        _CV + "test_retention_state_orphans_idle_rows_after_the_policy_window",),
+    "tiers[].retention.policy": (
+        _CV + "test_retention_state_orphans_idle_rows_after_the_policy_window",),
+    "tiers[].retention.orphan_after": (),
+    "tiers[].retention.tombstone_orphans_after": (),
+    "tiers[].retention.audit_retention": (),
+    "tiers[].retention.deletion_requires": (),
+    "tiers[].ttl_ticks": (),
+    # retrieval: fusion, abstention, reranking, intents -----------------------------------------
+    "retrieval.fusion.method=rrf": (_RS + "test_fusion_is_weighted_rrf_over_every_signal_once",),
+    "retrieval.fusion.method=weighted": (),
+    "retrieval.abstain": (),
+    "retrieval.abstain.min_fused_score": (),
+    "retrieval.abstain.message": (),
+    "retrieval.reranker": (_RR + "test_a_reranker_reorders_the_top_n_and_the_limit_applies_after",),
+    "retrieval.reranker.model": (_RR + "test_a_declared_top_n_bounds_the_reranked_head",),
+    "retrieval.reranker.top_n": (_RR + "test_a_declared_top_n_bounds_the_reranked_head",),
+    "retrieval.intents": (_IN + "test_the_spec_chooses_the_classifier",),
+    "retrieval.intents.classifier=keyword": (_IN + "test_keyword_rules",),
+    "retrieval.intents.classifier=embedding": (
+        _IN + "test_embedding_classifier_picks_the_nearest_examples_above_the_threshold",),
+    "retrieval.intents.threshold": (
+        _IN + "test_embedding_classifier_picks_the_nearest_examples_above_the_threshold",),
+    "retrieval.intents.routes": (
+        _IN + "test_a_route_replaces_the_weights_it_names_and_picks_the_edges",),
+    "retrieval.intents.traverse": (
+        _IN + "test_a_route_replaces_the_weights_it_names_and_picks_the_edges",
+        _GR + "test_a_why_query_walks_causal_edges_from_the_text_matches"),
+    # determinism (seed 001) --------------------------------------------------------------------
+    "determinism.clock=wall": (),
+    "determinism.clock=ticks": (),
+    "determinism.ids=random": (),
+    "determinism.ids=seeded": (),
+    "determinism.snapshot_hash=none": (),
+    "determinism.snapshot_hash=sha256_canonical_json": (),
+    "determinism.replay=none": (),
+    "determinism.replay=exact": (),
+    "determinism.seed_key": (),
+    # graph (seed 002) --------------------------------------------------------------------------
+    "graph": (_GR + "test_a_spec_without_graph_refuses_graph_writes",),
+    "graph.edges=temporal": (_GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
+    "graph.edges=causal": (_GR + "test_a_why_query_walks_causal_edges_from_the_text_matches",),
+    "graph.edges=entity": (_GR + "test_a_named_entity_finds_the_memories_that_mention_it",),
+    "graph.edges=derived_from": (),
+    "graph.edges=supersedes": (),
+    "graph.entity_types": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",),
+    "graph.protect_entity_mentions_over": (),
+    "graph.max_depth": (
+        _RS + "test_the_graph_walk_is_recursive_bounded_and_seeded_by_the_text_signals",),
+    "graph.walk_from": (),
+    "graph.temporal_edges_on_write": (
+        _GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
+    "graph.confidence": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",),
+    "graph.reinforcement": (),
+}
+"""``path`` or ``path=value`` -> pytest node ids showing the engine behave for it (empty:
+declared but not enforced yet)."""
+
+VALUE_LABELS: dict[str, str] = {
+    "tiers[].boundary.lifecycle": "the event's name labels the caller's end_scope call",
+    "graph.entity_types": "entity kinds are names the engine checks writes against",
+    "retrieval.intents.traverse": "edge types, registered under graph.edges",
+    "behavior.context.blocks[].typology": "typologies a block accepts",
+}
+"""Enumerated fields whose values are names, not behaviours: the field's entry covers them."""
+
+STRUCTURAL: dict[str, str] = {
+    "version": "format version",
+    "agent": "a name",
+    "description": "documentation",
+    "anchor": "foundational: compiled into the tables, tested by the compile and tenancy tests",
+    "typology": "foundational: compiled into the tier and typology checks",
+    "tiers[].name": "a name",
+    "tiers[].persistent": "foundational: the delete guard and end_scope refusal",
+    "tiers[].placement": "foundational: which store holds the tier",
+    "tiers[].description": "documentation",
+    "persistence": "foundational: schema, prefix and row bounds compiled into the tables",
+    "retrieval.signals": "foundational retrieval, tested by the retrieval tests",
+    "retrieval.lexical": "foundational retrieval, tested by the retrieval tests",
+    "retrieval.fusion.k": "foundational retrieval, tested by the retrieval tests",
+    "retrieval.fusion.weights": "foundational retrieval, tested by the retrieval tests",
+    "retrieval.embedding": "foundational retrieval, tested by the retrieval tests",
+    "retrieval.scope": "foundational retrieval, tested by the retrieval tests",
+    "retrieval.text_search_config": "foundational retrieval, tested by the retrieval tests",
+    "retrieval.semantic_exact_below": "foundational retrieval, tested by the retrieval tests",
+    "retrieval.default_limit": "foundational retrieval, tested by the retrieval tests",
+    "behavior.lifecycle.*.justification": "documentation of a deviation",
+    "behavior.decay.*.justification": "documentation of a deviation",
+    "behavior.write_policy.*.justification": "documentation of a deviation",
+    "behavior.conflict.*.justification": "documentation of a deviation",
+    "behavior.consolidation.*.justification": "documentation of a deviation",
+    "behavior.promotion[].justification": "documentation of a deviation",
+    "behavior.context.justification": "documentation of a deviation",
+    "behavior.context.blocks[].name": "a name",
+    "discipline.non_mirror[].category": "a name",
+    "discipline.sanitization[].name": "a name",
+    "audit": "one universal posture, enforced by the database (audit tests)",
+    "policies": "filled by the loader",
+    "deviations": "filled by the loader",
+    "source": "filled by the loader",
+}
+"""Fields (and whole sections) that are not behavioural or discipline primitives."""
+
+
+# Walking the models -------------------------------------------------------------------------------
+def _members(annotation: Any) -> list[Any]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        out: list[Any] = []
+        for arg in typing.get_args(annotation):
+            if arg is not type(None):
+                out.extend(_members(arg))
+        return out
+    return [annotation]
+
+
+def _literals(annotation: Any) -> tuple[list[str], bool]:
+    """A scalar field's literal values, and whether it also takes non-literal values."""
+    values: list[str] = []
+    other = False
+    for member in _members(annotation):
+        if typing.get_origin(member) is typing.Literal:
+            values.extend(str(v) for v in typing.get_args(member))
+        else:
+            other = True
+    return values, other
+
+
+def _is_model(member: Any) -> bool:
+    return isinstance(member, type) and issubclass(member, BaseModel)
+
+
+def _field_paths(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, tuple[str, ...]]]:
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        path = f"{prefix}.{key}" if prefix else key
+        yield from _annotation_paths(info.annotation, path)
+
+
+def _annotation_paths(annotation: Any, path: str) -> Iterator[tuple[str, tuple[str, ...]]]:
+    members = _members(annotation)
+    optional = type(None) in typing.get_args(annotation)
+    models = [m for m in members if _is_model(m)]
+    if models:
+        if optional:
+            yield path, ()
+        for model in models:
+            yield from _field_paths(model, path)
+        return
+    for member in members:
+        origin = typing.get_origin(member)
+        if origin is list:
+            item = typing.get_args(member)[0]
+            if any(_is_model(m) for m in _members(item)):
+                yield from _annotation_paths(item, f"{path}[]")
+            else:
+                values, _other = _literals(item)
+                yield path, tuple(values)
+            return
+        if origin is dict:
+            value = typing.get_args(member)[1]
+            if any(_is_model(m) for m in _members(value)):
+                yield from _annotation_paths(value, f"{path}.*")
+            else:
+                yield path, ()  # a mapping of numbers or lists is one field
+            return
+    values, other = _literals(annotation)
+    yield path, tuple(values)
+    if values and other:
+        yield path, ()  # e.g. a number or "auto": the number is the field itself
+
+
+def field_paths() -> list[tuple[str, tuple[str, ...]]]:
+    """Every field path of the spec language with its enumerated values (empty when none)."""
+    return list(_field_paths(AgentSpec, ""))
+
+
+def _structural(path: str) -> bool:
+    parts = path.split(".")
+    for end in range(1, len(parts) + 1):
+        head = ".".join(parts[:end])
+        if head in STRUCTURAL or head.removesuffix("[]") in STRUCTURAL:
+            return True
+    return False
+
+
+def registry_keys(path: str, values: tuple[str, ...]) -> list[str]:
+    """The registry keys a field needs: one per value, or the field itself."""
+    if values and path not in VALUE_LABELS:
+        return [f"{path}={value}" for value in values]
+    return [path]
+
+
+def enforced(key: str) -> bool:
+    """Whether ``path`` or ``path=value`` names a test that shows the engine enforcing it."""
+    return bool(REGISTRY.get(key))
+
+
+def registry_rows() -> list[tuple[str, tuple[str, ...]]]:
+    """Every behavioural and discipline key in model order with its tests."""
+    rows: list[tuple[str, tuple[str, ...]]] = []
+    for path, values in field_paths():
+        if not _in_scope(path):
+            continue
+        for key in registry_keys(path, values):
+            rows.append((key, REGISTRY.get(key, ())))
+    return rows
+
+
+# What a spec declares ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Unenforced:
+    """A field or value a spec declares that no test shows the engine enforcing."""
+
+    file: str
+    line: int | None
+    field: str
+    """The field as the spec spells it, e.g. ``behavior.decay.opinion.model``."""
+    value: str
+    key: str
+    """Its registry key, e.g. ``behavior.decay.*.model=ebbinghaus``."""
+    implied_by: str | None = None
+    """For a value the spec does not write: the default it comes from."""
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        text = f"{where}: {self.field} = {self.value}: declared but not enforced yet"
+        return text + (f" ({self.implied_by})" if self.implied_by else "")
+
+
+@dataclass
+class _Declared:
+    """Where a loaded spec states each key (set by the loader on the spec)."""
+
+    raw: Any
+    lines: LineMap
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, BaseModel):
+        return "{...}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+_BEHAVIOURAL = ("lifecycle", "decay", "write_policy", "conflict", "consolidation")
+
+
+Loc = tuple[str | int, ...]
+
+
+def _items(model: BaseModel, loc: Loc, path: str) -> Iterator[tuple[Loc, str, Any, Any, bool]]:
+    """(location, field path, value, annotation, set explicitly) of every field under ``model``
+    that holds a value; "set explicitly" is pydantic's record of the keys it was given."""
+    for name, info in type(model).model_fields.items():
+        key = info.alias or name
+        value = getattr(model, name)
+        if value is None or value == [] or value == {}:
+            continue
+        yield from _value_items(value, info.annotation, (*loc, key),
+                                f"{path}.{key}" if path else key, name in model.model_fields_set)
+
+
+def _value_items(value: Any, annotation: Any, loc: Loc, path: str, is_set: bool,
+                 ) -> Iterator[tuple[Loc, str, Any, Any, bool]]:
+    yield loc, path, value, annotation, is_set
+    if isinstance(value, BaseModel):
+        yield from _items(value, loc, path)
+    elif isinstance(value, list) and isinstance(value[0], BaseModel):
+        for index, item in enumerate(value):
+            yield from _items(item, (*loc, index), f"{path}[]")
+    elif isinstance(value, dict) and isinstance(next(iter(value.values())), BaseModel):
+        for sub, item in value.items():
+            yield from _items(item, (*loc, sub), f"{path}.*")
+
+
+def _keys_of(path: str, value: Any, annotation: Any) -> list[tuple[str, str]]:
+    """(registry key, value as shown) pairs a field holding ``value`` declares."""
+    if isinstance(value, BaseModel):
+        return [(path, "{...}")] if path in REGISTRY else []  # an optional block's presence
+    if isinstance(value, list) and isinstance(value[0], BaseModel):
+        return []  # each item's fields are declared on their own
+    if isinstance(value, dict) and isinstance(next(iter(value.values())), BaseModel):
+        return []
+    if path in VALUE_LABELS:
+        return [(path, _show(value))]
+    list_member = next((m for m in _members(annotation) if typing.get_origin(m) is list), None)
+    if list_member is not None and isinstance(value, list):
+        literals, _ = _literals(typing.get_args(list_member)[0])
+        if literals:
+            return [(f"{path}={item}", str(item)) for item in value]
+        return [(path, _show(value))]
+    literals, _other = _literals(annotation)
+    if literals and str(value) in literals:
+        return [(f"{path}={value}", str(value))]
+    return [(path, _show(value))]
+
+
+def _in_scope(path: str) -> bool:
+    """Whether ``path`` is a behavioural or discipline field (registered, or not structural)."""
+    return (path in REGISTRY or any(k.startswith(path + "=") for k in REGISTRY)
+            or not _structural(path))
+
+
+def unenforced(spec: AgentSpec) -> list[Unenforced]:
+    """Every field and value ``spec`` declares that the registry marks not enforced.
+
+    Declared means written in the spec, or in effect through a default the typology implies
+    (:data:`TYPOLOGY_DEFAULTS`, the default promotion rules of :data:`PROMOTION_DEFAULTS`,
+    the default context budget) for a typology the spec uses; a model's own defaults are
+    not declarations. A field neither registered nor structural counts as not enforced.
+    Written fields carry their file and line (when the spec came from the loader)."""
+    declared: _Declared | None = getattr(spec, "_declared", None)
+    where = _Where(spec, declared)
+    found: dict[tuple[str, str], Unenforced] = {}
+    for loc, path, value, annotation, is_set in _items(spec, (), ""):
+        if not _in_scope(path):
+            continue
+        keys = [(k, shown) for k, shown in _keys_of(path, value, annotation) if not enforced(k)]
+        if not keys:
+            continue
+        place = where.of(loc, is_set)
+        if place is None:
+            continue  # a model default the spec does not declare
+        line, implied = place
+        field = dotted(loc)
+        for key, shown in keys:
+            found.setdefault((field, shown), Unenforced(
+                file=spec.source or "<spec>", line=line, field=field, value=shown, key=key,
+                implied_by=implied))
+    return sorted(found.values(), key=lambda u: (u.line or 0, u.field, u.value))
+
+
+class _Where:
+    """Where a spec declares a field: its line, or the default that implies it."""
+
+    def __init__(self, spec: AgentSpec, declared: _Declared | None) -> None:
+        self.spec = spec
+        self.lines: dict[Loc, int] | None = declared.lines.lines if declared else None
+        raw = declared.raw if declared is not None else None
+        behavior = raw.get("behavior") if isinstance(raw, dict) else None
+        rules = behavior.get("promotion") if isinstance(behavior, dict) else None
+        self.rule_index: dict[tuple[str, str], int] = {
+            (str(r.get("from")), str(r.get("to"))): i
+            for i, r in enumerate(rules if isinstance(rules, list) else [])
+            if isinstance(r, dict)}
+
+    def _written(self, loc: Loc) -> tuple[int, None] | None:
+        assert self.lines is not None
+        return (self.lines[loc], None) if loc in self.lines else None
+
+    def of(self, loc: Loc, is_set: bool) -> tuple[int | None, str | None] | None:
+        """``(line, None)`` when written, ``(None, default)`` when a default the typology
+        implies, None for a model's own default. ``is_set`` is pydantic's record of the keys
+        a model was given: the loader gives a behavioural entry its typology default's keys
+        (unless the spec changes its kind) and the spec's."""
+        if self.lines is None:  # not from the loader: no lines, only what pydantic was given
+            return (None, None) if is_set else None
+        if len(loc) >= 3 and loc[:2] == ("behavior", "promotion"):
+            rule = self.spec.behavior.promotion[int(loc[2])]
+            index = self.rule_index.get((rule.from_, rule.to))
+            if index is not None and (written := self._written(
+                    ("behavior", "promotion", index, *loc[3:]))) is not None:
+                return written
+            if not is_set:
+                return None
+            src, dst = split_ref(rule.from_)[1], split_ref(rule.to)[1]
+            return None, f"default promotion rule for {src} -> {dst}"
+        written = self._written(loc)
+        if written is not None or not is_set:
+            return written
+        if len(loc) >= 3 and loc[0] == "behavior" and loc[1] in _BEHAVIOURAL:
+            return None, f"typology default for {loc[2]}"
+        if loc[:2] == ("behavior", "context"):
+            return None, "default context budget"
+        return None
+
+
+# What the docs may claim -------------------------------------------------------------------------
+TABLE_BEGIN = "<!-- enforcement table: generated from primitives/spec/_enforcement.py -->"
+TABLE_END = "<!-- end of enforcement table -->"
+
+
+def enforcement_markdown() -> str:
+    """The table docs/concepts.md carries between :data:`TABLE_BEGIN` and :data:`TABLE_END`:
+    one row per field, its values split into enforced and declared but not enforced yet."""
+    rows: dict[str, tuple[list[str], list[str]]] = {}
+    for key, tests in registry_rows():
+        path, _, value = key.partition("=")
+        done, todo = rows.setdefault(path, ([], []))
+        (done if tests else todo).append(f"`{value}`" if value else "yes")
+    lines = [TABLE_BEGIN, "", "| field | enforced | declared but not enforced yet |", "|---|---|---|"]
+    for path, (done, todo) in rows.items():
+        lines.append(f"| `{path}` | {', '.join(done)} | {', '.join(todo)} |")
+    lines += ["", TABLE_END]
+    return "\n".join(lines)
+
+
+CLAIMS: dict[str, tuple[str, ...]] = {
+    r"compound": ("behavior.promotion[].criteria=compounding",),
+    r"corroborat": ("behavior.promotion[].criteria=corroboration",),
+    r"sanitization gate": ("behavior.promotion[].sanitization",),
+    r"\bidle\b": ("tiers[].boundary.idle_after",),
+    r"\barchive": ("behavior.lifecycle.*.transient=archive_at_scope_end",),
+    r"dropped at scope end": ("behavior.lifecycle.*.transient=drop_unless_promoted",),
+    r"trigram": ("discipline.non_mirror[].defense=trigram_trigger",),
+    r"i don't know|abstain": ("retrieval.abstain",),
+    r"hedge": ("discipline.sanitization[].transform=hedge_map",),
+    r"ebbinghaus|soft-delete": ("behavior.decay.*.model=ebbinghaus",),
+    r"decay-exempt|decay exempt": ("behavior.decay.*.model=exempt",),
+    r"validity window": ("behavior.decay.*.model=validity_window",),
+    r"\bpii\b": ("discipline.pii",),
+    r"supersed": ("behavior.conflict.*.strategy=update_with_supersession",),
+    r"consolidat": ("behavior.promotion[].criteria=extraction",),
+    r"governed|approv": ("behavior.write_policy.*.mode=governed",),
+    r"replay": ("determinism.replay=exact",),
+    r"intent-routed|intent routing": ("retrieval.intents",),
+    r"derived_from": ("graph.edges=derived_from",),
+}
+"""Phrases a reference spec's header may use only while their registry keys are enforced
+(a line saying "not enforced yet" is exempt)."""
