@@ -66,6 +66,13 @@ _RR = "tests/integration/test_context_and_rerank.py::"
 _IN = "tests/unit/test_intent.py::"
 _CV = "tests/unit/test_compile_views.py::"
 _RS = "tests/unit/test_retrieval_statement.py::"
+_CF = "tests/integration/test_conflict.py::"
+_DD = "tests/integration/test_decay_db.py::"
+_DU = "tests/unit/test_decay.py::"
+_AB = "tests/integration/test_abstain.py::"
+_AT = "tests/integration/test_access_tracking.py::"
+_MP = "tests/integration/test_maintain_passes.py::"
+_RL = "tests/integration/test_reference_lifecycles.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -74,7 +81,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _EL + "test_end_scope_removes_unlinked_rows_keeps_linked_and_journals_both"),
     "behavior.lifecycle.*.transient=archive_at_scope_end": (
         _LB + "test_operations_session_close_archives_with_compounding_into_the_operator_tier",),
-    "behavior.lifecycle.*.transient=drop_at_scope_end": (),
+    "behavior.lifecycle.*.transient=drop_at_scope_end": (
+        _LB + "test_drop_at_scope_end_removes_the_rows_without_compounding_them_upward",),
     "behavior.lifecycle.*.persistent=forcing_function": (),
     "behavior.lifecycle.*.persistent=corroborated": (),
     "behavior.lifecycle.*.persistent=indefinite": (),
@@ -83,22 +91,35 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.lifecycle.*.archive_on=canonical_change": (),
     "behavior.lifecycle.*.archive_on=failed_corroborations": (),
     "behavior.lifecycle.*.archive_on=explicit_invalidation": (),
-    "behavior.lifecycle.*.archive_on=decay_threshold": (),
+    "behavior.lifecycle.*.archive_on=decay_threshold": (
+        _DU + "test_decay_archive_covers_ebbinghaus_typologies_archiving_on_decay_threshold", _DD + "test_decay_archive_archives_unprotected_ebbinghaus_rows_below_threshold"),
     "behavior.lifecycle.*.archive_on=idle": (),
     "behavior.lifecycle.*.failed_corroborations": (),
     # 7. decay ----------------------------------------------------------------------------------
-    "behavior.decay.*.model=forcing_function": (),
-    "behavior.decay.*.model=validity_window": (),
-    "behavior.decay.*.model=exempt": (),
-    "behavior.decay.*.model=ebbinghaus": (),
-    "behavior.decay.*.horizon": (),
-    "behavior.decay.*.validity": (),
-    "behavior.decay.*.rate": (),
-    "behavior.decay.*.exponent": (),
-    "behavior.decay.*.threshold": (),
-    "behavior.decay.*.protect=confirmed": (),
-    "behavior.decay.*.protect=entity_mentions": (),
-    "behavior.decay.*.protect=action_linked": (),
+    "behavior.decay.*.model=forcing_function": (
+        _DU + "test_forcing_function_weight_falls_linearly_to_zero_at_the_horizon", _DD + "test_forcing_function_rows_rank_by_remaining_weight_not_event_time"),
+    "behavior.decay.*.model=validity_window": (
+        _DU + "test_validity_window_keeps_full_confidence_then_halves_every_validity", _DD + "test_a_fact_past_its_validity_window_no_longer_ranks_first"),
+    "behavior.decay.*.model=exempt": (
+        _DU + "test_exempt_model_never_decays", _DU + "test_all_exempt_specs_rank_recency_by_event_time_and_keep_base_confidence"),
+    "behavior.decay.*.model=ebbinghaus": (
+        _DU + "test_ebbinghaus_confidence_falls_as_exp_of_minus_lambda_days_to_the_exponent", _DD + "test_decay_sql_agrees_with_the_python_formulas_on_real_rows"),
+    "behavior.decay.*.horizon": (
+        _DD + "test_dispositions_reports_forcing_function_rows_past_their_horizon",),
+    "behavior.decay.*.validity": (
+        _DU + "test_re_corroboration_extends_the_validity_window",),
+    "behavior.decay.*.rate": (
+        _DU + "test_ebbinghaus_confidence_falls_as_exp_of_minus_lambda_days_to_the_exponent",),
+    "behavior.decay.*.exponent": (
+        _DU + "test_ebbinghaus_confidence_falls_as_exp_of_minus_lambda_days_to_the_exponent",),
+    "behavior.decay.*.threshold": (
+        _DD + "test_decay_archive_archives_unprotected_ebbinghaus_rows_below_threshold",),
+    "behavior.decay.*.protect=confirmed": (
+        _DU + "test_ebbinghaus_protect_confirmed_keeps_a_zero_rate_row_at_full_confidence",),
+    "behavior.decay.*.protect=entity_mentions": (
+        _DU + "test_ebbinghaus_protection_rules_hold_only_when_listed",),
+    "behavior.decay.*.protect=action_linked": (
+        _DU + "test_ebbinghaus_protection_rules_hold_only_when_listed", _DD + "test_decay_archive_archives_unprotected_ebbinghaus_rows_below_threshold"),
     "behavior.decay.*.schedule": (),
     # 8. write policy ---------------------------------------------------------------------------
     "behavior.write_policy.*.mode=auto": (
@@ -135,10 +156,13 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].criteria=extraction": (),
     "behavior.promotion[].at=tier_boundary": (
         _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
-    "behavior.promotion[].at=continuous": (),
+    "behavior.promotion[].at=continuous": (
+        _RL + "test_world_sessions_corroborate_into_world_knowledge",),
     "behavior.promotion[].at=tick": (),
-    "behavior.promotion[].at=job_end": (),
-    "behavior.promotion[].at=session_end": (),
+    "behavior.promotion[].at=job_end": (
+        _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",),
+    "behavior.promotion[].at=session_end": (
+        _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",),
     "behavior.promotion[].at=on_approval": (),
     "behavior.promotion[].dedup_similarity": (
         _LB + "test_embedding_similarity_compounds_when_rows_have_vectors",),
@@ -152,25 +176,38 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].idempotency_key=source_id": (),
     "behavior.promotion[].idempotency_key=source_and_target": (),
     # 10. conflict ------------------------------------------------------------------------------
-    "behavior.conflict.*.strategy=noop": (),
-    "behavior.conflict.*.strategy=update_with_validity": (),
-    "behavior.conflict.*.strategy=update_with_supersession": (),
-    "behavior.conflict.*.contradicted_confidence": (),
-    "behavior.conflict.*.contradicted_decay_rate": (),
+    "behavior.conflict.*.strategy=noop": (
+        _CF + "test_an_episodic_rewrite_is_a_plain_new_version",),
+    "behavior.conflict.*.strategy=update_with_validity": (
+        _CF + "test_a_keyed_fact_update_ends_the_old_facts_validity", _CF + "test_supersede_follows_the_typologys_strategy"),
+    "behavior.conflict.*.strategy=update_with_supersession": (
+        _CF + "test_a_procedural_update_archives_the_prior_preference",),
+    "behavior.conflict.*.contradicted_confidence": (
+        _CF + "test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge",),
+    "behavior.conflict.*.contradicted_decay_rate": (
+        _CF + "test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge",),
+    "behavior.conflict.*.detect=key": (_CF + "test_without_similarity_detection_a_fresh_key_contradicts_nothing",),
+    "behavior.conflict.*.detect=similarity": (
+        _CF + "test_similarity_detection_finds_the_fact_a_new_one_contradicts",),
+    "behavior.conflict.*.similarity": (
+        _CF + "test_similarity_detection_finds_the_fact_a_new_one_contradicts",),
     # 11. consolidation -------------------------------------------------------------------------
     "behavior.consolidation.*.method=compounding": (
         _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
     "behavior.consolidation.*.method=merge": (),
     "behavior.consolidation.*.method=append_with_supersession": (),
-    "behavior.consolidation.*.method=none": (),
+    "behavior.consolidation.*.method=none": (
+        _LB + "test_the_spec_threshold_and_method_decide_what_compounds",),
     "behavior.consolidation.*.trigger=tier_boundary": (),
     "behavior.consolidation.*.trigger=session_end": (),
     "behavior.consolidation.*.trigger=job_end": (),
     "behavior.consolidation.*.trigger=nightly": (),
-    "behavior.consolidation.*.dedup_similarity": (),
+    "behavior.consolidation.*.dedup_similarity": (
+        _LB + "test_the_spec_threshold_and_method_decide_what_compounds",),
     "behavior.consolidation.*.extractor=rule_based": (),
     "behavior.consolidation.*.extractor=llm": (),
-    "behavior.consolidation.*.idempotent": (),
+    "behavior.consolidation.*.idempotent": (
+        _LB + "test_ending_a_closed_archived_session_again_promotes_nothing_twice",),
     # 12. context budget ------------------------------------------------------------------------
     "behavior.context": (_CX + "test_spec_without_context_gives_an_empty_pack",),
     "behavior.context.total_tokens": (
@@ -217,7 +254,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "discipline.sanitization[].transform=aggregate_only": (),
     "discipline.sanitization[].transform=none": (),
     "discipline.sanitization[].policy": (),
-    "discipline.sanitization[].keep_if_specific": (),
+    "discipline.sanitization[].keep_if_specific": (
+        _LB + "test_keep_if_specific_decides_whether_a_row_short_once_stripped_is_promoted",),
     # 15. visibility and PII --------------------------------------------------------------------
     "discipline.visibility.rls=session_var": (_TI + "test_cross_tenant_read_returns_nothing",),
     "discipline.visibility.cross_context=event_driven": (),
@@ -234,9 +272,12 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     # tiers: boundaries, retention, ticks -------------------------------------------------------
     "tiers[].boundary.lifecycle": (
         _EL + "test_end_scope_removes_unlinked_rows_keeps_linked_and_journals_both",),
-    "tiers[].boundary.scope_change": (),
-    "tiers[].boundary.anchor_escalation": (),
-    "tiers[].boundary.anchor_escalation.from": (),
+    "tiers[].boundary.scope_change": (
+        _TI + "test_engine_cross_tenant_writes_change_nothing",),
+    "tiers[].boundary.anchor_escalation": (
+        _LB + "test_an_anchor_escalation_boundary_clears_the_narrower_key_on_promotion",),
+    "tiers[].boundary.anchor_escalation.from": (
+        _LB + "test_an_anchor_escalation_boundary_clears_the_narrower_key_on_promotion",),
     "tiers[].boundary.anchor_escalation.to": (),
     "tiers[].boundary.idle_after": (
         _LB + "test_thirty_days_idle_closes_an_operator_session_in_the_maintain_pass",
@@ -245,17 +286,22 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _CV + "test_retention_state_orphans_idle_rows_after_the_policy_window",),
     "tiers[].retention.policy": (
         _CV + "test_retention_state_orphans_idle_rows_after_the_policy_window",),
-    "tiers[].retention.orphan_after": (),
-    "tiers[].retention.tombstone_orphans_after": (),
+    "tiers[].retention.orphan_after": (
+        _AT + "test_retention_states_follow_real_access",),
+    "tiers[].retention.tombstone_orphans_after": (
+        _MP + "test_long_orphans_are_tombstoned_journalled_once_and_read_or_linked_rows_stay",),
     "tiers[].retention.audit_retention": (),
     "tiers[].retention.deletion_requires": (),
     "tiers[].ttl_ticks": (),
     # retrieval: fusion, abstention, reranking, intents -----------------------------------------
     "retrieval.fusion.method=rrf": (_RS + "test_fusion_is_weighted_rrf_over_every_signal_once",),
     "retrieval.fusion.method=weighted": (),
-    "retrieval.abstain": (),
-    "retrieval.abstain.min_fused_score": (),
-    "retrieval.abstain.message": (),
+    "retrieval.abstain": (
+        _AB + "test_a_hit_scoring_about_0_016_makes_world_abstain",),
+    "retrieval.abstain.min_fused_score": (
+        _AB + "test_a_hit_scoring_about_0_016_makes_world_abstain", _AB + "test_a_hit_above_the_cut_off_is_returned_and_a_blank_query_never_abstains"),
+    "retrieval.abstain.message": (
+        _AB + "test_the_store_search_tool_and_context_pack_say_they_abstained",),
     "retrieval.reranker": (_RR + "test_a_reranker_reorders_the_top_n_and_the_limit_applies_after",),
     "retrieval.reranker.model": (_RR + "test_a_declared_top_n_bounds_the_reranked_head",),
     "retrieval.reranker.top_n": (_RR + "test_a_declared_top_n_bounds_the_reranked_head",),
@@ -285,17 +331,21 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "graph.edges=temporal": (_GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
     "graph.edges=causal": (_GR + "test_a_why_query_walks_causal_edges_from_the_text_matches",),
     "graph.edges=entity": (_GR + "test_a_named_entity_finds_the_memories_that_mention_it",),
-    "graph.edges=derived_from": (),
-    "graph.edges=supersedes": (),
+    "graph.edges=derived_from": (
+        _LB + "test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edges",),
+    "graph.edges=supersedes": (
+        _CF + "test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge",),
     "graph.entity_types": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",),
-    "graph.protect_entity_mentions_over": (),
+    "graph.protect_entity_mentions_over": (
+        _DD + "test_decay_sql_agrees_with_the_python_formulas_on_real_rows",),
     "graph.max_depth": (
         _RS + "test_the_graph_walk_is_recursive_bounded_and_seeded_by_the_text_signals",),
     "graph.walk_from": (),
     "graph.temporal_edges_on_write": (
         _GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
     "graph.confidence": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",),
-    "graph.reinforcement": (),
+    "graph.reinforcement": (
+        _DU + "test_reinforcement_adds_its_share_of_ln_access_and_caps_at_one",),
 }
 """``path`` or ``path=value`` -> pytest node ids showing the engine behave for it (empty:
 declared but not enforced yet)."""

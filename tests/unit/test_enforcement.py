@@ -93,7 +93,7 @@ tiers:
 persistence: {store: {schema: memory, prefix: small}}
 retrieval:
   signals: [lexical]
-  abstain: {min_fused_score: 0.03}
+  fusion: {method: weighted}
 behavior:
   decay:
     semantic:
@@ -101,6 +101,7 @@ behavior:
       rate: 0.1
       exponent: 0.8
       threshold: 0.05
+      schedule: "0 3 * * *"
       justification: facts fade
 """
 
@@ -109,26 +110,25 @@ def test_a_declared_value_without_a_test_is_named_with_its_file_and_line() -> No
     spec = load_spec_text(SMALL, file="agents/small.yaml", policies={})
     found = {(u.field, u.value): u for u in unenforced(spec)}
     lines = SMALL.splitlines()
-    decay = found[("behavior.decay.semantic.model", "ebbinghaus")]
-    assert decay.line == lines.index("      model: ebbinghaus") + 1
-    assert str(decay) == (f"agents/small.yaml:{decay.line}: behavior.decay.semantic.model = "
-                          "ebbinghaus: declared but not enforced yet")
-    abstain = found[("retrieval.abstain.min_fused_score", "0.03")]
-    assert abstain.line == lines.index("  abstain: {min_fused_score: 0.03}") + 1
-    # the abstain message is a model default: not declared, so not named
-    assert ("retrieval.abstain.message", "I don't know.") not in found
+    schedule = found[("behavior.decay.semantic.schedule", "0 3 * * *")]
+    assert schedule.line == lines.index('      schedule: "0 3 * * *"') + 1
+    assert str(schedule) == (f"agents/small.yaml:{schedule.line}: "
+                             "behavior.decay.semantic.schedule = 0 3 * * *: declared but not "
+                             "enforced yet")
+    fusion = found[("retrieval.fusion.method", "weighted")]
+    assert fusion.line == lines.index("  fusion: {method: weighted}") + 1
+    # the decay model itself is enforced: not named
+    assert ("behavior.decay.semantic.model", "ebbinghaus") not in found
 
 
 def test_an_implied_typology_default_names_the_typology() -> None:
     spec = load_spec_text(SMALL, file="agents/small.yaml", policies={})
     found = {(u.field, u.value): u for u in unenforced(spec)}
-    horizon = found[("behavior.decay.episodic.model", "forcing_function")]
-    assert horizon.line is None and horizon.implied_by == "typology default for episodic"
-    assert str(horizon) == ("agents/small.yaml: behavior.decay.episodic.model = "
-                            "forcing_function: declared but not enforced yet "
-                            "(typology default for episodic)")
-    rule = found[("behavior.promotion[1].at", "continuous")]
-    assert rule.implied_by == "default promotion rule for episodic -> semantic"
+    merge = found[("behavior.consolidation.semantic.method", "merge")]
+    assert merge.line is None and merge.implied_by == "typology default for semantic"
+    assert str(merge) == ("agents/small.yaml: behavior.consolidation.semantic.method = "
+                          "merge: declared but not enforced yet "
+                          "(typology default for semantic)")
     # a pydantic default inside a typology default is not the typology's declaration
     assert not any(u.field.endswith(".sampling") for u in found.values())
 
