@@ -540,6 +540,13 @@ CONTRADICTED_DECAY_RATE = 0.5
 """update_with_validity: the contradicted memory's decay rate (seed 002 §12.3)."""
 
 
+def similarity_detects(spec: AgentSpec, typology: str) -> bool:
+    """A write of ``typology`` looks for the similar memory it contradicts (``detect:
+    similarity`` with a strategy other than noop), so it cannot take a one-statement path."""
+    policy = _conflict_policy(spec, typology)
+    return policy is not None and policy.detect == "similarity"
+
+
 def _conflict_policy(spec: AgentSpec, typology: str) -> Any:
     """The typology's conflict policy when it changes the older memory (None for noop)."""
     policy = spec.behavior.conflict.get(typology)  # type: ignore[call-overload]

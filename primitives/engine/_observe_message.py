@@ -13,7 +13,8 @@ itself: the same prepared statement and the same values
 CPU per write.
 
 Anything else returns ``None`` and takes the general path, which also raises what the write's
-errors are: a key, an embedder, a temporal edge, an unknown field, a value written here
+errors are: a key, an embedder, a temporal edge, a typology whose conflict strategy looks
+for a similar row it contradicts, an unknown field, a value written here
 differently (text with a NUL, a naive event time, an envelope JSON cannot encode), a
 connection with a row factory of its own.
 """
@@ -34,7 +35,13 @@ from primitives.db._oneshot import _Prepared, _prepared_form, _text_array, _unfi
 from primitives.engine import _queries as q
 from primitives.engine._anchor import Anchor
 from primitives.engine._base import EngineBase, render
-from primitives.engine._core import _memory_id, checked_write, links_to_previous, observed_payload
+from primitives.engine._core import (
+    _memory_id,
+    checked_write,
+    links_to_previous,
+    observed_payload,
+    similarity_detects,
+)
 
 __all__ = ["ObserveCall", "observe_call"]
 
@@ -144,8 +151,8 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
                       namespace=fields.get("namespace", ()), value=fields.get("value"),
                       envelope=fields.get("envelope"), tags=fields.get("tags", ()),
                       scope_id=fields.get("scope_id"), source=source)
-    if links_to_previous(spec, w.scope_id):
-        return None
+    if links_to_previous(spec, w.scope_id) or similarity_detects(spec, w.typology):
+        return None  # a temporal edge, or the conflict lookup of detect: similarity
     tables = engine.tables
     statement = q.insert_memory_observed(tables, tables.anchor_columns, embedding=False,
                                          scoped=w.scope_id is not None)

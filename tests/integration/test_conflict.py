@@ -189,6 +189,15 @@ def test_similarity_detection_finds_the_fact_a_new_one_contradicts(
     assert _kinds(admin_conn, similar, paris.id)[-1] == "conflict_resolved"
 
 
+def test_the_one_statement_observe_path_still_detects_by_similarity(
+        pg: PostgresHandle, similar: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    user = _user()
+    with Engine.connect(similar, pg.app_dsn, max_connections=2) as engine:
+        paris = engine.observe(user, "profile", "the user lives in Paris", typology="semantic")
+        berlin = engine.observe(user, "profile", "the user lives in Berlin", typology="semantic")
+    assert _state(admin_conn, similar, paris.id) == (berlin.id, True, False, 0.3, 0.5)
+
+
 def test_without_similarity_detection_a_fresh_key_contradicts_nothing(
         pg: PostgresHandle, keyed: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
     with Engine.connect(keyed, pg.app_dsn, max_connections=2) as engine, \
