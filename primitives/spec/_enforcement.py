@@ -130,7 +130,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.write_policy.*.mode=governed": (
         _GB + "test_governed_memory_is_refused_without_via_naming_the_path_to_take",
         _GB + "test_superseding_governed_memory_is_refused_naming_the_path"),
-    "behavior.write_policy.*.mode=explicit": (),
+    "behavior.write_policy.*.mode=explicit": (
+        _CF + "test_a_keyed_fact_update_ends_the_old_facts_validity",),
     "behavior.write_policy.*.mode=mixed": (),
     "behavior.write_policy.*.sampling": (),
     "behavior.write_policy.*.extract_threshold": (),
@@ -173,7 +174,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].min_versions": (),
     "behavior.promotion[].sanitization": (
         _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
-    "behavior.promotion[].idempotency_key=source_id": (),
+    "behavior.promotion[].idempotency_key=source_id": (
+        _LB + "test_ending_a_closed_archived_session_again_promotes_nothing_twice", _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace"),
     "behavior.promotion[].idempotency_key=source_and_target": (),
     # 10. conflict ------------------------------------------------------------------------------
     "behavior.conflict.*.strategy=noop": (
