@@ -662,6 +662,15 @@ def change_state(ctx: Context, action: str, memory_id: UUID, *, reason: str | No
     if cause is not None:
         payload["cause"] = cause
     yield _event(ctx, _STATE_EVENTS[action], memory_id, payload)
+    lifecycle = ctx.spec.behavior.lifecycle.get(memory.typology)  # type: ignore[call-overload]
+    if (action == "invalidate" and lifecycle is not None
+            and "explicit_invalidation" in lifecycle.archive_on and memory.archived_at is None):
+        # the typology archives on explicit invalidation (procedural's default)
+        row = yield Step(q.set_state(ctx.tables, "archived_at"), {
+            "tenant": ctx.tenant, "id": memory_id, "at": at or datetime.now().astimezone()},
+            "one")
+        yield _event(ctx, "archived", memory_id, {"column": "archived_at",
+                                                   "cause": "explicit_invalidation"})
     return Memory.from_row(row)
 
 

@@ -228,3 +228,17 @@ def test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge(
         "SELECT source_id::text, target_id::text FROM {} WHERE relation_type = 'supersedes' "
         "AND target_id = %s").format(tables.edges.ident), (old.id,)).fetchall()
     assert edges == [(str(new_id), str(old.id))]
+
+
+def test_invalidating_a_procedural_memory_archives_it_an_episode_stays_unarchived(
+        pg: PostgresHandle, keyed: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    # procedural's lifecycle archives on explicit invalidation; episodic's does not
+    with Engine.connect(keyed, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant(_user()) as mem:
+        rule = mem.observe("profile", "always cc the team lead", typology="procedural")
+        note = mem.observe("profile", "cc'd the team lead once", typology="episodic")
+        mem.invalidate(rule.id, reason="the user revoked it")
+        mem.invalidate(note.id, reason="wrong")
+    assert _state(admin_conn, keyed, rule.id)[1:3] == (True, True)
+    assert _state(admin_conn, keyed, note.id)[1:3] == (True, False)
+    assert _kinds(admin_conn, keyed, rule.id) == ["observed", "invalidated", "archived"]
