@@ -117,3 +117,19 @@ def test_cli_maintain_prints_a_json_summary(
     summary = json.loads(capsys.readouterr().out)
     assert summary["agents"]["operations"]["idle_scopes"] >= 2
     assert summary["batches"] >= 1 and summary["tenants"]["operations"] >= 2
+
+
+def test_a_duty_below_one_sleeps_after_each_batch_in_proportion(
+        pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _idle_sessions(pg, operations, admin_conn, 2)
+    import primitives.lifecycle._maintain as runner
+    slept: list[float] = []
+    monkeypatch.setattr(runner.time, "sleep", slept.append)
+    report = maintain([operations], pg.admin_dsn, batch_tenants=1, duty=0.25)
+    assert len(slept) == report.batches and all(s > 0 for s in slept)
+    slept.clear()
+    maintain([operations], pg.admin_dsn, batch_tenants=1)
+    assert slept == []  # full duty: no pause
+    with pytest.raises(ValueError, match="duty"):
+        maintain([operations], pg.admin_dsn, duty=0)
