@@ -385,6 +385,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         console.print(f"[bold]{agent}[/bold]: {report.tenants[agent]} tenant(s)")
         for name, changed in passes.items():
             console.print(f"  {name}: {changed}")
+        for name, count in report.reported.get(agent, {}).items():
+            console.print(f"  {name} (awaiting disposition): {count}")
     console.print(f"[green]done[/green]: {report.batches} batch(es) in {report.seconds:.2f} s")
     return 0
 

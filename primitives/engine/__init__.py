@@ -12,7 +12,7 @@ transaction. The sync and async engines run the same core operations.
 from primitives.engine._anchor import Anchor, resolve_anchor
 from primitives.engine._async import AsyncEngine, AsyncTenantMemory
 from primitives.engine._core import canonical_json, content_hash
-from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
+from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import backoff_seconds
 from primitives.engine._sync import Engine, TenantMemory
 
@@ -26,6 +26,7 @@ __all__ = [
     "Explanation",
     "Hit",
     "Memory",
+    "SearchResult",
     "TenantMemory",
     "backoff_seconds",
     "canonical_json",

@@ -10,11 +10,15 @@ spec's context blocks (``primitives.retrieval.assemble_context`` does the budget
   query names, then those the memories above mention, most mentioned first;
 - evidence (specs with ``derived_from`` edges and an ``evidence`` block): the source
   memories of the memories above, in their order.
+
+When the search abstains (``retrieval.abstain``), the pack says so: ``abstained`` and the
+spec's ``message``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -26,7 +30,7 @@ from primitives.compile import Tables
 from primitives.engine._core import Context, Op, Step, explain_search, search_scope
 from primitives.engine._graph import context_entities, context_evidence
 from primitives.engine._queries import ACTIVE, _returning
-from primitives.engine._records import Entity, Memory
+from primitives.engine._records import Entity, Hit, Memory
 from primitives.errors import PolicyViolation, TenancyError
 from primitives.spec import AgentSpec
 
@@ -88,12 +92,14 @@ def context(ctx: Context, query: str = "", *, complexity: str | None = None,
             "tenant": ctx.tenant, "tiers": transient, "scopes": Jsonb(dict(scopes or {})),
             "per_tier": per_tier}, "all", last=final and not (searching or profiles or sources))
         always = [Memory.from_row(row) for row in rows]
-    hits = []
+    hits: list[Hit] = []
+    abstained: str | None = None
     if searching:
         found = yield from explain_search(ctx, query, limit=limit or DEFAULT_CANDIDATES,
                                           final=final and not (profiles or sources),
                                           **search)
         hits = found.hits
+        abstained = found.message if found.abstained else None
     offered = [m.id for m in always] + [h.memory.id for h in hits]
     entities: list[Entity] = []
     if profiles:
@@ -106,10 +112,13 @@ def context(ctx: Context, query: str = "", *, complexity: str | None = None,
         rows = yield Step(context_evidence(ctx.tables), {
             "tenant": ctx.tenant, "ids": offered, "limit": MAX_EVIDENCE}, "all", last=final)
         evidence = [Memory.from_row(row) for row in rows]
-    return retrieval.assemble_context(
+    pack = retrieval.assemble_context(
         spec, hits, always=always, entities=entities, evidence=evidence,
         complexity=complexity,  # type: ignore[arg-type]
         include_on_demand=include_on_demand)
+    if abstained is not None:  # the search's "I don't know", said in the pack
+        pack = replace(pack, abstained=True, message=abstained)
+    return pack
 
 
 def _wants(spec: AgentSpec, content: str, include_on_demand: bool) -> bool:

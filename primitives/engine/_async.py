@@ -29,7 +29,7 @@ from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, aschema_features, render
 from primitives.engine._observe_message import ObserveCall, observe_call
-from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
+from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
 from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
@@ -213,7 +213,7 @@ class AsyncEngine(EngineBase):
     @overload
     async def search(self, anchor: Mapping[str, object], query: str = "", *,
                      explain: Literal[False] = False, actor: str = "agent",
-                     **options: Any) -> list[Hit]: ...
+                     **options: Any) -> SearchResult[Hit]: ...
 
     @overload
     async def search(self, anchor: Mapping[str, object], query: str = "", *,
@@ -222,7 +222,7 @@ class AsyncEngine(EngineBase):
 
     async def search(self, anchor: Mapping[str, object], query: str = "", *,
                      explain: bool = False, actor: str = "agent",
-                     **options: Any) -> list[Hit] | Explanation:
+                     **options: Any) -> SearchResult[Hit] | Explanation:
         """Like :meth:`Engine.search`."""
         explanation = await self.read(
             anchor, lambda ctx: core.explain_search(ctx, query, final=True, **options),
@@ -342,14 +342,14 @@ class AsyncTenantMemory:
 
     @overload
     async def search(self, query: str = "", *, explain: Literal[False] = False,
-                     **options: Any) -> list[Hit]: ...
+                     **options: Any) -> SearchResult[Hit]: ...
 
     @overload
     async def search(self, query: str = "", *, explain: Literal[True],
                      **options: Any) -> Explanation: ...
 
     async def search(self, query: str = "", *, explain: bool = False,
-                     **options: Any) -> list[Hit] | Explanation:
+                     **options: Any) -> SearchResult[Hit] | Explanation:
         explanation = await arun_op(self._conn, core.explain_search(self.ctx, query, **options))
         if self._access is not None:
             self._access.record(self.ctx.tenant, read_ids(explanation))
@@ -400,6 +400,11 @@ class AsyncTenantMemory:
     async def confirm(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
         """Protect an active memory from decay (confidence 1, decay rate 0), journalled."""
         return await arun_op(self._conn, store_ops.confirm_memory(
+            self.ctx, memory_id, reason=reason))
+
+    async def mark_exempt(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
+        """Exempt an active memory from decay (decay rate 0), journalled as ``exempted``."""
+        return await arun_op(self._conn, store_ops.exempt_memory(
             self.ctx, memory_id, reason=reason))
 
     async def stats(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
 from primitives.errors import ModelMismatch
 from primitives.lifecycle._access import AccessLog
+from primitives.lifecycle._decay import decay_models
 from primitives.retrieval._intent import classifier_for
 from primitives.retrieval._rerank import Reranker
 from primitives.spec import AgentSpec
@@ -124,6 +125,7 @@ class EngineBase:
         self.access = AccessLog()
         """Read marks waiting for their batched write (``primitives.lifecycle._access``)."""
         self.tables: Tables = agent_tables(spec)
+        self.decay = decay_models(spec)
         if embedder is not None and embedder.dims != spec.retrieval.embedding.dims:
             raise ModelMismatch(
                 f"embedder {embedder.model_id} makes {embedder.dims}-dim vectors; agent "
@@ -149,4 +151,4 @@ class EngineBase:
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
                        self.embedder, classifier=self.classifier, reranker=self.reranker,
-                       text_match=self.text_match, trigram=self.trigram)
+                       text_match=self.text_match, trigram=self.trigram, decay=self.decay)

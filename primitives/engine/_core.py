@@ -34,7 +34,7 @@ from primitives.engine._input import (
     check_object,
     clean_text,
 )
-from primitives.engine._records import MEMORY_COLUMNS, Explanation, Hit, Memory
+from primitives.engine._records import MEMORY_COLUMNS, Explanation, Hit, Memory, SearchResult
 from primitives.errors import (
     GovernanceError,
     ModelMismatch,
@@ -44,6 +44,7 @@ from primitives.errors import (
 )
 from primitives.lifecycle import _boundary as boundary
 from primitives.lifecycle._boundary import ScopeEnd
+from primitives.lifecycle._decay import DecayModels, decay_models
 from primitives.spec import AgentSpec
 
 __all__ = ["Compute", "Context", "Embed", "Op", "Rerank", "Step", "canonical_json",
@@ -133,6 +134,8 @@ class Context:
     """The full-text index is on the leakproof match: the lexical signal matches with it."""
     trigram: bool = True
     """pg_trgm is installed: tier boundaries measure near-duplicate text with it."""
+    decay: DecayModels | None = None
+    """The spec's decay models (None: taken from the spec when a search needs them)."""
 
     @property
     def tenant(self) -> str:
@@ -464,6 +467,23 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
         "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
     }
+    policy = _conflict_policy(spec, typ)
+    candidate: UUID | None = None
+    if key is None and policy is not None and policy.detect == "similarity":
+        # a fresh key: the closest active row of the tier and typology, if it is close
+        # enough and says something else, is what this write contradicts
+        found = yield Step(q.similar_current(ctx.tables, similarity_kind(ctx, text=True)), {
+            "tenant": ctx.tenant, "tier": tier, "typology": typ, "content": content,
+            "threshold": policy.similarity}, "one")
+        candidate = found[0] if found else None
+        if candidate is not None:
+            # superseded first, as a keyed write frees its slot before the insert
+            freed = yield Step(q.supersede(ctx.tables), {
+                "tenant": ctx.tenant, "id": candidate, "by": new_id}, "one")
+            if freed is None:
+                candidate = None
+            else:
+                yield _event(ctx, "superseded", candidate, {"by": str(new_id)})
     for _ in range(KEY_RACE_ATTEMPTS):
         previous: Memory | None = None
         if key is not None:
@@ -488,7 +508,9 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         # row of this id if that row is this write (a retry), else nothing. Only a new key
         # can lose a race and go round again, so only then is the COMMIT held back.
         may_retry = key is not None and previous is None
-        row = yield Step(insert, params, "one", last=final and not linked and not may_retry)
+        resolves = policy is not None and (previous is not None or candidate is not None)
+        row = yield Step(insert, params, "one",
+                         last=final and not linked and not may_retry and not resolves)
         if row is not None:
             break
         if not may_retry:
@@ -498,6 +520,10 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         raise StorageError(
             f"a keyed write of '{key}' lost the race for its key {KEY_RACE_ATTEMPTS} times to "
             "concurrent writers; retry it", tenant=ctx.tenant, key=key)
+    if policy is not None and candidate is not None:
+        yield from resolve_conflict(ctx, policy, candidate, new_id, detected="similarity")
+    elif policy is not None and previous is not None:
+        yield from resolve_conflict(ctx, policy, previous.id, new_id, detected="key")
     if linked:
         yield Step(q.temporal_edge(ctx.tables), {
             "tenant": ctx.tenant, "tier": tier, "scope_id": scope_id, "id": new_id,
@@ -506,6 +532,45 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
     return Memory.from_written({
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content, "tags": tag_list}, row)
+
+
+CONTRADICTED_CONFIDENCE = 0.3
+"""update_with_validity: the contradicted memory's confidence (seed 002 §12.3)."""
+CONTRADICTED_DECAY_RATE = 0.5
+"""update_with_validity: the contradicted memory's decay rate (seed 002 §12.3)."""
+
+
+def _conflict_policy(spec: AgentSpec, typology: str) -> Any:
+    """The typology's conflict policy when it changes the older memory (None for noop)."""
+    policy = spec.behavior.conflict.get(typology)  # type: ignore[call-overload]
+    return None if policy is None or policy.strategy == "noop" else policy
+
+
+def resolve_conflict(ctx: Context, policy: Any, old_id: UUID, new_id: UUID, *,
+                     detected: str) -> Op[None]:
+    """Apply the typology's conflict strategy to ``old_id``, which ``new_id`` superseded:
+    ``update_with_validity`` ends its validity (``invalidated_at``) and lowers its confidence
+    and decay rate (0.3 and 0.5 unless the spec says otherwise); ``update_with_supersession``
+    archives it (confidence and decay rate only where the spec sets them). Graph specs with
+    ``supersedes`` edges also get one, new -> old. A ``conflict_resolved`` event."""
+    validity = policy.strategy == "update_with_validity"
+    confidence = policy.contradicted_confidence
+    decay_rate = policy.contradicted_decay_rate
+    if validity:
+        confidence = CONTRADICTED_CONFIDENCE if confidence is None else confidence
+        decay_rate = CONTRADICTED_DECAY_RATE if decay_rate is None else decay_rate
+    row = yield Step(q.resolve_conflict(ctx.tables), {
+        "tenant": ctx.tenant, "id": old_id, "invalidate": validity, "archive": not validity,
+        "confidence": confidence, "decay_rate": decay_rate}, "one")
+    yield _event(ctx, "conflict_resolved", old_id, {
+        "strategy": policy.strategy, "old": str(old_id), "new": str(new_id),
+        "detected": detected, "previous_confidence": row[1] if row else None,
+        "confidence": confidence, "decay_rate": decay_rate})
+    graph = ctx.spec.graph
+    if graph is not None and "supersedes" in graph.edges and ctx.tables.edges is not None:
+        from primitives.engine import _graph
+        yield from _graph.relate(ctx, new_id, old_id, "supersedes", evidence=[
+            {"reason": "conflict", "strategy": policy.strategy, "detected": detected}])
 
 
 def _written_before(ctx: Context, w: WriteInput, memory_id: UUID) -> Op[Memory]:
@@ -554,7 +619,8 @@ def supersede(ctx: Context, memory_id: UUID, content: str, *,
         (yield Step(q.select_memory_for_update(ctx.tables),
                     {"tenant": ctx.tenant, "id": memory_id}, "one"))), memory_id)
     if not old.active:
-        raise GovernanceError(f"memory {memory_id} is not active ({old.state}); only an "
+        state = "superseded" if old.superseded_at is not None else old.state
+        raise GovernanceError(f"memory {memory_id} is not active ({state}); only an "
                               "active memory can be superseded (read its key's current "
                               "version and supersede that)", memory_id=str(memory_id))
     w = checked_write(ctx.spec, old.tier, content, typology=old.typology, key=old.key,
@@ -635,25 +701,35 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
             tier=tier, field="into_scope")
     if into_scope is not None:
         into_scope = _text(into_scope, "into_scope")
+    # Corroboration rules out of this tier run first (its rows are about to leave), the
+    # boundary next, then the rules out of other tiers (the evidence it just moved up).
+    rules = boundary.corroboration_rules(spec)
+    promoted = yield from _corroboration(ctx, [r for r in rules if r.from_tier == tier])
     statement = boundary.end_scopes_statement(
         spec, ctx.tables, embedding=ctx.has_embedding, similarity=similarity_kind(ctx))
     row = yield Step(statement, {
         "tenants": [ctx.tenant], "tiers": [tier], "scope_ids": [scope_id],
         "into": [into_scope], "actor": ctx.actor}, "one")
     assert row is not None
-    promoted = 0
-    for rule in boundary.corroboration_rules(spec):
-        count = yield Step(boundary.corroboration_statement(
-            spec, ctx.tables, rule, embedding=ctx.has_embedding),
-            {"tenants": [ctx.tenant], "actor": ctx.actor}, "one")
-        promoted += int(count[0]) if count else 0
+    promoted += yield from _corroboration(ctx, [r for r in rules if r.from_tier != tier])
     return ScopeEnd(removed=row[3], kept=row[4], archived=row[5], compounded=row[6],
                     promoted=row[7], corroborated=row[8], corroboration_promoted=promoted)
 
 
-def similarity_kind(ctx: Context) -> boundary.Similarity:
-    """How this engine's database measures near-duplicates at a boundary."""
-    if ctx.has_embedding:
+def _corroboration(ctx: Context, rules: Sequence[boundary.CorroborationRule]) -> Op[int]:
+    """Run corroboration promotion ``rules`` for the tenant; the rows promoted."""
+    promoted = 0
+    for rule in rules:
+        count = yield Step(boundary.corroboration_statement(
+            ctx.spec, ctx.tables, rule, embedding=ctx.has_embedding),
+            {"tenants": [ctx.tenant], "actor": ctx.actor}, "one")
+        promoted += int(count[0]) if count else 0
+    return promoted
+
+
+def similarity_kind(ctx: Context, *, text: bool = False) -> boundary.Similarity:
+    """How this engine's database measures near-duplicates (``text``: of text alone)."""
+    if ctx.has_embedding and not text:
         return "embedding" if ctx.trigram else "exact"
     return "trigram" if ctx.trigram else "exact"
 
@@ -765,10 +841,11 @@ def history(ctx: Context, memory_id: UUID) -> Op[list[dict[str, Any]]]:
 def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
            tiers: Sequence[str] | None = None, limit: int | None = None,
            as_of: datetime | None = None,
-           restrict: retrieval.Restriction | None = None) -> Op[list[Hit]]:
+           restrict: retrieval.Restriction | None = None) -> Op[SearchResult[Hit]]:
     """Hybrid search over this tenant's active rows (or, with ``as_of``, the rows valid at
     that time), fused by weighted reciprocal rank in one statement; with ``restrict``, over
-    the rows its clause admits."""
+    the rows its clause admits. A :class:`SearchResult`: the hits, and whether the search
+    abstained (``retrieval.abstain``)."""
     explanation = yield from explain_search(ctx, query, envelope=envelope, tiers=tiers,
                                             limit=limit, as_of=as_of, restrict=restrict)
     return explanation.hits
@@ -846,21 +923,33 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         params.update(restrict.params)
     statement = retrieval.search_statement(ctx.tables, signals, MEMORY_COLUMNS,
                                            point_in_time=as_of is not None, bm25=bm25,
-                                           restrict=restrict, indexed_match=ctx.text_match)
+                                           restrict=restrict, indexed_match=ctx.text_match,
+                                           decay=ctx.decay or decay_models(ctx.spec))
     rows = yield Step(statement, params, "all", last=final)
     n = len(MEMORY_COLUMNS)
     hits = [Hit(Memory.from_row(row[:n]), float(row[n]), dict(row[n + 1]),
-                {s: float(v) for s, v in row[n + 2].items()}) for row in rows]
+                {s: float(v) for s, v in row[n + 2].items()}, float(row[n + 4]))
+            for row in rows]
     counts: dict[str, Any] = dict(rows[0][n + 3]) if rows else {}
     mode = counts.pop("semantic_mode", None)
+    # Abstention (retrieval.abstain): a query's hits below the cut-off are dropped; none
+    # left is an answer of its own. A blank query lists rows and never abstains.
+    abstain = config.abstain
+    abstained = False
+    if abstain is not None and query.strip():
+        hits = [hit for hit in hits if hit.score >= abstain.min_fused_score]
+        abstained = not hits
     reranked = 0
     if top_n and hits:
         assert ctx.reranker is not None
         hits = list((yield Rerank(ctx.reranker, query, tuple(hits), top_n)))
         reranked = min(top_n, len(hits))
-    return Explanation(hits[:limit], signals, {s: int(counts.get(s, 0)) for s in signals},
+    message = abstain.message if abstained and abstain is not None else None
+    return Explanation(SearchResult(hits[:limit], abstained=abstained, message=message),
+                       signals, {s: int(counts.get(s, 0)) for s in signals},
                        mode, config.fusion.k, weights, dropped, intent,
-                       routed.edge_types if "graph" in signals else (), reranked)
+                       routed.edge_types if "graph" in signals else (), reranked,
+                       abstained, message)
 
 
 def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Memory]]:

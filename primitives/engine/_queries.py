@@ -12,6 +12,7 @@ from psycopg import sql
 
 from primitives.compile import OBSERVED_EVENT_KIND, Tables
 from primitives.compile._definer import erase_row_function, transient_delete_function
+from primitives.compile._expr import active_predicate
 from primitives.engine._ids import new_uuid
 from primitives.engine._records import MEMORY_COLUMNS, READ_BACK_COLUMNS
 
@@ -159,6 +160,39 @@ def supersede(tables: Tables) -> sql.Composed:
         "AND NOT EXISTS (SELECT FROM {mem} AS w WHERE w.{t} = %(tenant)s AND w.id = %(by)s) "
         "RETURNING id"
     ).format(mem=tables.memories.ident, t=tables.tenant)
+
+
+def resolve_conflict(tables: Tables) -> sql.Composed:
+    """Apply a conflict strategy to the older memory ``%(id)s``: end its validity
+    (``%(invalidate)s``), archive it (``%(archive)s``), set ``%(confidence)s`` and
+    ``%(decay_rate)s`` where given. Returns its id and previous confidence."""
+    return sql.SQL(
+        "UPDATE {mem} AS m SET "
+        "invalidated_at = CASE WHEN %(invalidate)s THEN coalesce(m.invalidated_at, now()) "
+        "ELSE m.invalidated_at END, "
+        "archived_at = CASE WHEN %(archive)s THEN coalesce(m.archived_at, now()) "
+        "ELSE m.archived_at END, "
+        "confidence = coalesce(%(confidence)s::real, m.confidence), "
+        "decay_rate = coalesce(%(decay_rate)s::real, m.decay_rate), updated_at = now() "
+        "FROM (SELECT confidence FROM {mem} WHERE {t} = %(tenant)s AND id = %(id)s) AS o "
+        "WHERE m.{t} = %(tenant)s AND m.id = %(id)s RETURNING m.id, o.confidence"
+    ).format(mem=tables.memories.ident, t=tables.tenant)
+
+
+def similar_current(tables: Tables, similarity: str) -> sql.Composed:
+    """The active row of ``%(tier)s`` / ``%(typology)s`` whose text is closest to
+    ``%(content)s`` at ``%(threshold)s`` or more and differs from it, locked; nothing when
+    none. ``similarity``: ``trigram`` (pg_trgm) or ``exact`` (lower-cased equality only, so
+    never a different text: no candidate)."""
+    if similarity != "trigram":
+        return sql.SQL("SELECT NULL::uuid WHERE false").format()
+    return sql.SQL(
+        "SELECT m.id, similarity(m.content, %(content)s) AS s FROM {mem} AS m "
+        "WHERE m.{t} = %(tenant)s AND m.tier = %(tier)s AND m.typology = %(typology)s "
+        "AND {active} AND m.content <> %(content)s "
+        "AND similarity(m.content, %(content)s) >= %(threshold)s "
+        "ORDER BY s DESC, m.created_at DESC, m.id LIMIT 1 FOR UPDATE OF m"
+    ).format(mem=tables.memories.ident, t=tables.tenant, active=active_predicate("m"))
 
 
 def rows_to_embed(tables: Tables) -> sql.Composed:
@@ -448,6 +482,15 @@ def confirm_memory(tables: Tables) -> sql.Composed:
     """A user confirmed the memory: full confidence, no decay (seed 002 §12.1)."""
     return sql.SQL(
         "UPDATE {} AS m SET confidence = 1, decay_rate = 0, updated_at = now() "
+        "WHERE m.{} = %(tenant)s AND m.id = %(id)s RETURNING {}"
+    ).format(tables.memories.ident, tables.tenant, _returning_m())
+
+
+def exempt_memory(tables: Tables) -> sql.Composed:
+    """The memory is exempt from decay (decay rate 0): a disposition of a forcing-function
+    row past its horizon, or of any row a person decides to keep as it is."""
+    return sql.SQL(
+        "UPDATE {} AS m SET decay_rate = 0, updated_at = now() "
         "WHERE m.{} = %(tenant)s AND m.id = %(id)s RETURNING {}"
     ).format(tables.memories.ident, tables.tenant, _returning_m())
 

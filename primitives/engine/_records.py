@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 __all__ = ["MEMORY_COLUMNS", "READ_BACK_COLUMNS", "Edge", "Entity", "Explanation", "Hit",
-           "Memory"]
+           "Memory", "SearchResult"]
+
+T = TypeVar("T")
 
 MEMORY_COLUMNS = (
     "id", "tier", "typology", "scope_id", "namespace", "key", "content", "value", "envelope",
@@ -135,15 +137,48 @@ class Edge:
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: the memory, its fused score, and per signal its rank (1-based)
-    and score (the value the signal ranked by: cosine similarity for ``semantic``,
-    ``ts_rank_cd`` for ``lexical``, event time in epoch seconds for ``recency``, 1.0 for an
-    ``envelope`` match)."""
+    """One search result: the memory, its score, and per signal its rank (1-based) and
+    score (the value the signal ranked by: cosine similarity for ``semantic``,
+    ``ts_rank_cd`` for ``lexical``, the decay weight of the spec's decay model for
+    ``recency`` (event time in epoch seconds when no typology decays), 1.0 for an
+    ``envelope`` match).
+
+    ``score`` is the fused score times the tier weight times ``confidence``, the memory's
+    effective confidence now (its base confidence ``memory.confidence`` under its
+    typology's decay model, :mod:`primitives.lifecycle._decay`)."""
 
     memory: Memory
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
+    confidence: float = 1.0
+
+
+class SearchResult(list[T], Generic[T]):
+    """What a search returns: its results, in order, as a list, and whether it abstained.
+
+    With ``retrieval.abstain`` in the spec, results below ``min_fused_score`` are dropped;
+    when none remain for a query, ``abstained`` is True and ``message`` is the spec's
+    answer ("I don't know"), so the caller can tell "nothing matched well enough" from an
+    empty memory. Otherwise ``abstained`` is False and ``message`` None.
+
+    >>> SearchResult([], abstained=True, message="I don't know.").abstained
+    True
+    """
+
+    abstained: bool
+    message: str | None
+
+    def __init__(self, items: Any = (), *, abstained: bool = False,
+                 message: str | None = None) -> None:
+        super().__init__(items)
+        self.abstained = abstained
+        self.message = message
+
+    def __repr__(self) -> str:
+        if self.abstained:
+            return f"SearchResult([], abstained=True, message={self.message!r})"
+        return f"SearchResult({list.__repr__(self)})"
 
 
 @dataclass(frozen=True)
@@ -155,10 +190,11 @@ class Explanation:
     iterative scans), ``hnsw+exact`` (the index came back short; an exact scan completed
     it) or None without the semantic signal. ``intent`` is the query's intent when the
     spec routes by intent (``retrieval.intents``); ``edge_types`` the edges the graph
-    signal followed.
+    signal followed. ``hits`` is a :class:`SearchResult`; each hit's ``confidence`` is the
+    effective confidence its fused score was multiplied by.
     """
 
-    hits: list[Hit]
+    hits: SearchResult[Hit]
     signals: tuple[str, ...]
     signal_rows: dict[str, int]
     semantic_mode: str | None
@@ -169,6 +205,15 @@ class Explanation:
     edge_types: tuple[str, ...] = ()
     reranked: int = 0
     """How many of the top fused hits a reranker reordered (0: no reranker ran)."""
+    abstained: bool = False
+    """The query had no hit at or above ``retrieval.abstain.min_fused_score``."""
+    message: str | None = None
+    """The spec's abstain message when it abstained."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.hits, SearchResult):  # a plain list of hits
+            object.__setattr__(self, "hits", SearchResult(
+                self.hits, abstained=self.abstained, message=self.message))
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)

@@ -34,7 +34,7 @@ from primitives.engine import _core as core
 from primitives.engine import _queries as q
 from primitives.engine._core import Context, Op, Step
 from primitives.engine._input import bounded_labels, bounded_text, check_json
-from primitives.engine._records import MEMORY_COLUMNS, Memory
+from primitives.engine._records import MEMORY_COLUMNS, Memory, SearchResult
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
 from primitives.retrieval import Restriction
 
@@ -47,6 +47,7 @@ __all__ = [
     "ItemSearch",
     "StoredItem",
     "confirm_memory",
+    "exempt_memory",
     "filter_conditions",
     "memory_stats",
     "run_item_ops",
@@ -289,14 +290,15 @@ def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
                   where: sql.Composable) -> Op[list[StoredItem]]:
     """Hybrid search over the items the prefix, filter and ``index`` flag admit, in search
     order: the restriction is inside the search statement, so a selective filter still
-    returns ``limit`` items when the tenant has them."""
+    returns ``limit`` items when the tenant has them. When the search abstains
+    (``retrieval.abstain``), an empty :class:`SearchResult` that says so."""
     wanted = op.offset + op.limit
     tiers = [op.tier] if op.tier is not None else None
     hits = yield from core.search(ctx, op.query or "", tiers=tiers,
                                   limit=min(wanted, MAX_SEARCH_CANDIDATES),
                                   restrict=_restriction(ctx, op))
-    if not hits:
-        return []
+    if not hits:  # an abstention (retrieval.abstain) says so
+        return SearchResult(abstained=hits.abstained, message=hits.message)
     rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
                                   prefix_len=len(op.prefix), where=where, by_ids=True),
                       {**params, "ids": [h.memory.id for h in hits]}, "all")
@@ -350,6 +352,23 @@ def confirm_memory(ctx: Context, memory_id: UUID, *, reason: str | None = None) 
     yield core._event(ctx, "confirmed", memory_id, {
         "previous_confidence": memory.confidence, "confidence": 1.0, "decay_rate": 0.0,
         **core.reason_payload(reason)})
+    return Memory.from_row(row)
+
+
+def exempt_memory(ctx: Context, memory_id: UUID, *, reason: str | None = None) -> Op[Memory]:
+    """Exempt an active memory from decay (decay rate 0; its confidence unchanged), with an
+    ``exempted`` event: the disposition that keeps a forcing-function row past its horizon
+    without promoting or archiving it."""
+    memory = Memory.from_row_or_none((yield core.get_step(ctx, memory_id)))
+    if memory is None:
+        raise TenancyError(f"no memory {memory_id} in this tenant", memory_id=str(memory_id))
+    if not memory.active:
+        raise GovernanceError(f"memory {memory_id} is not active ({memory.state}); only an "
+                              "active memory can be exempted", memory_id=str(memory_id))
+    row = yield Step(q.exempt_memory(ctx.tables), {"tenant": ctx.tenant, "id": memory_id},
+                     "one")
+    yield core._event(ctx, "exempted", memory_id, {
+        "confidence": memory.confidence, "decay_rate": 0.0, **core.reason_payload(reason)})
     return Memory.from_row(row)
 
 

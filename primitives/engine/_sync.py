@@ -31,7 +31,7 @@ from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, render, schema_features
 from primitives.engine._observe_message import ObserveCall, observe_call
-from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory
+from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
 from primitives.errors import StorageError
 from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
@@ -228,14 +228,14 @@ class Engine(EngineBase):
     @overload
     def search(self, anchor: Mapping[str, object], query: str = "", *,
                explain: Literal[False] = False, actor: str = "agent",
-               **options: Any) -> list[Hit]: ...
+               **options: Any) -> SearchResult[Hit]: ...
 
     @overload
     def search(self, anchor: Mapping[str, object], query: str = "", *,
                explain: Literal[True], actor: str = "agent", **options: Any) -> Explanation: ...
 
     def search(self, anchor: Mapping[str, object], query: str = "", *, explain: bool = False,
-               actor: str = "agent", **options: Any) -> list[Hit] | Explanation:
+               actor: str = "agent", **options: Any) -> SearchResult[Hit] | Explanation:
         """:meth:`TenantMemory.search` in a transaction of its own, in one round trip."""
         explanation = self.read(
             anchor, lambda ctx: core.explain_search(ctx, query, final=True, **options),
@@ -373,13 +373,13 @@ class TenantMemory:
 
     @overload
     def search(self, query: str = "", *, explain: Literal[False] = False,
-               **options: Any) -> list[Hit]: ...
+               **options: Any) -> SearchResult[Hit]: ...
 
     @overload
     def search(self, query: str = "", *, explain: Literal[True], **options: Any) -> Explanation: ...
 
     def search(self, query: str = "", *, explain: bool = False,
-               **options: Any) -> list[Hit] | Explanation:
+               **options: Any) -> SearchResult[Hit] | Explanation:
         """Hybrid search (options: ``envelope``, ``tiers``, ``limit``, ``as_of``); with
         ``explain=True`` an :class:`Explanation` (hits plus rows per signal)."""
         explanation = run_op(self._conn, core.explain_search(self.ctx, query, **options))
@@ -433,6 +433,12 @@ class TenantMemory:
         """Protect an active memory from decay (confidence 1, decay rate 0), journalled."""
         return run_op(self._conn, store_ops.confirm_memory(self.ctx, memory_id,
                                                            reason=reason))
+
+    def mark_exempt(self, memory_id: UUID, *, reason: str | None = None) -> Memory:
+        """Exempt an active memory from decay (decay rate 0), journalled as ``exempted``: a
+        forcing-function row past its horizon stops awaiting disposition."""
+        return run_op(self._conn, store_ops.exempt_memory(self.ctx, memory_id,
+                                                          reason=reason))
 
     def stats(self) -> dict[str, Any]:
         """Counts of this tenant's memory by typology, tier and state, and of its journal."""

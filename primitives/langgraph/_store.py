@@ -14,6 +14,9 @@ Where the audit posture differs from BaseStore (see ``docs/langgraph.md``):
   nothing and keeps ``updated_at``.
 - a write the spec's write policy routes elsewhere (e.g. semantic memory under
   ``promotion_only``) raises the engine's ``GovernanceError`` unchanged.
+- a query ``search`` of a spec with ``retrieval.abstain`` drops results below its
+  ``min_fused_score``; when none remain it returns an empty ``SearchResult`` (a list) whose
+  ``abstained`` is True and ``message`` the spec's.
 
 Example::
 
@@ -49,6 +52,7 @@ from primitives.engine import (
     AsyncEngine,
     AsyncTenantMemory,
     Engine,
+    SearchResult,
     TenantMemory,
     resolve_anchor,
 )
@@ -185,9 +189,13 @@ class _Translator:
 
     def _to_search_items(self, anchor: Anchor) -> Convert:
         def convert(found: list[StoredItem]) -> list[SearchItem]:
-            return [SearchItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
-                               s.memory.key, s.memory.value, s.created_at, s.memory.updated_at,
-                               s.score) for s in found]
+            items = [SearchItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
+                                s.memory.key, s.memory.value, s.created_at,
+                                s.memory.updated_at, s.score) for s in found]
+            if isinstance(found, SearchResult) and found.abstained:
+                # retrieval.abstain: a list still, that says the search abstained
+                return SearchResult(items, abstained=True, message=found.message)
+            return items
         return convert
 
 

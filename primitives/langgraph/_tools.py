@@ -28,7 +28,15 @@ from uuid import UUID
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from primitives.engine import AsyncEngine, Engine, Entity, Hit, Memory, resolve_anchor
+from primitives.engine import (
+    AsyncEngine,
+    Engine,
+    Entity,
+    Hit,
+    Memory,
+    SearchResult,
+    resolve_anchor,
+)
 from primitives.errors import PrimitivesError, TenancyError
 from primitives.langgraph._timestamps import event_time_fields
 
@@ -90,11 +98,15 @@ class NoArgs(BaseModel):
 
 
 # helpers -----------------------------------------------------------------------------------------
-def memory_dict(memory: Memory, score: float | None = None) -> dict[str, Any]:
-    """A memory as a tool result: JSON-safe, with the timestamp contract."""
+def memory_dict(memory: Memory, score: float | None = None, *,
+                confidence: float | None = None) -> dict[str, Any]:
+    """A memory as a tool result: JSON-safe, with the timestamp contract. ``confidence``:
+    the effective confidence a search found (default: the stored one)."""
     out: dict[str, Any] = {
         "id": str(memory.id), "key": memory.key, "tier": memory.tier, "type": memory.typology,
-        "content": memory.content, "confidence": memory.confidence, "state": memory.state,
+        "content": memory.content,
+        "confidence": memory.confidence if confidence is None else confidence,
+        "state": memory.state,
         "entities": list(memory.envelope.get("entities") or []),
     }
     if score is not None:
@@ -142,9 +154,13 @@ class _Bodies:
 
     def search_memory(self, query: str, type: Type | None = None,
                       entity_name: str | None = None, after: str | None = None,
-                      before: str | None = None, limit: int = 10) -> Body[list[dict[str, Any]]]:
+                      before: str | None = None, limit: int = 10,
+                      ) -> Body[list[dict[str, Any]] | dict[str, Any]]:
         since, until = _time(after, "after"), _time(before, "before")
-        hits: list[Hit] = yield _Call("search", (query,), {"limit": _candidates(limit)})
+        hits: SearchResult[Hit] = yield _Call("search", (query,),
+                                              {"limit": _candidates(limit)})
+        if hits.abstained:  # retrieval.abstain: the spec's "I don't know" is the answer
+            return {"status": "abstained", "message": hits.message, "results": []}
         found: list[dict[str, Any]] = []
         for hit in hits:
             memory = hit.memory
@@ -154,7 +170,7 @@ class _Bodies:
                 continue
             if (since and memory.event_time < since) or (until and memory.event_time > until):
                 continue
-            found.append(memory_dict(memory, hit.score))
+            found.append(memory_dict(memory, hit.score, confidence=hit.confidence))
             if len(found) == limit:
                 break
         return found

@@ -285,10 +285,10 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
         remove = sql.SQL(
             "removed AS (DELETE FROM {mem} AS m USING going AS g WHERE m.{t} = g.tenant "
             "AND m.id = g.id AND g.leave = 'remove' AND NOT g.linked "
-            "RETURNING g.tenant, g.id, g.tier, g.scope_id, g.content_sha256)")
+            "RETURNING g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at)")
     else:
         remove = sql.SQL(
-            "removed AS (SELECT g.tenant, g.id, g.tier, g.scope_id, g.content_sha256 "
+            "removed AS (SELECT g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at "
             "FROM going AS g WHERE g.leave = 'remove' AND NOT g.linked AND {fn}(g.id))")
     remove = remove.format(mem=mem, t=t, fn=transient_delete_function(tables))
     return sql.SQL("""\
@@ -365,6 +365,7 @@ ledger AS (
   ON CONFLICT DO NOTHING RETURNING 1),
 {edges}going AS (
   SELECT c.{t} AS tenant, c.id, c.tier, c.scope_id, c.linked, c.archived_at IS NULL AS live,
+         c.created_at,
          coalesce(l.leave, 'remove') AS leave,
          encode(sha256(convert_to(c.content, 'UTF8')), 'hex') AS content_sha256
   FROM closing_rows AS c LEFT JOIN leaving AS l ON l.typology = c.typology),
@@ -372,7 +373,7 @@ archived AS (
   UPDATE {mem} AS m SET archived_at = now(), updated_at = now()
   FROM going AS g WHERE m.{t} = g.tenant AND m.id = g.id AND g.leave = 'archive'
     AND NOT g.linked AND g.live
-  RETURNING g.tenant, g.id, g.tier, g.scope_id),
+  RETURNING g.tenant, g.id, g.tier, g.scope_id, g.created_at),
 {remove},
 closed AS (
   INSERT INTO {scopes} ({t}, tier, scope_id, closed_at)
@@ -400,42 +401,43 @@ counts AS (
 journal AS (
   INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
   SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload FROM (
-    SELECT 1 AS o, c.tenant, 'corroborated' AS kind, c.id AS memory_id,
+    SELECT 1 AS o, now() AS at, c.tenant, 'corroborated' AS kind, c.id AS memory_id,
            jsonb_build_object('rule', c.rule, 'evidence', to_jsonb(c.members::text[]),
                               'corroborations', jsonb_array_length(c.evidence)) AS payload
     FROM corroborated AS c
     UNION ALL
-    SELECT 2, p.tenant, 'promoted', p.id,
+    SELECT 2, now(), p.tenant, 'promoted', p.id,
            jsonb_build_object('rule', p.provenance -> 'rule',
                               'derived_from', p.provenance -> 'derived_from',
                               'corroborations',
                               jsonb_array_length(p.provenance -> 'corroborated_by'))
     FROM promoted AS p
     UNION ALL
-    SELECT 3, m.tenant, 'compounded', u.member,
+    SELECT 3, (SELECT c.created_at FROM closing_rows AS c WHERE c.{t} = m.tenant
+                 AND c.id = u.member), m.tenant, 'compounded', u.member,
            jsonb_build_object('rule', m.rule, 'into', coalesce(m.target, m.new_id)::text)
     FROM matched AS m, unnest(m.members) AS u(member)
     UNION ALL
-    SELECT 4, a.tenant, 'archived_at_scope_end', a.id,
+    SELECT 4, a.created_at, a.tenant, 'archived_at_scope_end', a.id,
            jsonb_build_object('tier', a.tier, 'scope_id', a.scope_id)
     FROM archived AS a
     UNION ALL
-    SELECT 5, r.tenant, 'removed_at_scope_end', r.id,
+    SELECT 5, r.created_at, r.tenant, 'removed_at_scope_end', r.id,
            jsonb_build_object('tier', r.tier, 'scope_id', r.scope_id,
                               'content_sha256', r.content_sha256)
     FROM removed AS r
     UNION ALL
-    SELECT 6, g.tenant, 'retained_at_scope_end', g.id,
+    SELECT 5, g.created_at, g.tenant, 'retained_at_scope_end', g.id,
            jsonb_build_object('tier', g.tier, 'scope_id', g.scope_id, 'reason', 'action_linked')
     FROM going AS g WHERE g.linked
     UNION ALL
-    SELECT 7, n.tenant, {event}, NULL,
+    SELECT 7, now(), n.tenant, {event}, NULL,
            jsonb_build_object('tier', n.tier, 'scope_id', n.scope_id, 'removed', n.removed,
                               'kept', n.kept, 'archived', n.archived,
                               'compounded', n.compounded, 'promoted', n.promoted,
                               'corroborated', n.corroborated)
     FROM counts AS n
-  ) AS e ORDER BY e.tenant, e.o, e.memory_id
+  ) AS e ORDER BY e.tenant, e.o, e.at, e.memory_id
   RETURNING 1)
 {result}""").format(
         closing=closing or _CLOSING_ARRAYS, event=sql.Literal(event), result=_SUMMARY if summary else _PER_SCOPE,
@@ -651,14 +653,21 @@ def _json_list(items: tuple[str, ...]) -> str:
 
 def boundary_passes(spec: AgentSpec, tables: Tables, *, embedding: bool,
                     similarity: Similarity) -> list[MaintenancePass]:
-    """The maintain job's boundary work: close idle scopes, then promote what corroboration
-    qualifies (so evidence an idle close just gathered is promoted in the same pass)."""
-    passes: list[MaintenancePass] = []
+    """The maintain job's boundary work: promotion out of transient tiers, idle scope closes,
+    then promotion out of the persistent tier (so evidence an idle close just moved up is
+    promoted in the same run)."""
+    persistent = spec.persistent_tier.name
+
+    def promote(rule: CorroborationRule) -> MaintenancePass:
+        return MaintenancePass(f"promote {rule.name}",
+                               corroboration_statement(spec, tables, rule, embedding=embedding))
+
+    rules = corroboration_rules(spec)
+    # rules out of transient tiers before their idle scopes close (the rows then leave),
+    # rules out of the persistent tier after (what the closes compounded up)
+    passes = [promote(r) for r in rules if r.from_tier != persistent]
     idle = idle_scopes_statement(spec, tables, embedding=embedding, similarity=similarity)
     if idle is not None:
         passes.append(MaintenancePass("idle_scopes", idle))
-    for rule in corroboration_rules(spec):
-        passes.append(MaintenancePass(
-            f"promote {rule.name}",
-            corroboration_statement(spec, tables, rule, embedding=embedding)))
+    passes += [promote(r) for r in rules if r.from_tier == persistent]
     return passes

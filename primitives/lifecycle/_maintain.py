@@ -37,7 +37,13 @@ def _boundary(spec: AgentSpec, tables: Tables, embedding: bool,
     return boundary_passes(spec, tables, embedding=embedding, similarity=similarity)
 
 
-pass_builders: list[PassBuilder] = [_boundary]
+def _decay(spec: AgentSpec, tables: Tables, embedding: bool,
+           similarity: Similarity) -> list[MaintenancePass]:
+    from primitives.lifecycle._decay import decay_passes
+    return decay_passes(spec, tables)
+
+
+pass_builders: list[PassBuilder] = [_boundary, _decay]
 """The pass builders, in the order their passes run (idle closes first, so that what they
 compound upward is promoted and decayed in the same run)."""
 
@@ -52,13 +58,16 @@ class MaintainReport:
     """What one run did, per agent and pass (rows changed), and how long it took."""
 
     agents: dict[str, dict[str, int]] = field(default_factory=dict)
+    reported: dict[str, dict[str, int]] = field(default_factory=dict)
+    """What report-only passes counted (``dispositions``: forcing-function rows past their
+    horizon, awaiting promotion, exemption or archive)."""
     tenants: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"agents": self.agents, "tenants": self.tenants, "batches": self.batches,
-                "seconds": round(self.seconds, 3)}
+        return {"agents": self.agents, "reported": self.reported, "tenants": self.tenants,
+                "batches": self.batches, "seconds": round(self.seconds, 3)}
 
     @property
     def changed(self) -> int:
@@ -130,6 +139,9 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                     for step in passes:
                         changed = conn.execute(step.statement, params).fetchone()
                         counts[step.name] += int(changed[0]) if changed else 0
+                        if changed is not None and len(changed) > 1:
+                            reported = report.reported.setdefault(spec.agent, {})
+                            reported[step.name] = reported.get(step.name, 0) + int(changed[1])
                 report.batches += 1
                 if duty < 1:
                     time.sleep((time.perf_counter() - batch_started) * (1 / duty - 1))

@@ -87,6 +87,10 @@ class ContextPack:
     blocks: tuple[ContextBlockResult, ...]
     text: str
     total_tokens_used: int
+    abstained: bool = False
+    """The search for the query abstained (``retrieval.abstain``): no memory scored enough."""
+    message: str | None = None
+    """The spec's abstain message when it abstained."""
 
     def block(self, name: str) -> ContextBlockResult:
         """The block called ``name``; ``KeyError`` if the spec has none."""

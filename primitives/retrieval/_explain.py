@@ -47,7 +47,8 @@ def explain_query(spec: AgentSpec, tenant: str | Mapping[str, object], query: st
 
 def render_explanation(explanation: Explanation, *, query: str, model: str | None = None,
                        notes: list[str] | None = None) -> str:
-    """Plain text: signals and their row counts, then each hit's fused score and ranks."""
+    """Plain text: signals and their row counts, then each hit's score, its ranks and the
+    effective confidence its fused score was multiplied by; or the abstention."""
     lines = [f"query: {query!r}"]
     lines += [f"note: {note}" for note in notes or []]
     rows = ", ".join(f"{s} {n}" for s, n in explanation.signal_rows.items())
@@ -70,7 +71,9 @@ def render_explanation(explanation: Explanation, *, query: str, model: str | Non
         text = hit.memory.content if len(hit.memory.content) <= 80 else \
             hit.memory.content[:77] + "..."
         lines.append(f"{n:>3}. {hit.score:.5f}  [{hit.memory.tier}] {text}")
-        lines.append(f"     {parts}")
-    if not explanation.hits:
+        lines.append(f"     {parts}; confidence x{hit.confidence:.3g}")
+    if explanation.abstained:
+        lines.append(f"abstained: {explanation.message}")
+    elif not explanation.hits:
         lines.append("no results")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from psycopg import sql
 
 from primitives.compile import Tables
 from primitives.db import TEXT_MATCH_OPERATOR
+from primitives.lifecycle._decay import NOW, DecayModels
 
 __all__ = [
     "SIGNAL_ORDER",
@@ -272,7 +273,8 @@ class Restriction:
 def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[str], *,
                      point_in_time: bool = False, bm25: bool = False,
                      restrict: Restriction | None = None,
-                     indexed_match: bool = False) -> sql.Composed:
+                     indexed_match: bool = False,
+                     decay: DecayModels | None = None) -> sql.Composed:
     """One statement: a capped CTE per signal, fused by weighted reciprocal rank.
 
     Each row returned is ``columns`` of the memory, then the fused score (times the tier
@@ -283,6 +285,11 @@ def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[s
     full-text index is on ``primitives.tsvector_match_ops``, so the lexical signal matches
     with its leakproof operator and row-level security lets the index serve it.
 
+    With ``decay`` (the spec's decay models, :mod:`primitives.lifecycle._decay`), recency
+    ranks by each row's decay weight (newer first among equal weights) and the fused score
+    is multiplied by the row's effective confidence, which follows as a last column
+    (``confidence``); both are taken at ``now()``, or at ``as_of`` at a point in time.
+
     Built once per distinct set of arguments (the same object comes back, so the engine
     renders its text once).
     """
@@ -292,14 +299,15 @@ def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[s
     used = tuple(s for s in SIGNAL_ORDER if s in signals)
     if restrict is None:
         return _search_statement(tables, used, tuple(columns), point_in_time, bm25,
-                                 indexed_match)
-    key = (tables, used, tuple(columns), point_in_time, bm25, indexed_match, restrict.key)
+                                 indexed_match, decay)
+    key = (tables, used, tuple(columns), point_in_time, bm25, indexed_match, restrict.key,
+           decay)
     statement = _RESTRICTED.get(key)
     if statement is None:
         if len(_RESTRICTED) >= 256:
             _RESTRICTED.clear()
         statement = _build(tables, used, tuple(columns), point_in_time, bm25, restrict.clause,
-                           indexed_match)
+                           indexed_match, decay)
         _RESTRICTED[key] = statement
     return statement
 
@@ -309,8 +317,9 @@ _RESTRICTED: dict[Hashable, sql.Composed] = {}
 
 @lru_cache(maxsize=256)
 def _search_statement(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
-                      point_in_time: bool, bm25: bool, indexed_match: bool) -> sql.Composed:
-    return _build(tables, used, columns, point_in_time, bm25, None, indexed_match)
+                      point_in_time: bool, bm25: bool, indexed_match: bool,
+                      decay: DecayModels | None) -> sql.Composed:
+    return _build(tables, used, columns, point_in_time, bm25, None, indexed_match, decay)
 
 
 def _live_filter(point_in_time: bool, restrict: sql.Composable | None) -> sql.Composable:
@@ -331,8 +340,9 @@ def _live_filter(point_in_time: bool, restrict: sql.Composable | None) -> sql.Co
 
 def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
            point_in_time: bool, bm25: bool, restrict: sql.Composable | None,
-           indexed_match: bool = False) -> sql.Composed:
+           indexed_match: bool = False, decay: DecayModels | None = None) -> sql.Composed:
     mem = tables.memories.ident
+    now = sql.SQL("%(as_of)s") if point_in_time else NOW
     match = sql.SQL(TEXT_MATCH_OPERATOR if indexed_match else "@@")
     # The tenant's rows in the searched tiers: ``scope`` as the active-row index sees them
     # (its predicate written out, so counting them reads the index alone), ``live`` those
@@ -383,10 +393,18 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
                             "OR m.id IN ({}))").format(
                 sql.SQL(" UNION ").join(
                     sql.SQL("SELECT id FROM {}").format(sql.Identifier(s)) for s in matched))
-        ctes.append(sql.SQL(
-            "recency AS (SELECT m.id, extract(epoch FROM m.event_time)::float8 AS score, "
-            "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM live AS m "
-            "WHERE {} ORDER BY rank LIMIT %(cap)s)").format(scope))
+        by_decay = decay.weight_sql(tables, now) if decay is not None else None
+        if by_decay is None:
+            ctes.append(sql.SQL(
+                "recency AS (SELECT m.id, extract(epoch FROM m.event_time)::float8 AS score, "
+                "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM live AS m "
+                "WHERE {} ORDER BY rank LIMIT %(cap)s)").format(scope))
+        else:  # the spec's decay models: the decay weight ranks, event time breaks ties
+            ctes.append(sql.SQL(
+                "recency AS (SELECT m.id, w.weight AS score, row_number() OVER (ORDER BY "
+                "w.weight DESC, m.event_time DESC, m.id) AS rank FROM live AS m "
+                "CROSS JOIN LATERAL (SELECT {} AS weight) AS w "
+                "WHERE {} ORDER BY rank LIMIT %(cap)s)").format(by_decay, scope))
     ranked = sql.SQL(" UNION ALL ").join(
         sql.SQL("SELECT id, {} AS signal, rank, score FROM {}").format(
             sql.Literal(s), sql.Identifier(s))
@@ -402,19 +420,27 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
             "'semantic_mode', CASE WHEN %(small)s::boolean "
             "THEN 'exact' WHEN EXISTS (SELECT 1 FROM semantic_exact) THEN 'hnsw+exact' "
             "ELSE 'hnsw' END"))
+    score: sql.Composable = sql.SQL("f.score * tw.weight")
+    confidence: sql.Composable = sql.SQL("")
+    if decay is not None:  # the fused score times the row's effective confidence
+        score = sql.SQL("f.score * tw.weight * c.confidence")
+        confidence = sql.SQL(" CROSS JOIN LATERAL (SELECT {} AS confidence) AS c").format(
+            decay.confidence_sql(tables, now))
     return sql.SQL(
         "WITH {recursive}{ctes}, ranked AS ({ranked}), fused AS ("
         "SELECT r.id, sum({weight}::float8 / (%(k)s + r.rank)) AS score, "
         "jsonb_object_agg(r.signal, r.rank) AS ranks, "
         "jsonb_object_agg(r.signal, r.score) AS scores FROM ranked AS r GROUP BY r.id) "
-        "SELECT {cols}, f.score * tw.weight AS score, f.ranks, f.scores, "
-        "jsonb_build_object({counts}) AS signal_rows FROM fused AS f "
+        "SELECT {cols}, {score} AS score, f.ranks, f.scores, "
+        "jsonb_build_object({counts}) AS signal_rows{conf_col} FROM fused AS f "
         "JOIN {mem} AS m ON m.{tenant} = %(tenant)s AND m.id = f.id "
         "JOIN unnest(%(tiers)s::text[], %(tier_weights)s::float8[]) AS tw(tier, weight) "
-        "ON tw.tier = m.tier "
+        "ON tw.tier = m.tier{confidence} "
         "ORDER BY score DESC, m.event_time DESC, m.id LIMIT %(limit)s"
     ).format(
         recursive=sql.SQL("RECURSIVE " if "graph" in used else ""),
         ctes=sql.SQL(", ").join(ctes), ranked=ranked, weight=weight, cols=_returning(columns),
-        counts=sql.SQL(", ").join(counts), mem=mem, tenant=tables.tenant,
+        counts=sql.SQL(", ").join(counts), mem=mem, tenant=tables.tenant, score=score,
+        conf_col=sql.SQL(", c.confidence") if decay is not None else sql.SQL(""),
+        confidence=confidence,
     )

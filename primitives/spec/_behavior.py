@@ -126,8 +126,20 @@ class ConflictPolicy(SpecModel):
     """What happens when a new memory contradicts an existing one (seed 003 §10)."""
 
     strategy: Literal["noop", "update_with_validity", "update_with_supersession"]
-    contradicted_confidence: float | None = Field(default=None, ge=0, le=1)
-    contradicted_decay_rate: float | None = Field(default=None, ge=0)
+    contradicted_confidence: float | None = Field(
+        default=None, ge=0, le=1,
+        description="the older memory's confidence once contradicted (update_with_validity "
+        "default: 0.3, seed 002 §12.3)")
+    contradicted_decay_rate: float | None = Field(
+        default=None, ge=0,
+        description="the older memory's decay rate once contradicted (update_with_validity "
+        "default: 0.5)")
+    detect: Literal["key", "similarity"] = Field(
+        default="key",
+        description="key: a write of the same tier, namespace and key contradicts the current "
+        "version; similarity: also a new row whose text is at least `similarity` close to an "
+        "active one of its tier and typology, and differs from it")
+    similarity: float = Field(default=0.8, gt=0, le=1)
     justification: str | None = _Justification
 
 

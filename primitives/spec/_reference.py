@@ -150,11 +150,14 @@ _NOTES: dict[str, str] = {
     "retrieval.default_limit": "results returned when the caller gives no limit",
     "graph.edges": "edge types this memory records",
     "graph.entity_types": "entity kinds extracted and linked",
-    "graph.protect_entity_mentions_over": "entities mentioned more often than this never decay",
+    "graph.protect_entity_mentions_over": "decay protect `entity_mentions`: a memory mentioning "
+                                          "an entity mentioned more often than this keeps full "
+                                          "confidence",
     "graph.max_depth": "deepest traversal of the graph signal",
     "graph.walk_from": "top rows of each other query signal the graph walk also starts from",
     "graph.temporal_edges_on_write": "link each write to the previous one in its session",
-    "graph.reinforcement": "confidence added when a memory is confirmed again",
+    "graph.reinforcement": "r: an Ebbinghaus memory's confidence gains r x ln(1 + accesses / "
+                           "20), up to 1",
     "discipline.non_mirror[].category": "a kind of canonical state the memory must not copy",
     "discipline.non_mirror[].defense": "how copying is prevented",
     "discipline.non_mirror[].similarity_threshold": "trigram similarity that counts as a copy",
@@ -188,7 +191,8 @@ _NOTES: dict[str, str] = {
     "retrieval.intents.classifier": "keyword rules, or similarity to embedded example queries",
     "retrieval.intents.threshold": "embedding classifier: below this similarity the intent is "
                                    "`general`",
-    "retrieval.abstain.min_fused_score": "below this best fused score, nothing is returned",
+    "retrieval.abstain.min_fused_score": "hits scoring below this are dropped; a query left "
+                                         "with none abstains",
     "retrieval.abstain.message": "what the caller gets instead",
     "behavior.lifecycle.<typology>.transient": "what happens to rows on a transient tier when "
                                                "its scope ends",

@@ -75,7 +75,9 @@ def test_keyed_write_is_idempotent_and_a_change_supersedes(engine: Engine) -> No
     assert changed.id != first.id
     assert old is not None and old.superseded_at is not None and not old.active
     kinds = [e[1] for e in _events(engine, anchor)]
-    assert kinds == ["observed", "superseded", "observed"]
+    # procedural: update_with_supersession also archives the prior preference
+    assert kinds == ["observed", "superseded", "observed", "conflict_resolved"]
+    assert old.archived_at is not None
 
 
 def test_direct_semantic_write_is_refused_naming_the_promotion_path(engine: Engine) -> None:

@@ -106,6 +106,22 @@ async def test_state_changes_keep_the_row_and_leave_retrieval(api: Any) -> None:
         assert states == ["archived", "tombstoned", "invalidated"]
 
 
+async def test_mark_exempt_sets_decay_rate_zero_with_an_exempted_event(api: Any) -> None:
+    async with api(_anchor()) as mem:
+        episode = await mem.observe("workspace", "scan 12 found a drift", typology="episodic")
+        exempted = await mem.mark_exempt(episode.id, reason="reference scan")
+        assert exempted.id == episode.id and exempted.confidence == episode.confidence
+        row = await _fetch(mem.connection, sql.SQL("SELECT decay_rate FROM {} WHERE id = %s")
+                           .format(sql.Identifier("platform", "spectral_memories")),
+                           (episode.id,))
+        assert row == (0.0,)
+        [event] = [e for e in await mem.history(episode.id) if e["kind"] == "exempted"]
+        assert event["payload"]["decay_rate"] == 0.0 and "reason_sha256" in event["payload"]
+        await mem.archive(episode.id, reason="disposed")
+        with pytest.raises(GovernanceError, match="not active"):
+            await mem.mark_exempt(episode.id)
+
+
 async def test_supersede_links_versions_and_history_spans_the_chain(api: Any) -> None:
     async with api(_anchor()) as mem:
         old = await mem.observe("workspace", "the gate needs two corroborations",
@@ -115,7 +131,9 @@ async def test_supersede_links_versions_and_history_spans_the_chain(api: Any) ->
         refreshed = await mem.get(old.id)
         assert refreshed.superseded_at is not None and new.key == "gate"
         kinds = [e["kind"] for e in await mem.history(new.id)]
-        assert kinds == ["observed", "superseded", "observed", "supersession_reason"]
+        # procedural: update_with_supersession archives the prior (conflict_resolved)
+        assert kinds == ["observed", "superseded", "observed", "conflict_resolved",
+                         "supersession_reason"]
         with pytest.raises(GovernanceError, match="not active"):
             await mem.supersede(old.id, "again")
 

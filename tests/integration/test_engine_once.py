@@ -64,8 +64,9 @@ def test_observe_alone_with_a_key_supersedes_in_one_transaction(engine: Engine) 
     assert engine.observe(anchor, "workspace", "policy v2", typology="procedural", key="policy").id == two.id  # unchanged: no new row
     rows, events = _rows(engine, anchor)
     assert [r[1] for r in rows] == ["policy v1", "policy v2"]
-    assert [e[1] for e in events] == ["observed", "superseded", "observed"]
-    assert events[1][2] == one.id
+    # procedural: the prior is also archived (update_with_supersession)
+    assert [e[1] for e in events] == ["observed", "superseded", "observed", "conflict_resolved"]
+    assert events[1][2] == one.id and events[3][2] == one.id
 
 
 def test_refused_write_leaves_nothing_and_no_tenant_on_the_connection(engine: Engine) -> None:

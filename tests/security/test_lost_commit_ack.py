@@ -186,7 +186,7 @@ def test_keyed_observe_retried_after_a_lost_commit_ack_writes_one_version(
     rows, events = _rows_and_events(engine, tenant)
     assert sorted(r[1] for r in rows) == ["v1", "v2"]
     assert events == [("observed", first.id), ("superseded", first.id),
-                      ("observed", second.id)]
+                      ("observed", second.id), ("conflict_resolved", first.id)]
 
 
 def test_manual_retry_of_a_transaction_with_the_same_memory_id_writes_once(
@@ -258,7 +258,8 @@ def test_keyed_retry_with_its_memory_id_after_a_later_version_keeps_one_live_ver
         (v1.id, "v1", False, x), (x, "v2", False, v3.id), (v3.id, "v3", True, None)]
     _rows, events = _rows_and_events(engine, tenant)
     assert events == [("observed", v1.id), ("superseded", v1.id), ("observed", x),
-                      ("superseded", x), ("observed", v3.id)]
+                      ("conflict_resolved", v1.id), ("superseded", x), ("observed", v3.id),
+                      ("conflict_resolved", x)]
 
 
 def test_keyed_engine_retry_after_a_lost_ack_and_a_later_version_writes_nothing_twice(

@@ -165,7 +165,7 @@ def test_key_with_sql_is_stored_and_matched_literally(
     assert first.key == payload and same.id == first.id
     assert old is not None and old.superseded_at is not None
     assert changed.key == payload and neighbour.id not in (first.id, changed.id)
-    assert kinds == ["observed", "superseded", "observed"]
+    assert kinds == ["observed", "superseded", "observed", "conflict_resolved"]
     intact()
 
 

@@ -112,6 +112,8 @@ def _keyed(mem: TenantMemory, model: TenantModel, key: str, word: str) -> None:
         model.events.append(("superseded", previous.id))
     model.rows[written.id] = Row(written.id, PERSISTENT, None, key, content, written.created_at)
     model.events.append(("observed", written.id))
+    if previous is not None:  # procedural: update_with_supersession archives the prior
+        model.events.append(("conflict_resolved", previous.id))
 
 
 def _end_scope(mem: TenantMemory, model: TenantModel, tier: str, scope: str) -> None:

@@ -1,0 +1,352 @@
+"""Decay models (seed 003 §7; Ebbinghaus from seed 002 §12): effective confidence and the
+ranking weight of a memory row, computed at read time from its stored columns.
+
+``confidence`` is the row's base confidence and ``decay_rate`` its own lambda (NULL: the
+spec's ``rate``); the clocks are ``last_accessed_at``, ``corroborated_at``, ``valid_from`` and
+``event_time``. Per typology (``behavior.decay``):
+
+- ``ebbinghaus``: confidence x exp(-lambda x days^exponent), days since
+  coalesce(last_accessed_at, corroborated_at, valid_from); lambda = coalesce(decay_rate,
+  rate). Protected rows (``protect``) keep lambda 0: ``confirmed`` (decay_rate 0, as
+  ``confirm`` and ``mark_exempt`` set it; without ``confirmed`` a decay_rate of 0 counts as
+  unset), ``action_linked`` (an action relied on the row), ``entity_mentions`` (the row
+  mentions an entity mentioned more than ``graph.protect_entity_mentions_over`` times).
+  With ``graph.reinforcement`` r, + r x ln(1 + access_count / 20), at most 1.
+- ``validity_window``: full confidence until coalesce(corroborated_at, valid_from) +
+  validity; afterwards it halves every further ``validity``.
+- ``forcing_function``: confidence unchanged; the ranking weight falls linearly from 1 at
+  event_time to 0 at event_time + horizon, where the row awaits disposition.
+- ``exempt``: no decay.
+
+A row with decay_rate 0 is exempt under ``validity_window`` and ``forcing_function`` too
+(the disposition ``mark_exempt``). The ranking weight of ``ebbinghaus`` and
+``validity_window`` is their decay factor (the effective confidence over the base).
+
+:func:`confidence_sql` and :func:`weight_sql` are the SQL (a CASE over ``m.typology`` of a
+memories row ``m``); :func:`effective_confidence` and :func:`decay_weight` are the same
+formulas in Python, which the tests hold the SQL to.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import NamedTuple
+
+from psycopg import sql
+
+from primitives.compile._expr import active_predicate
+from primitives.compile._names import Tables
+from primitives.lifecycle._boundary import MaintenancePass
+from primitives.spec import AgentSpec
+from primitives.spec._behavior import DecayPolicy
+
+__all__ = [
+    "NOW",
+    "DecayModels",
+    "DecayRow",
+    "decay_models",
+    "decay_passes",
+    "decay_weight",
+    "effective_confidence",
+]
+
+NOW = sql.SQL("now()")
+"""The clock of a read: the statement's start."""
+
+DAY = 86400.0
+REINFORCEMENT_SCALE = 20.0
+"""Seed 002 §12.1: reinforcement x ln(1 + access_count / 20)."""
+
+
+class DecayRow(NamedTuple):
+    """The columns of a row the formulas read (and two facts about its relations)."""
+
+    confidence: float
+    decay_rate: float | None
+    event_time: datetime
+    valid_from: datetime
+    last_accessed_at: datetime | None = None
+    corroborated_at: datetime | None = None
+    access_count: int = 0
+    action_linked: bool = False
+    mentions_frequent_entity: bool = False
+
+
+def _days(now: datetime, then: datetime) -> float:
+    return max((now - then).total_seconds() / DAY, 0.0)
+
+
+def _protected(policy: DecayPolicy, row: DecayRow, graph_protects: bool) -> bool:
+    return (("confirmed" in policy.protect and row.decay_rate == 0)
+            or ("action_linked" in policy.protect and row.action_linked)
+            or ("entity_mentions" in policy.protect and graph_protects
+                and row.mentions_frequent_entity))
+
+
+def _factor(spec: AgentSpec, policy: DecayPolicy, row: DecayRow, now: datetime) -> float:
+    """The confidence factor of ``policy`` (1 for models that leave confidence alone)."""
+    if policy.model == "ebbinghaus":
+        assert policy.rate is not None and policy.exponent is not None
+        if _protected(policy, row, _graph_protects(spec)):
+            return 1.0
+        lam = row.decay_rate if row.decay_rate else policy.rate
+        since = row.last_accessed_at or row.corroborated_at or row.valid_from
+        return math.exp(-lam * _days(now, since) ** policy.exponent)
+    if policy.model == "validity_window" and row.decay_rate != 0:
+        assert policy.validity is not None
+        window = policy.validity.total_seconds()
+        start = row.corroborated_at or row.valid_from
+        elapsed = (now - start).total_seconds()
+        return 1.0 if elapsed < window else 0.5 ** ((elapsed - window) / window)
+    return 1.0
+
+
+def _policy(spec: AgentSpec, typology: str) -> DecayPolicy | None:
+    return next((p for t, p in spec.behavior.decay.items() if t == typology), None)
+
+
+def effective_confidence(spec: AgentSpec, typology: str, row: DecayRow, now: datetime) -> float:
+    """The row's confidence at ``now`` under its typology's decay model.
+
+    >>> # a 300-day-old fact past a 90-day window: 0.5 ** (210 / 90) ~ 0.2
+    """
+    policy = _policy(spec, typology)
+    if policy is None:
+        return row.confidence
+    value = float(row.confidence) * _factor(spec, policy, row, now)
+    reinforcement = spec.graph.reinforcement if spec.graph is not None else None
+    if policy.model == "ebbinghaus" and reinforcement:
+        value = min(1.0, value + reinforcement * math.log(
+            1 + row.access_count / REINFORCEMENT_SCALE))
+    return value
+
+
+def decay_weight(spec: AgentSpec, typology: str, row: DecayRow, now: datetime) -> float:
+    """The row's ranking weight at ``now`` (recency ranks by it, newer first among equals)."""
+    policy = _policy(spec, typology)
+    if policy is None:
+        return 1.0
+    if policy.model == "forcing_function":
+        assert policy.horizon is not None
+        if row.decay_rate == 0:
+            return 1.0
+        age = (now - row.event_time).total_seconds()
+        return max(0.0, 1.0 - age / policy.horizon.total_seconds())
+    return _factor(spec, policy, row, now)
+
+
+# SQL ------------------------------------------------------------------------------------------
+def _graph_protects(spec: AgentSpec) -> bool:
+    return spec.graph is not None and spec.graph.protect_entity_mentions_over is not None
+
+
+def _seconds_since(clock: sql.Composable, now: sql.Composable) -> sql.Composed:
+    return sql.SQL("extract(epoch FROM ({}::timestamptz - {}))::float8").format(now, clock)
+
+
+def _protection_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy
+                    ) -> sql.Composable | None:
+    parts: list[sql.Composable] = []
+    if "confirmed" in policy.protect:
+        parts.append(sql.SQL("m.decay_rate = 0"))
+    if "action_linked" in policy.protect:
+        parts.append(sql.SQL(
+            "EXISTS (SELECT 1 FROM {} AS a WHERE a.{t} = m.{t} AND a.memory_id = m.id)"
+        ).format(tables.action_links.ident, t=tables.tenant))
+    if ("entity_mentions" in policy.protect and _graph_protects(spec)
+            and tables.node_entities is not None and tables.entities is not None):
+        assert spec.graph is not None
+        parts.append(sql.SQL(
+            "EXISTS (SELECT 1 FROM {ne} AS n JOIN {ent} AS e ON e.{t} = n.{t} "
+            "AND e.id = n.entity_id WHERE n.{t} = m.{t} AND n.memory_id = m.id "
+            "AND e.mention_count > {over})"
+        ).format(ne=tables.node_entities.ident, ent=tables.entities.ident, t=tables.tenant,
+                 over=sql.Literal(spec.graph.protect_entity_mentions_over)))
+    if not parts:
+        return None
+    return sql.SQL("({})").format(sql.SQL(" OR ").join(parts))
+
+
+def _factor_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
+                now: sql.Composable) -> sql.Composable | None:
+    """The confidence factor of ``policy`` as SQL; None where it is always 1."""
+    if policy.model == "ebbinghaus":
+        since = _seconds_since(
+            sql.SQL("coalesce(m.last_accessed_at, m.corroborated_at, m.valid_from)"), now)
+        decayed = sql.SQL(
+            "exp(-coalesce(nullif(m.decay_rate, 0), {rate})::float8 "
+            "* power(greatest({since} / {day}::float8, 0), {exponent}::float8))"
+        ).format(rate=sql.Literal(float(policy.rate or 0)), since=since,
+                 day=sql.Literal(DAY), exponent=sql.Literal(float(policy.exponent or 1)))
+        protected = _protection_sql(spec, tables, policy)
+        if protected is None:
+            return decayed
+        return sql.SQL("CASE WHEN {} THEN 1.0::float8 ELSE {} END").format(protected, decayed)
+    if policy.model == "validity_window":
+        assert policy.validity is not None
+        window = sql.SQL("{}::float8").format(sql.Literal(policy.validity.total_seconds()))
+        elapsed = _seconds_since(sql.SQL("coalesce(m.corroborated_at, m.valid_from)"), now)
+        return sql.SQL(
+            "CASE WHEN m.decay_rate = 0 OR {e} < {w} THEN 1.0::float8 "
+            "ELSE power(0.5::float8, ({e} - {w}) / {w}) END").format(e=elapsed, w=window)
+    return None
+
+
+def _by_typology(per: dict[str, sql.Composable | None],
+                 default: sql.Composable) -> sql.Composable:
+    """A CASE over ``m.typology``: one branch per distinct expression (typologies that share
+    one share the branch), ``default`` for the typologies whose expression is None."""
+    groups: dict[str, tuple[list[str], sql.Composable]] = {}
+    for typology, expression in sorted(per.items()):
+        if expression is not None:
+            groups.setdefault(expression.as_string(None), ([], expression))[0].append(typology)
+    if not groups:
+        return default
+    branches = [
+        sql.SQL("WHEN m.typology = {} THEN {}").format(sql.Literal(names[0]), expression)
+        if len(names) == 1 else
+        sql.SQL("WHEN m.typology = ANY({}::text[]) THEN {}").format(sql.Literal(names),
+                                                                   expression)
+        for names, expression in groups.values()]
+    return sql.SQL("(CASE {} ELSE {} END)").format(sql.SQL(" ").join(branches), default)
+
+
+@dataclass(frozen=True)
+class DecayModels:
+    """The decay models of a spec, as SQL over a memories row ``m``. Equal (and hashed) by
+    the decay settings alone, so statements built from it can be cached."""
+
+    key: str
+    spec: AgentSpec = field(compare=False, hash=False, repr=False)
+
+    @property
+    def decays(self) -> bool:
+        """Some typology's confidence or ranking weight changes with time."""
+        return any(p.model != "exempt" for p in self.spec.behavior.decay.values())
+
+    def confidence_sql(self, tables: Tables, now: sql.Composable = NOW) -> sql.Composable:
+        """The effective confidence of row ``m`` at ``now`` (float8)."""
+        spec = self.spec
+        per: dict[str, sql.Composable | None] = {}
+        reinforcement = spec.graph.reinforcement if spec.graph is not None else None
+        for typology, policy in sorted(spec.behavior.decay.items()):
+            factor = _factor_sql(spec, tables, policy, now)
+            value: sql.Composable | None = None
+            if factor is not None:
+                value = sql.SQL("m.confidence::float8 * {}").format(factor)
+            if policy.model == "ebbinghaus" and reinforcement:
+                value = sql.SQL("least(1.0::float8, {} + {}::float8 * ln(1 + m.access_count "
+                                "/ {}::float8))").format(value or sql.SQL("m.confidence::float8"),
+                                                 sql.Literal(reinforcement),
+                                                 sql.Literal(REINFORCEMENT_SCALE))
+            per[typology] = value
+        return _by_typology(per, sql.SQL("m.confidence::float8"))
+
+    def weight_sql(self, tables: Tables, now: sql.Composable = NOW) -> sql.Composable | None:
+        """The ranking weight of row ``m`` at ``now``; None when every typology's is 1 (plain
+        recency then)."""
+        spec = self.spec
+        per: dict[str, sql.Composable | None] = {}
+        for typology, policy in sorted(spec.behavior.decay.items()):
+            if policy.model == "forcing_function":
+                assert policy.horizon is not None
+                per[typology] = sql.SQL(
+                    "CASE WHEN m.decay_rate = 0 THEN 1.0::float8 "
+                    "ELSE greatest(0.0::float8, 1 - {} / {}::float8) END").format(
+                    _seconds_since(sql.SQL("m.event_time"), now),
+                    sql.Literal(policy.horizon.total_seconds()))
+            else:
+                per[typology] = _factor_sql(spec, tables, policy, now)
+        if all(e is None for e in per.values()):
+            return None
+        return _by_typology(per, sql.SQL("1.0::float8"))
+
+
+_MODELS: dict[str, DecayModels] = {}
+
+
+def decay_models(spec: AgentSpec) -> DecayModels:
+    """The spec's :class:`DecayModels` (one object per distinct decay settings)."""
+    graph = spec.graph
+    key = repr((sorted((t, p.model_dump_json()) for t, p in spec.behavior.decay.items()),
+                graph.reinforcement if graph else None,
+                graph.protect_entity_mentions_over if graph else None, spec.agent))
+    models = _MODELS.get(key)
+    if models is None:
+        if len(_MODELS) >= 64:
+            _MODELS.clear()
+        models = _MODELS[key] = DecayModels(key, spec)
+    return models
+
+
+# maintain passes ------------------------------------------------------------------------------
+def decay_archive_statement(spec: AgentSpec, tables: Tables) -> sql.Composed | None:
+    """Archive the active rows of ``%(tenants)s`` whose typology decays by ``ebbinghaus`` and
+    whose effective confidence at ``%(now)s`` is below the model's ``threshold`` (protected
+    rows keep full confidence, so they never fall below it), each with a ``decay_archived``
+    event carrying that confidence. Returns ``(changed)``. None without such a typology."""
+    models = decay_models(spec)
+    now = sql.SQL("%(now)s")
+    thresholds = sorted((t, float(p.threshold or 0)) for t, p in spec.behavior.decay.items()
+                        if p.model == "ebbinghaus")
+    if not thresholds:
+        return None
+    threshold = sql.SQL("CASE m.typology {} END").format(sql.SQL(" ").join(
+        sql.SQL("WHEN {} THEN {}::float8").format(sql.Literal(t), sql.Literal(v))
+        for t, v in thresholds))
+    return sql.SQL(
+        "WITH due AS (SELECT c.* FROM (SELECT m.{t} AS tenant, m.id, {conf} AS confidence, "
+        "{threshold} AS threshold FROM {mem} AS m WHERE m.{t} = ANY(%(tenants)s::text[]) "
+        "AND m.typology = ANY({typologies}::text[]) AND {active}) AS c "
+        "WHERE c.confidence < c.threshold), "
+        "archived AS (UPDATE {mem} AS m SET archived_at = %(now)s, updated_at = %(now)s "
+        "FROM due WHERE m.{t} = due.tenant AND m.id = due.id AND {active} "
+        "RETURNING m.{t} AS tenant, m.id), "
+        "journal AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
+        "SELECT a.tenant, gen_random_uuid(), 'decay_archived', a.id, %(actor)s, "
+        "jsonb_build_object('confidence', due.confidence, 'threshold', due.threshold, "
+        "'column', 'archived_at') FROM archived AS a JOIN due ON due.tenant = a.tenant "
+        "AND due.id = a.id ORDER BY a.tenant, a.id RETURNING 1) "
+        "SELECT count(*)::bigint FROM journal"
+    ).format(t=tables.tenant, mem=tables.memories.ident, events=tables.events.ident,
+             conf=models.confidence_sql(tables, now), threshold=threshold,
+             typologies=sql.Literal([t for t, _ in thresholds]),
+             active=active_predicate("m"))
+
+
+def dispositions_statement(spec: AgentSpec, tables: Tables) -> sql.Composed | None:
+    """Report only: the active rows of ``%(tenants)s`` whose typology decays by
+    ``forcing_function`` and that are past its horizon at ``%(now)s`` without being marked
+    exempt (decay_rate 0): they await disposition (promote, mark exempt, or archive).
+    Returns ``(changed, awaiting)``: nothing changed, and their count. None without such a
+    typology."""
+    horizons = sorted((t, p.horizon.total_seconds()) for t, p in spec.behavior.decay.items()
+                      if p.model == "forcing_function" and p.horizon is not None)
+    if not horizons:
+        return None
+    return sql.SQL(
+        "SELECT 0::bigint AS changed, count(*)::bigint AS awaiting FROM {mem} AS m "
+        "JOIN (VALUES {horizons}) AS h(typology, seconds) ON h.typology = m.typology "
+        "WHERE m.{t} = ANY(%(tenants)s::text[]) AND {active} "
+        "AND m.decay_rate IS DISTINCT FROM 0 "
+        "AND m.event_time <= %(now)s::timestamptz - make_interval(secs => h.seconds)"
+    ).format(mem=tables.memories.ident, t=tables.tenant, active=active_predicate("m"),
+             horizons=sql.SQL(", ").join(
+                 sql.SQL("({}, {}::float8)").format(sql.Literal(t), sql.Literal(s))
+                 for t, s in horizons))
+
+
+def decay_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:
+    """The maintain job's decay work: ``decay_archive`` (Ebbinghaus typologies below their
+    threshold are archived, never deleted) and ``dispositions`` (report only: forcing-function
+    rows past their horizon; its second column is their count)."""
+    passes: list[MaintenancePass] = []
+    archive = decay_archive_statement(spec, tables)
+    if archive is not None:
+        passes.append(MaintenancePass("decay_archive", archive))
+    report = dispositions_statement(spec, tables)
+    if report is not None:
+        passes.append(MaintenancePass("dispositions", report))
+    return passes
