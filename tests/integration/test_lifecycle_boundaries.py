@@ -360,48 +360,6 @@ def test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edge
                                    + [(semantic[0], episode[0])])
 
 
-_DROPPING = """\
-version: 1
-agent: dropping
-anchor:
-  keys: [team_id]
-  required_at_write: [team_id]
-typology:
-  session: [episodic]
-  team: [episodic]
-tiers:
-  - name: session
-    boundary: {lifecycle: session_end}
-  - name: team
-    boundary: {scope_change: team_id}
-    persistent: true
-persistence:
-  store: {schema: dropping, prefix: drp}
-retrieval:
-  signals: [lexical, recency]
-behavior:
-  lifecycle:
-    episodic:
-      transient: drop_at_scope_end
-      justification: session scratch never outlives its session
-"""
-
-
-def test_drop_at_scope_end_removes_the_rows_without_compounding_them_upward(
-        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any]) -> None:
-    spec = _custom(tmp_path, pg, "dropping", _DROPPING)
-    assert boundary_rules(spec) == []
-    team = f"team-{uuid.uuid4().hex[:8]}"
-    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
-            engine.tenant({"team_id": team}) as mem:
-        row = mem.observe("session", "scratch note", scope_id="s1")
-        ended = mem.end_scope("session", "s1")
-        assert ended == (1, 0) and (ended.compounded, ended.promoted) == (0, 0)
-        assert mem.get(row.id) is None
-    assert _rows(admin_conn, spec, team, "team") == []
-    assert _kinds(admin_conn, spec, team)[-2:] == ["removed_at_scope_end", "scope_ended"]
-
-
 def _threshold_spec(name: str, dedup: str) -> str:
     return f"""\
 version: 1
@@ -433,10 +391,7 @@ behavior:
      "      dedup_similarity: 0.5\n      justification: looser merging", 1),
     ("  consolidation:\n    episodic:\n      method: compounding\n      dedup_similarity: 0.5\n"
      "      justification: looser merging", 1),
-    ("  consolidation:\n    episodic:\n      method: none\n"
-     "      justification: episodes are never merged", 3),
-], ids=["default", "rule_dedup_similarity", "consolidation_dedup_similarity",
-        "consolidation_none"])
+], ids=["default", "rule_dedup_similarity", "consolidation_dedup_similarity"])
 def test_the_spec_threshold_and_method_decide_what_compounds(
         pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any],
         behavior: str, promoted: int) -> None:
