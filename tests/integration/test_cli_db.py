@@ -36,7 +36,7 @@ def test_migrate_applies_then_reports_unchanged(
     assert "agent spectral: platform.spectral_* unchanged" in out
     assert "0 agent plan(s) applied, 1 unchanged" in out
     # migrate warns, as validate does, about what the spec declares but the engine ignores
-    assert "behavior.decay.episodic.model = forcing_function: declared but not enforced yet" \
+    assert "behavior.consolidation.episodic.trigger = tier_boundary: declared but not enforced yet" \
         in " ".join(captured.err.split())
 
 

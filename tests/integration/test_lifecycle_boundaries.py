@@ -610,3 +610,23 @@ def test_keep_if_specific_decides_whether_a_row_short_once_stripped_is_promoted(
     assert semantic == promoted  # a row with no text left is never promoted
     kept = 3 - len(promoted)
     assert _kinds(admin_conn, spec, team).count("kept_specific") == kept
+
+
+def test_drop_at_scope_end_removes_the_rows_without_compounding_them_upward(
+        pg: PostgresHandle, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    # Spectral with episodic rows dropped at scope end (same tables: lifecycle changes no DDL)
+    behavior = spectral.behavior
+    episodic = behavior.lifecycle["episodic"].model_copy(
+        update={"transient": "drop_at_scope_end"})
+    spec = spectral.model_copy(update={"behavior": behavior.model_copy(
+        update={"lifecycle": {**behavior.lifecycle, "episodic": episodic}})})
+    assert boundary_rules(spec) == []
+    anchor = _ws()
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant(anchor) as mem:
+        note = mem.observe("run", "a scratch note", scope_id="r1")
+        ended = mem.end_scope("run", "r1")
+        assert (ended.removed, ended.compounded, ended.promoted) == (1, 0, 0)
+        assert mem.get(note.id) is None
+    assert _rows(admin_conn, spectral, anchor["workspace_id"], "workspace") == []
+    assert "compounded" not in _kinds(admin_conn, spectral, anchor["workspace_id"])
