@@ -213,6 +213,25 @@ def _typology(spec: AgentSpec, tier: str, typology: str | None) -> str:
     return typology
 
 
+def append_only(spec: AgentSpec, tier: str, typology: str) -> bool:
+    """The typology's persistent rows are an append-only event store (``lifecycle.persistent:
+    append_only``): their content is never replaced, so a keyed rewrite and a supersession
+    are refused."""
+    if not spec.tier(tier).persistent:
+        return False
+    policy = spec.behavior.lifecycle.get(typology)  # type: ignore[call-overload]
+    return policy is not None and policy.persistent == "append_only"
+
+
+def refuse_append_only(spec: AgentSpec, tier: str, typology: str, memory_id: UUID) -> None:
+    if append_only(spec, tier, typology):
+        raise GovernanceError(
+            f"{typology} memory of agent '{spec.agent}' is append-only "
+            f"(behavior.lifecycle.persistent: append_only): memory {memory_id} is never "
+            "replaced; write a new entry instead", tier=tier, typology=typology,
+            memory_id=str(memory_id))
+
+
 def check_write_policy(spec: AgentSpec, tier: str, typology: str) -> None:
     """Refuse writes the spec's write policy routes elsewhere; say which path to take.
 
@@ -467,7 +486,7 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
         "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
     }
-    policy = _conflict_policy(spec, typ)
+    policy = None if append_only(spec, tier, typ) else _conflict_policy(spec, typ)
     candidate: UUID | None = None
     if key is None and policy is not None and policy.detect == "similarity":
         # a fresh key: the closest active row of the tier and typology, if it is close
@@ -497,6 +516,7 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
                     return previous  # unchanged, or the retry of a write that committed
                 if previous.id == new_id:
                     raise reused_id(new_id)
+                refuse_append_only(spec, tier, typ, previous.id)
                 # Free the current-key slot first; the new row takes it. The old row stays.
                 freed = yield Step(q.supersede(ctx.tables), {
                     "tenant": ctx.tenant, "id": previous.id, "by": new_id}, "one")
@@ -625,6 +645,7 @@ def supersede(ctx: Context, memory_id: UUID, content: str, *,
     old = _require(Memory.from_row_or_none(
         (yield Step(q.select_memory_for_update(ctx.tables),
                     {"tenant": ctx.tenant, "id": memory_id}, "one"))), memory_id)
+    refuse_append_only(ctx.spec, old.tier, old.typology, memory_id)
     if not old.active:
         state = "superseded" if old.superseded_at is not None else old.state
         raise GovernanceError(f"memory {memory_id} is not active ({state}); only an "

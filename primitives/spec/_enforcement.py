@@ -86,7 +86,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.lifecycle.*.persistent=forcing_function": (),
     "behavior.lifecycle.*.persistent=corroborated": (),
     "behavior.lifecycle.*.persistent=indefinite": (),
-    "behavior.lifecycle.*.persistent=append_only": (),
+    "behavior.lifecycle.*.persistent=append_only": (
+        _CF + "test_an_append_only_typology_never_replaces_an_entry",),
     "behavior.lifecycle.*.archive_on=disposition": (),
     "behavior.lifecycle.*.archive_on=canonical_change": (),
     "behavior.lifecycle.*.archive_on=failed_corroborations": (),

@@ -242,3 +242,27 @@ def test_invalidating_a_procedural_memory_archives_it_an_episode_stays_unarchive
     assert _state(admin_conn, keyed, rule.id)[1:3] == (True, True)
     assert _state(admin_conn, keyed, note.id)[1:3] == (True, False)
     assert _kinds(admin_conn, keyed, rule.id) == ["observed", "invalidated", "archived"]
+
+
+def test_an_append_only_typology_never_replaces_an_entry(
+        pg: PostgresHandle, admin_conn: psycopg.Connection[Any]) -> None:
+    # MACE's long-term episodic memory is append-only (seed 001 §1.C)
+    from primitives.errors import GovernanceError
+    spec = load_spec(ROOT / "agents" / "mace.yaml")
+    migrate([spec], dsn=pg.admin_dsn)
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine:
+        anchor = {"user_id": f"u-{uuid.uuid4().hex[:8]}"}
+        with engine.tenant(anchor) as mem:
+            entry = mem.observe("long_term", "job 7 finished with 3 findings",
+                                typology="episodic", key="job-7")
+        with pytest.raises(GovernanceError, match="append-only"), engine.tenant(anchor) as mem:
+            mem.observe("long_term", "job 7 finished with 4 findings", typology="episodic",
+                        key="job-7")
+        with pytest.raises(GovernanceError, match="append-only"), engine.tenant(anchor) as mem:
+            mem.supersede(entry.id, "job 7 finished with 5 findings")
+        with engine.tenant(anchor) as mem:
+            same = mem.observe("long_term", "job 7 finished with 3 findings",
+                               typology="episodic", key="job-7")
+            other = mem.observe("long_term", "job 8 finished", typology="episodic")
+    assert same.id == entry.id and other.id != entry.id  # an unchanged write, a new entry
+    assert _state(admin_conn, spec, entry.id)[:3] == (None, False, False)
