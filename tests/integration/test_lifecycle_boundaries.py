@@ -391,7 +391,10 @@ behavior:
      "      dedup_similarity: 0.5\n      justification: looser merging", 1),
     ("  consolidation:\n    episodic:\n      method: compounding\n      dedup_similarity: 0.5\n"
      "      justification: looser merging", 1),
-], ids=["default", "rule_dedup_similarity", "consolidation_dedup_similarity"])
+    ("  consolidation:\n    episodic:\n      method: none\n"
+     "      justification: episodes are never merged", 3),
+], ids=["default", "rule_dedup_similarity", "consolidation_dedup_similarity",
+        "consolidation_none"])
 def test_the_spec_threshold_and_method_decide_what_compounds(
         pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any],
         behavior: str, promoted: int) -> None:
