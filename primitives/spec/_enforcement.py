@@ -209,8 +209,7 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _LB + "test_the_spec_threshold_and_method_decide_what_compounds",),
     "behavior.consolidation.*.extractor=rule_based": (),
     "behavior.consolidation.*.extractor=llm": (),
-    "behavior.consolidation.*.idempotent": (
-        _LB + "test_ending_a_closed_archived_session_again_promotes_nothing_twice",),
+    "behavior.consolidation.*.idempotent": (),
     # 12. context budget ------------------------------------------------------------------------
     "behavior.context": (_CX + "test_spec_without_context_gives_an_empty_pack",),
     "behavior.context.total_tokens": (

@@ -103,7 +103,9 @@ async def test_state_changes_keep_the_row_and_leave_retrieval(api: Any) -> None:
         await mem.invalidate(c.id, reason="contradicted")
         assert await mem.search("prefers") == []
         states = [(await mem.get(m.id)).state for m in (a, b, c)]
-        assert states == ["archived", "tombstoned", "invalidated"]
+        # procedural archives on explicit invalidation: the invalidated row is archived too
+        assert states == ["archived", "tombstoned", "archived"]
+        assert (await mem.get(c.id)).invalidated_at is not None
 
 
 async def test_mark_exempt_sets_decay_rate_zero_with_an_exempted_event(api: Any) -> None:

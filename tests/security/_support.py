@@ -92,10 +92,14 @@ def into_scope(spec: AgentSpec, tier: str, scope: str) -> dict[str, str]:
 
 
 def persistent_write(spec: AgentSpec) -> tuple[str, str]:
-    """(persistent tier, a typology of it that may be written directly)."""
+    """(persistent tier, a typology of it that may be written directly and superseded: not
+    promotion_only or governed, not append_only)."""
     tier = spec.persistent_tier.name
     for typology in spec.typology[tier]:
         policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
+        lifecycle = spec.behavior.lifecycle.get(typology)  # type: ignore[call-overload]
+        if lifecycle is not None and lifecycle.persistent == "append_only":
+            continue
         if policy is None or policy.mode not in ("promotion_only", "governed"):
             return tier, typology
     raise AssertionError(f"{spec.agent}: no directly writable typology in {tier}")
