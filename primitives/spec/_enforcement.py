@@ -186,9 +186,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.conflict.*.strategy=update_with_supersession": (
         _CF + "test_a_procedural_update_archives_the_prior_preference",),
     "behavior.conflict.*.contradicted_confidence": (
-        _CF + "test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge",),
+        _CF + "test_similarity_detection_finds_the_fact_a_new_one_contradicts",),
     "behavior.conflict.*.contradicted_decay_rate": (
-        _CF + "test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge",),
+        _CF + "test_similarity_detection_finds_the_fact_a_new_one_contradicts",),
     "behavior.conflict.*.detect=key": (_CF + "test_without_similarity_detection_a_fresh_key_contradicts_nothing",),
     "behavior.conflict.*.detect=similarity": (
         _CF + "test_similarity_detection_finds_the_fact_a_new_one_contradicts",),

@@ -57,6 +57,8 @@ _SIMILARITY = """\
       strategy: update_with_validity
       detect: similarity
       similarity: 0.5
+      contradicted_confidence: 0.2
+      contradicted_decay_rate: 1.0
       justification: facts about one subject with another value contradict it
 """
 
@@ -183,7 +185,8 @@ def test_similarity_detection_finds_the_fact_a_new_one_contradicts(
         tea = mem.observe("profile", "enjoys green tea", typology="semantic")
         berlin = mem.observe("profile", "the user lives in Berlin", typology="semantic")
         hits = mem.search("lives")
-    assert _state(admin_conn, similar, paris.id) == (berlin.id, True, False, 0.3, 0.5)
+    # the spec's contradicted_confidence and contradicted_decay_rate, not the 0.3 / 0.5 default
+    assert _state(admin_conn, similar, paris.id) == (berlin.id, True, False, 0.2, 1.0)
     assert [h.memory.id for h in hits] == [berlin.id]
     assert _state(admin_conn, similar, tea.id) == (None, False, False, 1.0, None)
     assert _kinds(admin_conn, similar, paris.id)[-1] == "conflict_resolved"
@@ -195,7 +198,7 @@ def test_the_one_statement_observe_path_still_detects_by_similarity(
     with Engine.connect(similar, pg.app_dsn, max_connections=2) as engine:
         paris = engine.observe(user, "profile", "the user lives in Paris", typology="semantic")
         berlin = engine.observe(user, "profile", "the user lives in Berlin", typology="semantic")
-    assert _state(admin_conn, similar, paris.id) == (berlin.id, True, False, 0.3, 0.5)
+    assert _state(admin_conn, similar, paris.id) == (berlin.id, True, False, 0.2, 1.0)
 
 
 def test_without_similarity_detection_a_fresh_key_contradicts_nothing(
@@ -222,8 +225,9 @@ def test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge(
             {"fact_id": str(old.id), "corrected_fact": "the user's manager is Priya"})
     new_id = result["id"] if isinstance(result, dict) else None
     assert new_id is not None
-    # the assistant's semantic strategy: supersession, confidence 0.3, decay rate 0.5
-    assert _state(admin_conn, spec, old.id)[1:] == (False, True, 0.3, 0.5)
+    # the assistant's semantic strategy (seed 002 §12.3): validity ends, confidence 0.3,
+    # decay rate 0.5, the row stays unarchived
+    assert _state(admin_conn, spec, old.id)[1:] == (True, False, 0.3, 0.5)
     edges = admin_conn.execute(sql.SQL(
         "SELECT source_id::text, target_id::text FROM {} WHERE relation_type = 'supersedes' "
         "AND target_id = %s").format(tables.edges.ident), (old.id,)).fetchall()
