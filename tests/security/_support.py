@@ -24,6 +24,7 @@ from psycopg.types.json import Jsonb
 
 from primitives.compile import Table, Tables, agent_tables
 from primitives.engine import Engine
+from primitives.engine._core import append_only
 from primitives.spec import AgentSpec, load_specs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,16 +93,16 @@ def into_scope(spec: AgentSpec, tier: str, scope: str) -> dict[str, str]:
 
 
 def persistent_write(spec: AgentSpec) -> tuple[str, str]:
-    """(persistent tier, a typology of it that may be written directly and superseded: not
-    promotion_only or governed, not append_only)."""
+    """(persistent tier, a typology of it that may be written directly: not promotion_only or
+    governed), one that may also be superseded (not append_only) where the tier has one."""
     tier = spec.persistent_tier.name
+    writable = []
     for typology in spec.typology[tier]:
         policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
-        lifecycle = spec.behavior.lifecycle.get(typology)  # type: ignore[call-overload]
-        if lifecycle is not None and lifecycle.persistent == "append_only":
-            continue
         if policy is None or policy.mode not in ("promotion_only", "governed"):
-            return tier, typology
+            writable.append(typology)
+    for typology in sorted(writable, key=lambda t: append_only(spec, tier, t)):
+        return tier, typology
     raise AssertionError(f"{spec.agent}: no directly writable typology in {tier}")
 
 
@@ -245,7 +246,9 @@ def seed_tenant(engine: Engine, tenant: str) -> Seeded:
                            envelope={"marker": marker})
         first = mem.observe(tier, f"{marker} first version", typology=typology, key="pref",
                             envelope={"marker": marker})
-        latest = mem.observe(tier, f"{marker} second version", typology=typology, key="pref",
+        # an append-only typology keeps its entries: the second version is a new entry
+        latest = mem.observe(tier, f"{marker} second version", typology=typology,
+                             key="pref-2" if append_only(spec, tier, typology) else "pref",
                              envelope={"marker": marker})
         mem.link_action(f"action-{marker}", [latest.id], "basis")
         doomed = mem.observe(tier, f"{marker} about a data subject", typology=typology,

@@ -229,9 +229,10 @@ def test_assistant_memory_decays_by_ebbinghaus_except_episodes() -> None:
         assert decay.schedule == "0 3 * * *"
 
 
-def test_assistant_memory_supersedes_contradicted_facts() -> None:
+def test_assistant_memory_invalidates_contradicted_facts() -> None:
+    # seed 002 §12.3: the old fact's validity ends, confidence 0.3, decay rate 0.5
     conflict = spec("assistant_memory").behavior.conflict["semantic"]
-    assert conflict.strategy == "update_with_supersession"
+    assert conflict.strategy == "update_with_validity"
     assert (conflict.contradicted_confidence, conflict.contradicted_decay_rate) == (0.3, 0.5)
 
 
