@@ -250,6 +250,14 @@ def seed_tenant(engine: Engine, tenant: str) -> Seeded:
         latest = mem.observe(tier, f"{marker} second version", typology=typology,
                              key="pref-2" if append_only(spec, tier, typology) else "pref",
                              envelope={"marker": marker})
+        drafts: list[uuid.UUID] = []
+        if append_only(spec, tier, typology):
+            # no persistent supersession: the audit's supersession chain comes from a keyed
+            # rewrite in the transient tier instead
+            for version in ("first", "second"):
+                drafts.append(mem.observe(transient, f"{marker} {version} draft",
+                                          scope_id=scope_id, key="draft",
+                                          envelope={"marker": marker}).id)
         mem.link_action(f"action-{marker}", [latest.id], "basis")
         doomed = mem.observe(tier, f"{marker} about a data subject", typology=typology,
                              envelope={"subject": subject})
@@ -259,8 +267,8 @@ def seed_tenant(engine: Engine, tenant: str) -> Seeded:
         for relation in tables.tables:
             if suffix(tables, relation) in _RAW:
                 insert_row(mem.connection, spec.agent, relation, tenant, refs)
-    return Seeded(tenant, marker, (note.id, first.id, latest.id, doomed.id), scope_id,
-                  subject, refs)
+    return Seeded(tenant, marker, (note.id, first.id, latest.id, doomed.id, *drafts),
+                  scope_id, subject, refs)
 
 
 def relation_counts(conn: psycopg.Connection[Any], tables: Tables,
