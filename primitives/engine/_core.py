@@ -740,7 +740,7 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
         into_scope = _text(into_scope, "into_scope")
     # Corroboration rules out of this tier run first (its rows are about to leave), the
     # boundary next, then the rules out of other tiers (the evidence it just moved up).
-    rules = boundary.corroboration_rules(spec)
+    rules = [r for r in boundary.corroboration_rules(spec) if r.at_end_of(tier)]
     promoted = yield from _corroboration(ctx, [r for r in rules if r.from_tier == tier])
     statement = boundary.end_scopes_statement(
         spec, ctx.tables, embedding=ctx.has_embedding, similarity=similarity_kind(ctx))

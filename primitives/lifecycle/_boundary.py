@@ -507,6 +507,18 @@ class CorroborationRule:
     strip_anchors: tuple[str, ...]
     strip_envelope: tuple[str, ...]
     keep_if_specific: bool
+    at: str = "continuous"
+    """``continuous``: at every scope end and maintain pass (as soon as evidence suffices);
+    ``tier_boundary`` (``session_end``, ``job_end``): only when a scope of the source tier
+    ends; any other value: never (not enforced yet)."""
+
+    @property
+    def continuous(self) -> bool:
+        return self.at == "continuous"
+
+    def at_end_of(self, tier: str) -> bool:
+        """The rule runs when a scope of ``tier`` ends."""
+        return self.continuous or (self.at in BOUNDARY_CRITERIA_AT and self.from_tier == tier)
 
 
 def corroboration_rules(spec: AgentSpec) -> list[CorroborationRule]:
@@ -525,7 +537,8 @@ def corroboration_rules(spec: AgentSpec) -> list[CorroborationRule]:
             to_tier=to_tier, to_typology=to_typ, min_corroborations=rule.min_corroborations,
             gate=gate.name if gate else None,
             strip_anchors=tuple(k for k in strip if k in spec.anchor.keys),
-            strip_envelope=strip, keep_if_specific=gate.keep_if_specific if gate else False))
+            strip_envelope=strip, keep_if_specific=gate.keep_if_specific if gate else False,
+            at=rule.at))
     return rules
 
 
@@ -649,7 +662,8 @@ def boundary_passes(spec: AgentSpec, tables: Tables, *, embedding: bool,
         return MaintenancePass(f"promote {rule.name}",
                                corroboration_statement(spec, tables, rule, embedding=embedding))
 
-    rules = corroboration_rules(spec)
+    # continuous rules only: a rule at a tier boundary runs when end_scope ends its tier's scope
+    rules = [r for r in corroboration_rules(spec) if r.continuous]
     # rules out of transient tiers before their idle scopes close (the rows then leave),
     # rules out of the persistent tier after (what the closes compounded up)
     passes = [promote(r) for r in rules if r.from_tier != persistent]

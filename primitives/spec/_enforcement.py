@@ -158,8 +158,11 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].criteria=governed": (),
     "behavior.promotion[].criteria=extraction": (),
     "behavior.promotion[].at=tier_boundary": (
-        _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
-    "behavior.promotion[].at=continuous": (),
+        _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",
+        _RL + "test_a_corroboration_rule_at_the_tier_boundary_waits_for_its_scope_to_end"),
+    "behavior.promotion[].at=continuous": (
+        _RL + "test_world_sessions_corroborate_into_world_knowledge",
+        _RL + "test_a_corroboration_rule_at_the_tier_boundary_waits_for_its_scope_to_end"),
     "behavior.promotion[].at=tick": (),
     "behavior.promotion[].at=job_end": (
         _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",),

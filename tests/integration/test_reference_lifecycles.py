@@ -123,3 +123,30 @@ def test_world_sessions_corroborate_into_world_knowledge(
     rows = _rows(admin_conn, spec, world)
     assert sorted(r[:3] for r in rows) == [("world", "procedural", claim),
                                            ("world", "semantic", claim)]
+
+
+def test_a_corroboration_rule_at_the_tier_boundary_waits_for_its_scope_to_end(
+        pg: PostgresHandle, admin_conn: psycopg.Connection[Any]) -> None:
+    # World's rules with at: tier_boundary instead of continuous: the third report does not
+    # promote; the session's end does (same tables: promotion timing changes no DDL)
+    world_spec = _spec(pg, "world_agent")
+    rules = [r.model_copy(update={"at": "tier_boundary"}) if r.criteria == "corroboration"
+             else r for r in world_spec.behavior.promotion]
+    spec = world_spec.model_copy(update={
+        "behavior": world_spec.behavior.model_copy(update={"promotion": rules})})
+    world = f"world-{uuid.uuid4().hex[:8]}"
+    claim = "gate reviews stall when two approvers are out"
+    promoted = []
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine:
+        for n, operator in enumerate(("op-1", "op-2", "op-3")):
+            with engine.tenant({"world_id": world}) as mem:
+                mem.observe("interaction", claim, scope_id=f"q-{n}", source=operator)
+                promoted.append(mem.end_scope("interaction", f"q-{n}",
+                                              into_scope="session-1").corroboration_promoted)
+        assert promoted == [0, 0, 0]
+        passes = maintain([spec], pg.admin_dsn).agents["world"]
+        assert not any(name.startswith("promote") for name in passes)  # no continuous rule
+        with engine.tenant({"world_id": world}) as mem:
+            assert mem.end_scope("session", "session-1").corroboration_promoted == 2
+    assert sorted(r[:2] for r in _rows(admin_conn, spec, world) if r[0] == "world") == [
+        ("world", "procedural"), ("world", "semantic")]
