@@ -410,6 +410,13 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             console.print(f"  {name}: {changed}")
         for name, count in report.reported.get(agent, {}).items():
             console.print(f"  {name} (awaiting disposition): {count}")
+        listed = report.awaiting.get(agent, [])
+        if listed:
+            console.print("  awaiting a decision (promote, mem.mark_exempt or mem.archive), "
+                          f"oldest {len(listed)}:")
+            for row in listed:
+                console.print(f"    {row['tenant']} {row['id']} {row['tier']}.{row['typology']} "
+                              f"since {row['event_time']}", markup=False)
     console.print(f"[green]done[/green]: {report.batches} batch(es) in {report.seconds:.2f} s")
     return 0
 

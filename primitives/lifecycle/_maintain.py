@@ -28,6 +28,10 @@ from primitives.spec import AgentSpec
 __all__ = ["MaintainReport", "maintain"]
 
 
+AWAITING_LISTED = 100
+"""How many rows awaiting disposition a run names per agent (the count covers them all)."""
+
+
 @dataclass
 class MaintainReport:
     """What one run did, per agent and pass (rows changed), and how long it took."""
@@ -36,12 +40,16 @@ class MaintainReport:
     reported: dict[str, dict[str, int]] = field(default_factory=dict)
     """What report-only passes counted (``dispositions``: forcing-function rows past their
     horizon, awaiting promotion, exemption or archive)."""
+    awaiting: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Rows awaiting disposition, oldest of each batch first, at most ``AWAITING_LISTED``
+    per agent: tenant, id, tier, typology, event_time."""
     tenants: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"agents": self.agents, "reported": self.reported, "tenants": self.tenants,
+        return {"agents": self.agents, "reported": self.reported, "awaiting": self.awaiting,
+                "tenants": self.tenants,
                 "batches": self.batches, "seconds": round(self.seconds, 3)}
 
     @property
@@ -117,6 +125,9 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                         if changed is not None and len(changed) > 1:
                             reported = report.reported.setdefault(spec.agent, {})
                             reported[step.name] = reported.get(step.name, 0) + int(changed[1])
+                        if changed is not None and len(changed) > 2:
+                            listed = report.awaiting.setdefault(spec.agent, [])
+                            listed.extend(changed[2][:max(0, AWAITING_LISTED - len(listed))])
                 report.batches += 1
                 if duty < 1:
                     time.sleep((time.perf_counter() - batch_started) * (1 / duty - 1))

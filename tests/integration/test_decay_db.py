@@ -270,10 +270,13 @@ def test_dispositions_reports_forcing_function_rows_past_their_horizon(
         mem.observe("memory", "a recent episode", typology="episodic")
     for memory in due:
         _set(admin_conn, tables, memory.id, event_time=datetime.now(UTC) - 31 * DAY)
-    assert _run_pass(admin_conn, probe_spec, "dispositions", [user["user_id"]]) == (0, 3)
+    changed, awaiting, oldest = _run_pass(admin_conn, probe_spec, "dispositions",
+                                          [user["user_id"]])
+    assert (changed, awaiting) == (0, 3)
+    assert sorted(row["id"] for row in oldest) == sorted(str(m.id) for m in due)
     with probe_engine.tenant(user) as mem:
         mem.mark_exempt(due[0].id, reason="keep")
         mem.archive(due[1].id, reason="disposed")
-    assert _run_pass(admin_conn, probe_spec, "dispositions", [user["user_id"]]) == (0, 1)
+    assert _run_pass(admin_conn, probe_spec, "dispositions", [user["user_id"]])[:2] == (0, 1)
     kinds = [e[0] for e in _events(admin_conn, tables, user["user_id"])]
     assert "exempted" in kinds and "archived" in kinds

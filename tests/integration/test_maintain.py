@@ -133,3 +133,29 @@ def test_a_duty_below_one_sleeps_after_each_batch_in_proportion(
     assert slept == []  # full duty: no pause
     with pytest.raises(ValueError, match="duty"):
         maintain([operations], pg.admin_dsn, duty=0)
+
+
+def test_maintain_names_the_rows_that_await_a_disposition(
+        pg: PostgresHandle, admin_conn: psycopg.Connection[Any],
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Spectral's persistent episodes decay by forcing function (horizon 30d): past it, each
+    # awaits promotion, exemption or archive, and maintain says which
+    path = ROOT / "agents" / "spectral_agent.yaml"
+    spec = load_spec(path)
+    migrate([spec], dsn=pg.admin_dsn)
+    tables = agent_tables(spec)
+    ws = f"ws-{uuid.uuid4().hex[:10]}"
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+            engine.tenant({"workspace_id": ws}) as mem:
+        old = mem.observe("workspace", "a scan from last quarter", typology="episodic")
+        mem.observe("workspace", "a scan from today", typology="episodic")
+    admin_conn.execute(sql.SQL(
+        "UPDATE {} SET event_time = now() - interval '45 days' WHERE id = %s").format(
+        tables.memories.ident), (old.id,))
+    report = maintain([spec], pg.admin_dsn)
+    assert str(old.id) in [row["id"] for row in report.awaiting["spectral"]]
+    assert report.reported["spectral"]["dispositions"] >= 1
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+    assert main(["maintain", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "awaiting a decision" in out and str(old.id) in out
