@@ -7,7 +7,8 @@ A retention that also declares ``tombstone_orphans_after`` gives the maintain jo
 ``orphan_after + tombstone_orphans_after``, still unlinked) is tombstoned, the same state
 change as ``tombstone()`` (``tombstoned_at`` set, the row kept), journalled ``tombstoned``
 with the reason ``orphaned`` and the clock it went by. Without the field there is no pass:
-orphans stay as they are.
+orphans stay as they are. A typology whose lifecycle archives on ``idle`` is archived once
+ORPHANED (pass ``archive_idle``), journalled ``archived`` with the cause ``idle``.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from datetime import timedelta
 from psycopg import sql
 
 from primitives.compile import Tables
+from primitives.compile._expr import active_predicate
 from primitives.compile._views import orphan_after
 from primitives.lifecycle._passes import MaintenancePass
 from primitives.spec import AgentSpec
 from primitives.spec._policies import RetentionPolicy
 
-__all__ = ["retention_passes", "tombstone_after", "tombstone_orphans_statement"]
+__all__ = ["archive_idle_statement", "retention_passes", "tombstone_after",
+           "tombstone_orphans_statement"]
 
 
 def tombstone_after(spec: AgentSpec) -> timedelta | None:
@@ -66,6 +69,39 @@ SELECT (SELECT count(*) FROM marked) + 0 * (SELECT count(*) FROM journal)""").fo
         events=tables.events.ident, idle=sql.Literal(_interval(idle)))
 
 
+def archive_idle_statement(tables: Tables, idle: timedelta,
+                           typologies: list[str]) -> sql.Composed:
+    """Archive the active persistent rows of ``typologies`` (their lifecycle archives on
+    ``idle``) that are ORPHANED at ``%(now)s``: unread (never read: unwritten) for ``idle``,
+    no action linking them. Each journalled ``archived`` with the cause ``idle``. Returns
+    one row: how many."""
+    t = tables.tenant
+    return sql.SQL("""\
+WITH idle AS (
+  SELECT m.{t} AS tenant, m.id, coalesce(m.last_accessed_at, m.created_at) AS idle_since
+  FROM {mem} AS m
+  WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND m.typology = ANY({typologies})
+    AND {active}
+    AND coalesce(m.last_accessed_at, m.created_at) < %(now)s::timestamptz - {idle}::interval
+    AND NOT EXISTS (SELECT 1 FROM {links} AS l WHERE l.{t} = m.{t} AND l.memory_id = m.id)
+  FOR UPDATE OF m SKIP LOCKED),
+marked AS (
+  UPDATE {mem} AS m SET archived_at = %(now)s, updated_at = now()
+  FROM idle AS o WHERE m.{t} = o.tenant AND m.id = o.id AND m.archived_at IS NULL
+  RETURNING o.tenant, o.id, o.idle_since),
+journal AS (
+  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
+  SELECT k.tenant, gen_random_uuid(), 'archived', k.id, %(actor)s,
+         jsonb_build_object('column', 'archived_at', 'cause', 'idle',
+                            'idle_since', k.idle_since, 'idle_for', {idle}::text)
+  FROM marked AS k ORDER BY k.tenant, k.id
+  RETURNING 1)
+SELECT (SELECT count(*) FROM marked) + 0 * (SELECT count(*) FROM journal)""").format(
+        t=t, mem=tables.memories.ident, links=tables.action_links.ident,
+        events=tables.events.ident, idle=sql.Literal(_interval(idle)),
+        typologies=sql.Literal(typologies), active=active_predicate("m"))
+
+
 def _interval(value: timedelta) -> str:
     seconds = int(value.total_seconds())
     return f"{seconds // 86400} days" if seconds % 86400 == 0 else f"{seconds} seconds"
@@ -75,7 +111,14 @@ def retention_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:
     """``tombstone_orphans`` when the persistent tier's retention declares both
     ``orphan_after`` and ``tombstone_orphans_after``; otherwise none."""
     orphan, tombstone = orphan_after(spec), tombstone_after(spec)
-    if orphan is None or tombstone is None:
-        return []
-    return [MaintenancePass("tombstone_orphans",
-                            tombstone_orphans_statement(tables, orphan + tombstone))]
+    passes: list[MaintenancePass] = []
+    idle_typologies: list[str] = [
+        t for t in spec.typology.get(spec.persistent_tier.name, [])
+        if t in spec.behavior.lifecycle and "idle" in spec.behavior.lifecycle[t].archive_on]
+    if orphan is not None and idle_typologies:
+        passes.append(MaintenancePass(
+            "archive_idle", archive_idle_statement(tables, orphan, idle_typologies)))
+    if orphan is not None and tombstone is not None:
+        passes.append(MaintenancePass(
+            "tombstone_orphans", tombstone_orphans_statement(tables, orphan + tombstone)))
+    return passes

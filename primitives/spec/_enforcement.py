@@ -95,7 +95,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _CF + "test_invalidating_a_procedural_memory_archives_it_an_episode_stays_unarchived",),
     "behavior.lifecycle.*.archive_on=decay_threshold": (
         _DU + "test_decay_archive_covers_ebbinghaus_typologies_archiving_on_decay_threshold", _DD + "test_decay_archive_archives_unprotected_ebbinghaus_rows_below_threshold"),
-    "behavior.lifecycle.*.archive_on=idle": (),
+    "behavior.lifecycle.*.archive_on=idle": (
+        _MP + "test_a_typology_that_archives_on_idle_is_archived_once_orphaned",),
     "behavior.lifecycle.*.failed_corroborations": (),
     # 7. decay ----------------------------------------------------------------------------------
     "behavior.decay.*.model=forcing_function": (

@@ -226,3 +226,40 @@ def test_maintain_uses_the_clock_it_is_given(
     report = maintain([retention_spec], pg.admin_dsn, now=later)
     assert report.agents["maint_retention"]["tombstone_orphans"] >= 1
     assert _tombstoned(admin_conn, tables, users)[(users[0], "old note about invoices")]
+
+
+IDLE_SPEC = RETENTION_SPEC.replace("agent: maint_retention", "agent: maint_idle").replace(
+    "prefix: mr}", "prefix: mi}").replace(
+    "    retention: {orphan_after: 30d, tombstone_orphans_after: 60d}",
+    "    retention: {orphan_after: 30d}") + """\
+behavior:
+  lifecycle:
+    procedural:
+      archive_on: [explicit_invalidation, idle]
+      justification: notes nobody reads for a month leave retrieval
+"""
+
+
+def test_a_typology_that_archives_on_idle_is_archived_once_orphaned(
+        pg: PostgresHandle, admin_conn: psycopg.Connection[Any]) -> None:
+    spec = load_spec_text(IDLE_SPEC, policies={})
+    migrate([spec], dsn=pg.admin_dsn)
+    tables = agent_tables(spec)
+    assert [p.name for p in retention_passes(spec, tables)] == ["archive_idle"]
+    old = _users(spec, pg, admin_conn, 1, age_days=45)
+    young = _users(spec, pg, admin_conn, 1, age_days=10)
+    report = maintain([spec], pg.admin_dsn)
+    assert report.agents["maint_idle"]["archive_idle"] == 1
+    rows = admin_conn.execute(sql.SQL(
+        "SELECT {t}, content, archived_at IS NOT NULL FROM {} WHERE {t} = ANY(%s)").format(
+        tables.memories.ident, t=tables.tenant), (old + young,)).fetchall()
+    archived = {(u, c) for u, c, a in rows if a}
+    assert archived == {(old[0], "old note about invoices")}  # the linked one stays
+    kinds = admin_conn.execute(sql.SQL(
+        "SELECT kind, payload ->> 'cause' FROM {} WHERE {t} = %s AND kind = 'archived'").format(
+        tables.events.ident, t=tables.tenant), (old[0],)).fetchall()
+    assert kinds == [("archived", "idle")]
+    assert maintain([spec], pg.admin_dsn).agents["maint_idle"]["archive_idle"] == 0
+    # without idle in archive_on (the procedural default) there is no such pass
+    assert retention_passes(load_spec_text(RETENTION_SPEC, policies={}), tables)[0].name == \
+        "tombstone_orphans"
