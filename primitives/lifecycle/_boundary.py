@@ -267,17 +267,15 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     copy_cols = sql.SQL(", ").join(map(sql.Identifier, copy))
     group_sim = _similarity("o", "c", similarity)
     target_sim = _similarity("x", "h", similarity)
-    remove: sql.Composable
-    if direct_delete:
-        remove = sql.SQL(
-            "removed AS (DELETE FROM {mem} AS m USING going AS g WHERE m.{t} = g.tenant "
-            "AND m.id = g.id AND g.leave = 'remove' AND NOT g.linked "
-            "RETURNING g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at)")
-    else:
-        remove = sql.SQL(
-            "removed AS (SELECT g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at "
-            "FROM going AS g WHERE g.leave = 'remove' AND NOT g.linked AND {fn}(g.id))")
-    remove = remove.format(mem=mem, t=t, fn=transient_delete_function(tables))
+    # the maintainer deletes directly; the app role through its SECURITY DEFINER function
+    remove = sql.SQL(
+        "removed AS (DELETE FROM {mem} AS m USING going AS g WHERE m.{t} = g.tenant "
+        "AND m.id = g.id AND g.leave = 'remove' AND NOT g.linked "
+        "RETURNING g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at)"
+    ).format(mem=mem, t=t) if direct_delete else sql.SQL(
+        "removed AS (SELECT g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at "
+        "FROM going AS g WHERE g.leave = 'remove' AND NOT g.linked AND {fn}(g.id))"
+    ).format(fn=transient_delete_function(tables))
     return sql.SQL("""\
 WITH closing (tenant, tier, scope_id, into_scope) AS ({closing}),
 rules (rule, from_tier, from_typology, to_tier, to_typology, threshold, group_threshold,

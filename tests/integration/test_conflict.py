@@ -23,6 +23,7 @@ from primitives.compile import agent_tables
 from primitives.engine import AsyncEngine, Engine
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
+from tests.integration._awaiting import Awaiting
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
@@ -88,17 +89,6 @@ async def session(request: pytest.FixtureRequest, pg: PostgresHandle,
     calls are awaited alike."""
     if request.param == "sync":
         engine = Engine.connect(keyed, pg.app_dsn, max_connections=2)
-
-        class Awaiting:
-            def __init__(self, inner: Any) -> None:
-                self._inner = inner
-
-            def __getattr__(self, name: str) -> Any:
-                method = getattr(self._inner, name)
-
-                async def call(*args: Any, **kwargs: Any) -> Any:
-                    return method(*args, **kwargs)
-                return call
 
         @asynccontextmanager
         async def sync_session(anchor: dict[str, str]) -> AsyncIterator[Any]:

@@ -16,28 +16,10 @@ from primitives.engine import AsyncEngine, Engine, backoff_seconds
 from primitives.errors import GovernanceError, MemoryWriteFail, PolicyViolation
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
+from tests.integration._awaiting import Awaiting
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
-
-
-class _Awaitable:
-    """Wraps a sync TenantMemory so the contract awaits the same calls on both engines."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    @property
-    def connection(self) -> Any:
-        return self._inner.connection
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._inner, name)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return method(*args, **kwargs)
-
-        return call
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -49,7 +31,7 @@ async def api(request: pytest.FixtureRequest, pg: PostgresHandle,
         @asynccontextmanager
         async def session(anchor: dict[str, str]) -> AsyncIterator[Any]:
             with engine.tenant(anchor) as mem:
-                yield _Awaitable(mem)
+                yield Awaiting(mem)
 
         yield session
         engine.close()
