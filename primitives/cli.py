@@ -398,7 +398,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
     try:
         report = maintain(specs, resolve_dsn(), batch_tenants=args.batch_tenants,
-                          progress=progress, duty=args.duty)
+                          progress=progress, duty=args.duty,
+                          list_dispositions=args.list_dispositions)
     except psycopg.Error as err:
         raise StorageError(f"maintain failed: {err}") from err
     if args.json:
@@ -527,6 +528,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duty", type=float, default=1.0, metavar="F",
                    help="share of wall time the job may be busy, 0 < F <= 1 (default 1): "
                         "beside live traffic, 0.5 sleeps as long as each batch took")
+    p.add_argument("--list-dispositions", type=int, default=0, metavar="N",
+                   help="also name up to N rows per agent that await disposition (promote, "
+                        "mark exempt or archive), oldest first; the count is always reported")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_maintain)
     return parser

@@ -22,14 +22,11 @@ from psycopg import sql
 
 from primitives.compile import Tables, agent_tables
 from primitives.db._names import MAINTAINER_ROLE
+from primitives.lifecycle._decay import dispositions_statement
 from primitives.lifecycle._passes import Similarity, passes_for
 from primitives.spec import AgentSpec
 
 __all__ = ["MaintainReport", "maintain"]
-
-
-AWAITING_LISTED = 100
-"""How many rows awaiting disposition a run names per agent (the count covers them all)."""
 
 
 @dataclass
@@ -41,8 +38,8 @@ class MaintainReport:
     """What report-only passes counted (``dispositions``: forcing-function rows past their
     horizon, awaiting promotion, exemption or archive)."""
     awaiting: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """Rows awaiting disposition, oldest of each batch first, at most ``AWAITING_LISTED``
-    per agent: tenant, id, tier, typology, event_time."""
+    """With ``list_dispositions``: rows awaiting disposition, the oldest of each batch first,
+    at most that many per agent: tenant, id, tier, typology, event_time."""
     tenants: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     seconds: float = 0.0
@@ -83,13 +80,15 @@ def _tenants(conn: psycopg.Connection[Any], tables: Tables) -> list[str]:
 def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
              now: datetime | None = None, actor: str = "maintain",
              progress: Callable[[str, int, int], None] | None = None,
-             duty: float = 1.0) -> MaintainReport:
+             duty: float = 1.0, list_dispositions: int = 0) -> MaintainReport:
     """Run every spec's maintenance passes over all its tenants, ``batch_tenants`` per
     transaction, through ``dsn`` (the admin connection: it must be allowed to
     ``SET ROLE primitives_maintainer``). ``now`` fixes the clock the passes compare with
     (default: the current time). ``progress(agent, done, total)`` is called after each batch.
     ``duty`` (0 < duty <= 1) is the share of wall time the job may be busy: after each batch
     it sleeps ``batch time x (1 / duty - 1)``, leaving the rest to live traffic.
+    ``list_dispositions`` (> 0): also name that many of the rows awaiting disposition per
+    agent (``report.awaiting``), at about a fifth more time for the run.
     """
     if batch_tenants < 1:
         raise ValueError("batch_tenants must be at least 1")
@@ -106,6 +105,8 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
             similarity: Similarity = "embedding" if embedding and trigram else (
                 "trigram" if trigram else "exact")
             passes = passes_for(spec, tables, embedding=embedding, similarity=similarity)
+            listing = dispositions_statement(spec, tables, listed=list_dispositions) \
+                if list_dispositions > 0 else None
             counts = report.agents.setdefault(spec.agent, {p.name: 0 for p in passes})
             with conn.transaction():
                 conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
@@ -125,9 +126,11 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                         if changed is not None and len(changed) > 1:
                             reported = report.reported.setdefault(spec.agent, {})
                             reported[step.name] = reported.get(step.name, 0) + int(changed[1])
-                        if changed is not None and len(changed) > 2:
-                            listed = report.awaiting.setdefault(spec.agent, [])
-                            listed.extend(changed[2][:max(0, AWAITING_LISTED - len(listed))])
+                    if listing is not None:
+                        row = conn.execute(listing, params).fetchone()
+                        listed = report.awaiting.setdefault(spec.agent, [])
+                        if row is not None:
+                            listed.extend(row[2][:max(0, list_dispositions - len(listed))])
                 report.batches += 1
                 if duty < 1:
                     time.sleep((time.perf_counter() - batch_started) * (1 / duty - 1))

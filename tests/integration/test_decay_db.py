@@ -26,6 +26,7 @@ from primitives.lifecycle._decay import (
     decay_models,
     decay_passes,
     decay_weight,
+    dispositions_statement,
     effective_confidence,
 )
 from primitives.retrieval import render_explanation
@@ -270,13 +271,16 @@ def test_dispositions_reports_forcing_function_rows_past_their_horizon(
         mem.observe("memory", "a recent episode", typology="episodic")
     for memory in due:
         _set(admin_conn, tables, memory.id, event_time=datetime.now(UTC) - 31 * DAY)
-    changed, awaiting, oldest = _run_pass(admin_conn, probe_spec, "dispositions",
-                                          [user["user_id"]])
-    assert (changed, awaiting) == (0, 3)
-    assert sorted(row["id"] for row in oldest) == sorted(str(m.id) for m in due)
+    assert _run_pass(admin_conn, probe_spec, "dispositions", [user["user_id"]]) == (0, 3)
+    listing = dispositions_statement(probe_spec, tables, listed=2)
+    assert listing is not None
+    row = admin_conn.execute(listing, {"tenants": [user["user_id"]],
+                                       "now": datetime.now(UTC)}).fetchone()
+    assert row is not None and row[:2] == (0, 3) and len(row[2]) == 2  # the oldest two
+    assert {r["id"] for r in row[2]} <= {str(m.id) for m in due}
     with probe_engine.tenant(user) as mem:
         mem.mark_exempt(due[0].id, reason="keep")
         mem.archive(due[1].id, reason="disposed")
-    assert _run_pass(admin_conn, probe_spec, "dispositions", [user["user_id"]])[:2] == (0, 1)
+    assert _run_pass(admin_conn, probe_spec, "dispositions", [user["user_id"]]) == (0, 1)
     kinds = [e[0] for e in _events(admin_conn, tables, user["user_id"])]
     assert "exempted" in kinds and "archived" in kinds

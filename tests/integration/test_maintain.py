@@ -152,10 +152,11 @@ def test_maintain_names_the_rows_that_await_a_disposition(
     admin_conn.execute(sql.SQL(
         "UPDATE {} SET event_time = now() - interval '45 days' WHERE id = %s").format(
         tables.memories.ident), (old.id,))
-    report = maintain([spec], pg.admin_dsn)
+    assert maintain([spec], pg.admin_dsn).awaiting == {}  # counted, not named, by default
+    report = maintain([spec], pg.admin_dsn, list_dispositions=10_000)
     assert str(old.id) in [row["id"] for row in report.awaiting["spectral"]]
     assert report.reported["spectral"]["dispositions"] >= 1
     monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
-    assert main(["maintain", str(path)]) == 0
+    assert main(["maintain", str(path), "--list-dispositions", "10000"]) == 0
     out = capsys.readouterr().out
     assert "awaiting a decision" in out and str(old.id) in out
