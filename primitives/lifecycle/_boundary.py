@@ -268,6 +268,7 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     group_sim = _similarity("o", "c", similarity)
     target_sim = _similarity("x", "h", similarity)
     # the maintainer deletes directly; the app role through its SECURITY DEFINER function
+    fn = transient_delete_function(tables)
     remove = sql.SQL(
         "removed AS (DELETE FROM {mem} AS m USING going AS g WHERE m.{t} = g.tenant "
         "AND m.id = g.id AND g.leave = 'remove' AND NOT g.linked "
@@ -275,7 +276,7 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     ).format(mem=mem, t=t) if direct_delete else sql.SQL(
         "removed AS (SELECT g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at "
         "FROM going AS g WHERE g.leave = 'remove' AND NOT g.linked AND {fn}(g.id))"
-    ).format(fn=transient_delete_function(tables))
+    ).format(fn=fn)
     return sql.SQL("""\
 WITH closing (tenant, tier, scope_id, into_scope) AS ({closing}),
 rules (rule, from_tier, from_typology, to_tier, to_typology, threshold, group_threshold,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,10 @@ from psycopg import sql
 
 from primitives._project import migrate
 from primitives.compile import agent_tables
-from primitives.engine import AsyncEngine, Engine
+from primitives.engine import Engine
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
-from tests.integration._awaiting import Awaiting
+from tests.integration._awaiting import engine_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
@@ -87,24 +86,9 @@ async def session(request: pytest.FixtureRequest, pg: PostgresHandle,
                   keyed: AgentSpec) -> AsyncIterator[Callable[..., Any]]:
     """``session(anchor)``: a tenant transaction of the sync or the async engine, whose
     calls are awaited alike."""
-    if request.param == "sync":
-        engine = Engine.connect(keyed, pg.app_dsn, max_connections=2)
-
-        @asynccontextmanager
-        async def sync_session(anchor: dict[str, str]) -> AsyncIterator[Any]:
-            with engine.tenant(anchor) as mem:
-                yield Awaiting(mem)
-        yield sync_session
-        engine.close()
-    else:
-        aengine = await AsyncEngine.connect(keyed, pg.app_dsn)
-
-        @asynccontextmanager
-        async def async_session(anchor: dict[str, str]) -> AsyncIterator[Any]:
-            async with aengine.tenant(anchor) as mem:
-                yield mem
-        yield async_session
-        await aengine.close()
+    async with engine_sessions(request.param, keyed, pg.app_dsn,
+                               max_connections=2) as session:
+        yield session
 
 
 def _state(admin: psycopg.Connection[Any], spec: AgentSpec, memory_id: Any) -> tuple[Any, ...]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +11,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from primitives.engine import AsyncEngine, Engine, backoff_seconds
+from primitives.engine import Engine, backoff_seconds
 from primitives.errors import GovernanceError, MemoryWriteFail, PolicyViolation
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
-from tests.integration._awaiting import Awaiting
+from tests.integration._awaiting import engine_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
@@ -25,26 +24,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embed
 @pytest.fixture(params=["sync", "async"])
 async def api(request: pytest.FixtureRequest, pg: PostgresHandle,
               spectral: AgentSpec) -> AsyncIterator[Callable[..., Any]]:
-    if request.param == "sync":
-        engine = Engine.connect(spectral, pg.app_dsn)
-
-        @asynccontextmanager
-        async def session(anchor: dict[str, str]) -> AsyncIterator[Any]:
-            with engine.tenant(anchor) as mem:
-                yield Awaiting(mem)
-
+    async with engine_sessions(request.param, spectral, pg.app_dsn) as session:
         yield session
-        engine.close()
-    else:
-        aengine = await AsyncEngine.connect(spectral, pg.app_dsn)
-
-        @asynccontextmanager
-        async def asession(anchor: dict[str, str]) -> AsyncIterator[Any]:
-            async with aengine.tenant(anchor) as mem:
-                yield mem
-
-        yield asession
-        await aengine.close()
 
 
 def _anchor() -> dict[str, str]:
