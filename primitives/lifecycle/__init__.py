@@ -8,6 +8,13 @@ every change it makes is journalled.
 
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.lifecycle._maintain import MaintainReport, maintain
-from primitives.lifecycle._passes import MaintenancePass, pass_builders
+from primitives.lifecycle._passes import (
+    JobContext,
+    MaintenanceJob,
+    MaintenancePass,
+    job_builders,
+    pass_builders,
+)
 
-__all__ = ["MaintainReport", "MaintenancePass", "ScopeEnd", "maintain", "pass_builders"]
+__all__ = ["JobContext", "MaintainReport", "MaintenanceJob", "MaintenancePass", "ScopeEnd",
+           "job_builders", "maintain", "pass_builders"]

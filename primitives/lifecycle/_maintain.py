@@ -23,7 +23,7 @@ from psycopg import sql
 from primitives.compile import Tables, agent_tables
 from primitives.db._names import MAINTAINER_ROLE
 from primitives.lifecycle._decay import dispositions_statement
-from primitives.lifecycle._passes import Similarity, passes_for
+from primitives.lifecycle._passes import JobContext, Similarity, jobs_for, passes_for
 from primitives.spec import AgentSpec
 
 __all__ = ["MaintainReport", "maintain"]
@@ -80,7 +80,8 @@ def _tenants(conn: psycopg.Connection[Any], tables: Tables) -> list[str]:
 def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
              now: datetime | None = None, actor: str = "maintain",
              progress: Callable[[str, int, int], None] | None = None,
-             duty: float = 1.0, list_dispositions: int = 0) -> MaintainReport:
+             duty: float = 1.0, list_dispositions: int = 0, embedder: Any = None,
+             extractor: Any = None) -> MaintainReport:
     """Run every spec's maintenance passes over all its tenants, ``batch_tenants`` per
     transaction, through ``dsn`` (the admin connection: it must be allowed to
     ``SET ROLE primitives_maintainer``). ``now`` fixes the clock the passes compare with
@@ -89,6 +90,9 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
     it sleeps ``batch time x (1 / duty - 1)``, leaving the rest to live traffic.
     ``list_dispositions`` (> 0): also name that many of the rows awaiting disposition per
     agent (``report.awaiting``), at about a fifth more time for the run.
+    ``embedder`` and ``extractor`` are handed to the spec's Python jobs
+    (:class:`~primitives.lifecycle._passes.MaintenanceJob`), which run after each batch's
+    passes have committed.
     """
     if batch_tenants < 1:
         raise ValueError("batch_tenants must be at least 1")
@@ -107,7 +111,10 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
             passes = passes_for(spec, tables, embedding=embedding, similarity=similarity)
             listing = dispositions_statement(spec, tables, listed=list_dispositions) \
                 if list_dispositions > 0 else None
-            counts = report.agents.setdefault(spec.agent, {p.name: 0 for p in passes})
+            jobs = jobs_for(spec, tables)
+            counts = report.agents.setdefault(
+                spec.agent, {name: 0 for name in [p.name for p in passes] +
+                             [j.name for j in jobs]})
             with conn.transaction():
                 conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
                     sql.Identifier(MAINTAINER_ROLE)))
@@ -131,6 +138,11 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                         listed = report.awaiting.setdefault(spec.agent, [])
                         if row is not None:
                             listed.extend(row[2][:max(0, list_dispositions - len(listed))])
+                if jobs:
+                    job_ctx = JobContext(spec, tables, dsn, batch, params["now"], actor,
+                                         embedding, similarity, embedder, extractor)
+                    for job in jobs:
+                        counts[job.name] += job.run(job_ctx)
                 report.batches += 1
                 if duty < 1:
                     time.sleep((time.perf_counter() - batch_started) * (1 / duty - 1))

@@ -12,15 +12,18 @@ passes run; a module with passes appends its builder here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Literal, NamedTuple
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
 
 from psycopg import sql
 
 from primitives.compile import Tables
 from primitives.spec import AgentSpec
 
-__all__ = ["MaintenancePass", "PassBuilder", "Similarity", "pass_builders", "passes_for"]
+__all__ = ["JobBuilder", "JobContext", "MaintenanceJob", "MaintenancePass", "PassBuilder",
+           "Similarity", "job_builders", "jobs_for", "pass_builders", "passes_for"]
 
 Similarity = Literal["embedding", "trigram", "exact"]
 """How near-duplicates are measured: ``embedding`` (cosine where both rows have vectors,
@@ -68,3 +71,48 @@ def passes_for(spec: AgentSpec, tables: Tables, *, embedding: bool,
                similarity: Similarity) -> list[MaintenancePass]:
     """Every registered pass of ``spec``, in run order."""
     return [p for build in pass_builders for p in build(spec, tables, embedding, similarity)]
+
+
+# Python jobs -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobContext:
+    """What a maintenance job is given for one batch of tenants.
+
+    ``dsn`` is the admin connection ``maintain`` was given (``primitives.db.app_dsn(dsn)``
+    reaches the application role, for work that goes through the engine under each tenant's
+    row-level security). ``embedder`` and ``extractor`` are what the caller of ``maintain``
+    passed (None: a job that needs one does nothing and says so in its count of 0)."""
+
+    spec: AgentSpec
+    tables: Tables
+    dsn: str
+    tenants: Sequence[str]
+    now: datetime
+    actor: str
+    embedding: bool
+    similarity: Similarity
+    embedder: Any = None
+    extractor: Any = None
+
+
+class MaintenanceJob(NamedTuple):
+    """A step of ``primitives maintain`` that needs Python (a model, an extractor) rather than
+    one statement: ``run(ctx)`` does its work for ``ctx.tenants`` in transactions of its own,
+    each short, idempotent and journalled as a pass is, and returns how many rows it changed.
+    Jobs run after a batch's passes have committed."""
+
+    name: str
+    run: Callable[[JobContext], int]
+
+
+JobBuilder = Callable[[AgentSpec, Tables], list[MaintenanceJob]]
+"""Builds a spec's jobs (an empty list when the spec declares nothing they do)."""
+
+job_builders: list[JobBuilder] = []
+"""The job builders, in the order their jobs run after each batch's passes; a module with
+jobs appends its builder here."""
+
+
+def jobs_for(spec: AgentSpec, tables: Tables) -> list[MaintenanceJob]:
+    """Every registered job of ``spec``, in run order."""
+    return [job for build in job_builders for job in build(spec, tables)]

@@ -160,3 +160,31 @@ def test_maintain_names_the_rows_that_await_a_disposition(
     assert main(["maintain", str(path), "--list-dispositions", "10000"]) == 0
     out = capsys.readouterr().out
     assert "awaiting a decision" in out and str(old.id) in out
+
+
+def test_registered_jobs_run_after_each_batchs_passes_with_what_maintain_was_given(
+        pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from primitives.lifecycle import JobContext, MaintenanceJob, job_builders
+
+    operators = _idle_sessions(pg, operations, admin_conn, 3)
+    seen: list[tuple[list[str], object, object, int]] = []
+
+    def count_open(ctx: JobContext) -> int:
+        # the batch's passes have committed: the idle sessions are closed by now
+        seen.append((list(ctx.tenants), ctx.embedder, ctx.extractor,
+                     _open_sessions(admin_conn, ctx.spec, operators)))
+        return len(ctx.tenants)
+
+    def build(spec: AgentSpec, tables: Any) -> list[MaintenanceJob]:
+        return [MaintenanceJob("count_open", count_open)] if spec.agent == operations.agent \
+            else []
+
+    monkeypatch.setattr("primitives.lifecycle._passes.job_builders", [*job_builders, build])
+    report = maintain([operations], pg.admin_dsn, batch_tenants=2, embedder="E",
+                      extractor="X")
+    tenants = [t for batch, *_ in seen for t in batch]
+    assert set(operators) <= set(tenants)
+    assert all(embedder == "E" and extractor == "X" for _, embedder, extractor, _ in seen)
+    assert seen[-1][3] == 0
+    assert report.agents[operations.agent]["count_open"] == len(tenants)
