@@ -122,7 +122,8 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
             report.tenants[spec.agent] = len(tenants)
             for start in range(0, len(tenants), batch_tenants):
                 batch = tenants[start:start + batch_tenants]
-                params = {"tenants": batch, "now": now or datetime.now(UTC), "actor": actor}
+                batch_now = now or datetime.now(UTC)
+                params = {"tenants": batch, "now": batch_now, "actor": actor}
                 batch_started = time.perf_counter()
                 with conn.transaction():
                     conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
@@ -139,7 +140,7 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                         if row is not None:
                             listed.extend(row[2][:max(0, list_dispositions - len(listed))])
                 if jobs:
-                    job_ctx = JobContext(spec, tables, dsn, batch, params["now"], actor,
+                    job_ctx = JobContext(spec, tables, dsn, batch, batch_now, actor,
                                          embedding, similarity, embedder, extractor)
                     for job in jobs:
                         counts[job.name] += job.run(job_ctx)
