@@ -23,6 +23,7 @@ from primitives.db._oneshot import NOT_SENT, AsyncOnceTransaction, afetch_rows
 from primitives.db._session import aruntime_conninfo
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
+from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _graph as graph
 from primitives.engine import _store_ops as store_ops
@@ -347,11 +348,20 @@ class AsyncTenantMemory:
         return await arun_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
 
     async def end_scope(self, tier: str, scope_id: str, *,
-                        into_scope: str | None = None) -> ScopeEnd:
-        """End a transient tier's scope: compounding upward, then removal or archive
+                        into_scope: str | None = None, extractor: Any = None) -> ScopeEnd:
+        """End a transient tier's scope: consolidation where the spec extracts at its end,
+        compounding upward, then removal or archive
         (see :func:`primitives.engine._core.end_scope`)."""
         return await arun_op(self._conn, core.end_scope(self.ctx, tier, scope_id,
-                                                        into_scope=into_scope))
+                                                        into_scope=into_scope,
+                                                        extractor=extractor))
+
+    async def consolidate(self, scope_id: str, *,
+                          extractor: Any = None) -> list[consolidation.Consolidation]:
+        """Consolidate one scope's episodes by every extraction rule of the spec (see
+        :func:`primitives.engine._consolidate.consolidate`); a second call changes nothing."""
+        return await arun_op(self._conn, consolidation.consolidate(self.ctx, scope_id,
+                                                                   extractor=extractor))
 
     async def erase(self, subject: str, *, approvals: list[str], reason: str,
                     memory_ids: list[UUID] | None = None,

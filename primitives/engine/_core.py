@@ -233,16 +233,19 @@ def refuse_append_only(spec: AgentSpec, tier: str, typology: str, memory_id: UUI
             memory_id=str(memory_id))
 
 
-def check_write_policy(spec: AgentSpec, tier: str, typology: str) -> None:
+def check_write_policy(spec: AgentSpec, tier: str, typology: str, *,
+                       promotion: bool = False) -> None:
     """Refuse writes the spec's write policy routes elsewhere; say which path to take.
 
     It holds for every write a caller can start, a supersession included: the paths that
     may write governed or ``promotion_only`` memory (promotion, the approval flow, the
-    sanitization crossing) are the engine's own operations, never an argument of a write."""
+    sanitization crossing) are the engine's own operations, never an argument of a write.
+    ``promotion``: the write is one of those operations of the engine's own (consolidation),
+    which may write ``promotion_only`` memory; governed memory still needs its approval."""
     policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
     if policy is None:
         return
-    if policy.mode == "promotion_only":
+    if policy.mode == "promotion_only" and not promotion:
         raise GovernanceError(
             f"{typology} memory of agent '{spec.agent}' is written only by the promotion "
             "engine (behavior.write_policy: promotion_only); observe episodic memory and let "
@@ -360,7 +363,8 @@ class WriteInput(NamedTuple):
 def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | None,
                   key: str | None, namespace: Sequence[str], value: Mapping[str, Any] | None,
                   envelope: Mapping[str, Any] | None, tags: Sequence[str],
-                  scope_id: str | None, source: str | None = None) -> WriteInput:
+                  scope_id: str | None, source: str | None = None,
+                  promotion: bool = False) -> WriteInput:
     """Check a write against the spec (tier, typology, write policy, limits on every field)
     and turn its fields into what the row will hold: plain strings (the memory returned is
     built from them, :meth:`Memory.from_written`), lists of labels, the value's canonical
@@ -373,7 +377,7 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
     limits = spec.persistence.store.limits
     tier, content = clean_text(tier, "tier"), clean_text(content, "content")
     typ = _text(_typology(spec, tier, typology), "typology")
-    check_write_policy(spec, tier, typ)
+    check_write_policy(spec, tier, typ, promotion=promotion)
     value, envelope = check_object(value, "value"), check_object(envelope, "envelope")
     # JSON checks before canonical_json, which would recurse into a deep value
     check_json(value, "value", depth=limits.json_depth)
@@ -474,9 +478,11 @@ def observe(
 
 def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: str | None,
            memory_id: UUID | str | None, embedding: Sequence[float] | None, final: bool,
-           via: str, consent: UUID | str | None = None) -> Op[Memory]:
+           via: str, consent: UUID | str | None = None,
+           provenance: Mapping[str, Any] | None = None) -> Op[Memory]:
     """Write the checked ``w`` (see :func:`observe`); ``via`` is the engine's path, kept in
-    the journal."""
+    the journal; ``provenance``: what the engine's own path records of where the row came
+    from (consolidation: ``derived_from``), beside the PII guard's hashes."""
     spec = ctx.spec
     consent_id = (yield from _consent(ctx, consent)) if w.pii is not None else None
     tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
@@ -504,7 +510,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content,
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": tag_list,
-        "provenance": Jsonb(w.pii.provenance() if w.pii is not None else {}),
+        "provenance": Jsonb({**(provenance or {}),
+                             **(w.pii.provenance() if w.pii is not None else {})}),
         "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
         "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
@@ -829,14 +836,19 @@ def link_action(ctx: Context, action_id: str, memory_ids: Sequence[UUID], kind: 
 
 
 def end_scope(ctx: Context, tier: str, scope_id: str, *,
-              into_scope: str | None = None) -> Op[ScopeEnd]:
+              into_scope: str | None = None, extractor: Any = None) -> Op[ScopeEnd]:
     """End one scope of a transient tier at its boundary (:mod:`primitives.lifecycle._boundary`):
     its rows compound into the next tier (corroborating near-duplicates there, promoting the
     rest), then leave as their typology's lifecycle declares (removed or archived);
     action-linked rows stay. Corroboration promotions then run for the tenant. Every change is
     a journal event. ``into_scope`` names the scope of the next tier that compounded rows land
     in, needed when that tier is transient. Returns a :class:`ScopeEnd`, a ``(removed, kept)``
-    pair with the other counts as attributes."""
+    pair with the other counts as attributes.
+
+    Where the spec's extraction rules (``behavior.promotion`` criteria ``extraction``) run
+    at this tier's end, the scope's episodes are consolidated first, before any leave
+    (:func:`primitives.engine._consolidate.consolidate_scope`), with ``extractor`` (an
+    :class:`~primitives.extraction.Extractor`; the spec's default when None)."""
     spec = ctx.spec
     if tier not in spec.tier_names:
         raise TenancyError(f"unknown tier '{tier}'; tiers: {', '.join(spec.tier_names)}")
@@ -855,6 +867,10 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
             tier=tier, field="into_scope")
     if into_scope is not None:
         into_scope = _text(into_scope, "into_scope")
+    from primitives.engine import _consolidate
+    for rule in _consolidate.extraction_rules(spec):
+        if rule.runs_at_end_of(tier):
+            yield from _consolidate.consolidate_scope(ctx, rule, scope_id, extractor)
     # Corroboration rules out of this tier run first (its rows are about to leave), the
     # boundary next, then the rules out of other tiers (the evidence it just moved up).
     rules = [r for r in boundary.corroboration_rules(spec) if r.at_end_of(tier)]

@@ -108,7 +108,12 @@ class MaintenanceJob(NamedTuple):
 JobBuilder = Callable[[AgentSpec, Tables], list[MaintenanceJob]]
 """Builds a spec's jobs (an empty list when the spec declares nothing they do)."""
 
-job_builders: list[JobBuilder] = []
+def _consolidation(spec: AgentSpec, tables: Tables) -> list[MaintenanceJob]:
+    from primitives.lifecycle._consolidation import consolidation_jobs
+    return consolidation_jobs(spec, tables)
+
+
+job_builders: list[JobBuilder] = [_consolidation]
 """The job builders, in the order their jobs run after each batch's passes; a module with
 jobs appends its builder here."""
 
