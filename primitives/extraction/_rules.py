@@ -44,7 +44,7 @@ _WORD = r"[A-Z][\w'&.-]*[\w&]|[A-Z]"
 _PROPER = re.compile(rf"\b(?:{_WORD})(?:\s+(?:of\s+|&\s+)?(?:{_WORD}))*")
 _SUBJECT = r"(?P<who>I|[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?)"
 _OBJECT = r"(?P<what>[^,.;!?]+?)"
-_END = r"\s*(?:anymore|any more)?\s*(?:[,.;!?]|$)"
+_END = r"\s*(?:now|anymore|any more|these days)?\s*(?:[,.;!?]|$)"
 _WORKS = re.compile(rf"\b{_SUBJECT}\s+(?:now\s+)?(?:work|works|worked|is working|am working)"
                     rf"\s+(?:at|for)\s+{_OBJECT}{_END}")
 _LEFT = re.compile(rf"\b{_SUBJECT}\s+(?:no longer|(?:do|does)\s*(?:not|n't))\s+works?"
@@ -60,7 +60,7 @@ _RULE = re.compile(r"\b(?P<verb>always|never)\s+(?P<what>[a-z][^.;!?]{3,}?)\s*(?
 _STARTERS = frozenset("""
 a an the i i'm i've i'd we you he she it they my our your his her their this that these
 those there here what when where why who how if so but and or then yes no ok okay please
-thanks also today tomorrow yesterday monday tuesday wednesday thursday friday saturday sunday
+thanks also always never usually sometimes today tomorrow yesterday monday tuesday wednesday thursday friday saturday sunday
 january february march april may june july august september october november december
 """.split())
 _ORG_SUFFIX = frozenset(("inc", "inc.", "corp", "corp.", "corporation", "ltd", "ltd.", "llc",
@@ -159,15 +159,31 @@ class RuleBasedExtractor:
         decisions: dict[str, Decision] = {}  # by key: a later statement wins
         mentions: list[tuple[UUID, EntityMention]] = []
         for episode in request.episodes:
-            for mention in self.mentions(episode.content, request.entities, types):
-                mentions.append((episode.id, mention))
+            typed: dict[str, EntityMention] = {}  # what a pattern says an entity is wins
             for sentence in _SENTENCE.split(episode.content):
                 for key, decision in self._sentence(sentence.strip(), episode, allowed,
                                                     request.entities, types):
                     decisions.pop(key, None)
                     decisions[key] = decision
+                    typed.update((_norm(e.name), e) for e in decision.entities)
+            seen: list[EntityMention] = []
+            for mention in self.mentions(episode.content, request.entities, types):
+                mention = typed.get(_norm(mention.name), mention)
+                if mention not in seen:
+                    seen.append(mention)
+                    mentions.append((episode.id, mention))
+        # one name, one entity: the first type other than the catch-all wins everywhere
+        kinds: dict[str, str] = {}
+        for _, mention in mentions:
+            if kinds.get(_norm(mention.name), "concept") == "concept":
+                kinds[_norm(mention.name)] = mention.type
+        unified: list[tuple[UUID, EntityMention]] = []
+        for episode_id, mention in mentions:
+            one = (episode_id, EntityMention(mention.name, kinds[_norm(mention.name)]))
+            if one not in unified:
+                unified.append(one)
         resolved = [self._against(d, existing.get(key)) for key, d in decisions.items()]
-        return Extraction(tuple(d for d in resolved if d is not None), tuple(mentions))
+        return Extraction(tuple(d for d in resolved if d is not None), tuple(unified))
 
     def _sentence(self, text: str, episode: Episode, allowed: set[str],
                   known: tuple[KnownEntity, ...], types: tuple[str, ...],
