@@ -91,7 +91,12 @@ class Extract(Compute):
     request: ExtractionRequest
 
     def compute(self) -> Extraction:
-        return self.extractor.extract(self.request)
+        try:
+            return self.extractor.extract(self.request)
+        except StopIteration as err:
+            # sent into the operation, StopIteration would end it as if it had finished
+            raise RuntimeError(f"extractor {self.extractor.name!r} failed: "
+                               f"StopIteration {err.value!r}") from err
 
 
 @dataclass(frozen=True)

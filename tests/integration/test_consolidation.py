@@ -31,6 +31,7 @@ from primitives.extraction import Extraction, ExtractionRequest, LLMExtractor
 from primitives.lifecycle import maintain
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
+from tests.integration._awaiting import engine_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
@@ -229,27 +230,57 @@ def test_the_structured_output_of_a_model_that_has_one_is_used(
     assert derived == [(fact.memory.id, episode, "derived_from")]   # no evidence given: all
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_both_executors_consolidate_at_the_session_end_and_only_once(
+        pg: PostgresHandle, assistant: AgentSpec, admin_conn: psycopg.Connection[Any],
+        mode: str) -> None:
+    user = _user()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        async with engine_sessions(mode, assistant, pg.app_dsn, max_connections=2) as session:
+            async with session(user) as mem:
+                [episode] = [(await mem.observe("long_term", "I work at Pied Piper.",
+                                                typology="episodic", scope_id="s-9")).id]
+                await mem.end_scope("session", "s-9", extractor=LLMExtractor(_model({
+                    "decisions": [{"action": "ADD", "typology": "semantic",
+                                   "key": "user:employer", "content": "User works at Pied Piper.",
+                                   "entities": [{"name": "Pied Piper",
+                                                 "type": "organization"}]}]})))
+            state = _state(admin_conn, assistant, user["user_id"])
+            async with session(user) as mem:
+                [again] = await mem.consolidate("s-9", extractor=_Refusing())
+    assert again.episodes == 0
+    assert _state(admin_conn, assistant, user["user_id"]) == state
+    [(fact_id, *_)] = [r for r in state["memories"] if r[1] == "semantic"]
+    assert (fact_id, episode, "derived_from") in state["edges"]
+    assert [(n, t) for n, t, _ in state["entities"]] == [("Pied Piper", "organization")]
+
+
 # interrupted runs -------------------------------------------------------------------------------
 def test_an_interrupted_run_leaves_nothing_and_running_again_completes_it(
         engine: Engine, assistant: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
     user = _user()
     with engine.tenant(user) as mem:
-        e1, e2 = _episodes(mem, "s-3", ["I work at Hooli.", "I love hiking in Sintra."])
+        e1, _ = _episodes(mem, "s-3", ["I work at Hooli.", "I love hiking in Sintra."])
     before = _state(admin_conn, assistant, user["user_id"])
     good = {"action": "ADD", "typology": "semantic", "key": "user:employer",
             "content": "User works at Hooli.", "evidence": [str(e1)],
             "entities": [{"name": "Hooli", "type": "organization"}]}
     too_long = {"action": "ADD", "typology": "opinion", "content": "x" * 100_000}
     # the second decision fails after the first was written: the transaction rolls back
-    with pytest.raises(PolicyViolation, match="decision 1 .*content is 100000 characters"):
+    with pytest.raises(PolicyViolation, match=r"decision 1 .*content is 100000 characters"):
         with engine.tenant(user) as mem:
             mem.end_scope("session", "s-3", extractor=LLMExtractor(_model(
                 {"decisions": [good, too_long]})))
     # a reply that is not the schema, and a model that fails: refused, nothing written
-    with pytest.raises(PolicyViolation, match="does not fit the schema: decisions.0.action"):
+    with pytest.raises(PolicyViolation, match=r"does not fit the schema: decisions\.0\.action"):
         with engine.tenant(user) as mem:
             mem.consolidate("s-3", extractor=LLMExtractor(_model(
                 {"decisions": [{"action": "MERGE"}]})))
+    with pytest.raises(RuntimeError, match="extractor 'llm' failed"):
+        with engine.tenant(user) as mem:       # the fake model has no reply left
+            mem.consolidate("s-3", extractor=LLMExtractor(GenericFakeChatModel(
+                messages=iter([]))))
     with pytest.raises(PolicyViolation, match="not an episode of scope 's-3'"):
         with engine.tenant(user) as mem:
             mem.consolidate("s-3", extractor=LLMExtractor(_model(
