@@ -321,12 +321,12 @@ def consolidate_scope(ctx: Context, rule: ExtractionRule, scope_id: str,
                       extractor: Extractor | None) -> Op[Consolidation]:
     """Consolidate the rows of ``scope_id`` that ``rule`` reads (see the module docstring)."""
     tables, tenant = ctx.tables, ctx.tenant
+    extractor = extractor if extractor is not None else default_extractor(ctx.spec, rule)
     rows = yield Step(_claim(tables), {
         "tenant": tenant, "rule": rule.name, "tier": rule.source_tier,
         "typology": rule.source_typology, "scope_id": scope_id}, "all")
     if not rows:
         return Consolidation(rule.name, scope_id)
-    extractor = extractor if extractor is not None else default_extractor(ctx.spec, rule)
     episodes = tuple(Episode(r[0], r[1], r[2]) for r in rows)
     has_graph = ctx.spec.graph is not None and tables.entities is not None
     existing = yield Step(_existing(tables), {

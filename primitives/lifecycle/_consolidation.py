@@ -8,6 +8,9 @@ to it for the boundary tier's ``idle_after``) and consolidates each in a tenant 
 of its own as the application role, under row-level security: what
 :func:`~primitives.engine._consolidate.consolidate_scope` does at a session's end. A scope
 the ledger already covers is never found again, so a second run changes nothing.
+
+The extractor is the one ``maintain`` was handed (``extractor=``), else the rule-based
+default; rules whose spec asks for ``extractor: llm`` are left for a run handed one.
 """
 
 from __future__ import annotations
@@ -43,13 +46,14 @@ def _run(ctx: JobContext) -> int:
     from primitives.engine import Engine
     from primitives.engine._consolidate import (
         consolidate_scope,
-        default_extractor,
         extraction_rules,
         missed_scopes_statement,
     )
     from primitives.engine._sync import run_op
 
-    rules = extraction_rules(ctx.spec)
+    # a rule whose spec asks for an LLM waits for a run that is handed one (its count: 0)
+    rules = [r for r in extraction_rules(ctx.spec)
+             if ctx.extractor is not None or r.extractor != "llm"]
     missed: list[tuple[ExtractionRule, str, str]] = []
     with psycopg.connect(ctx.dsn, autocommit=True) as conn, conn.transaction():
         conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(MAINTAINER_ROLE)))
@@ -62,9 +66,6 @@ def _run(ctx: JobContext) -> int:
             missed += [(rule, row[0], row[1]) for row in rows]
     if not missed:
         return 0
-    for rule, _, _ in missed:  # an LLM spec without an extractor: say so before any work
-        if ctx.extractor is None:
-            default_extractor(ctx.spec, rule)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no embedder: semantic stands down
         engine = Engine.connect(ctx.spec, app_dsn(ctx.dsn), max_connections=1,

@@ -452,3 +452,73 @@ def _episodes_in(mem: TenantMemory, tier: str, scope_id: str,
                  texts: Sequence[str]) -> list[uuid.UUID]:
     return [mem.observe(tier, text, typology="episodic", scope_id=scope_id).id
             for text in texts]
+
+
+_LLM_NIGHTLY = """\
+version: 1
+agent: {name}
+anchor:
+  keys: [team_id]
+  required_at_write: [team_id]
+typology:
+  session: [episodic]
+  team: [episodic, semantic]
+tiers:
+  - name: session
+    boundary: {{lifecycle: session_end}}
+  - name: team
+    boundary: {{scope_change: team_id}}
+    persistent: true
+persistence:
+  store: {{schema: {name}, prefix: {name}}}
+retrieval:
+  signals: [lexical, recency]
+behavior:
+  consolidation:
+    semantic:
+      method: none
+      extractor: llm
+      trigger: nightly
+      justification: facts are free text; the nightly job extracts them with a chat model
+  promotion:
+    - from: team.episodic
+      to: team.semantic
+      criteria: extraction
+      at: session_end
+      justification: a session's episodes stay in the team tier, facts are drawn from them
+"""
+
+
+def test_an_llm_spec_needs_an_extractor_and_a_nightly_trigger_waits_for_maintain(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any]) -> None:
+    name = f"nightly_{uuid.uuid4().hex[:6]}"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(_LLM_NIGHTLY.format(name=name), encoding="utf-8")
+    spec = load_spec(path)
+    migrate([spec], dsn=pg.admin_dsn)
+    team = {"team_id": f"t-{uuid.uuid4().hex[:6]}"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = Engine.connect(spec, pg.app_dsn)
+    with eng:
+        with eng.tenant(team) as mem:
+            with pytest.raises(PolicyViolation, match=r"extractor=LLMExtractor\(chat_model\)"):
+                mem.consolidate("sess-1")
+            episode = mem.observe("team", "Bob joined Globex.", typology="episodic",
+                                  scope_id="sess-1").id
+            # trigger: nightly: the session's end leaves the extraction to maintain
+            mem.end_scope("session", "sess-1", extractor=_Refusing())
+        tables = agent_tables(spec)
+        ledger = sql.SQL("SELECT count(*) FROM {} WHERE {} = %s").format(
+            tables.promotions.ident, tables.tenant)
+        assert admin_conn.execute(ledger, (team["team_id"],)).fetchone() == (0,)
+        report = maintain([spec], pg.admin_dsn)         # no extractor handed: it waits
+        assert report.agents[spec.agent]["consolidation"] == 0
+        answer = {"decisions": [{"action": "ADD", "typology": "semantic",
+                                 "content": "Bob works at Globex.", "evidence": [str(episode)]}]}
+        report = maintain([spec], pg.admin_dsn, extractor=LLMExtractor(_model(answer)))
+        assert report.agents[spec.agent]["consolidation"] == 1
+        with eng.tenant(team) as mem:
+            facts = [h.memory.content for h in mem.search(tiers=["team"])
+                     if h.memory.typology == "semantic"]
+    assert facts == ["Bob works at Globex."]
