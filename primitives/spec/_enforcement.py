@@ -74,6 +74,8 @@ _AB = "tests/integration/test_abstain.py::"
 _AT = "tests/integration/test_access_tracking.py::"
 _MP = "tests/integration/test_maintain_passes.py::"
 _RL = "tests/integration/test_reference_lifecycles.py::"
+_CN = "tests/integration/test_consolidation.py::"
+_EX = "tests/unit/test_extraction.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -136,9 +138,12 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _GB + "test_superseding_governed_memory_is_refused_naming_the_path"),
     "behavior.write_policy.*.mode=explicit": (
         _CF + "test_a_keyed_fact_update_ends_the_old_facts_validity",),
-    "behavior.write_policy.*.mode=mixed": (),
+    "behavior.write_policy.*.mode=mixed": (
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing",),
     "behavior.write_policy.*.sampling": (),
-    "behavior.write_policy.*.extract_threshold": (),
+    "behavior.write_policy.*.extract_threshold": (
+        _CN + "test_a_decision_below_the_extract_threshold_is_skipped",),
     "behavior.write_policy.*.governance": (
         _GB + "test_governed_memory_is_refused_without_via_naming_the_path_to_take",),
     "behavior.write_policy.*.governance.request_kind": (),
@@ -158,7 +163,13 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].criteria=references": (),
     "behavior.promotion[].criteria=summary": (),
     "behavior.promotion[].criteria=governed": (),
-    "behavior.promotion[].criteria=extraction": (),
+    "behavior.promotion[].criteria=extraction": (
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing",
+        _CN + "test_four_episodes_naming_companies_create_their_entities_with_the_default_"
+              "extractor",
+        _CN + "test_maintain_consolidates_a_missed_session_once_and_leaves_a_live_one",
+        _CN + "test_consolidation_writes_promotion_only_memory_that_observe_refuses"),
     "behavior.promotion[].at=tier_boundary": (
         _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",
         _RL + "test_a_corroboration_rule_at_the_tier_boundary_waits_for_its_scope_to_end"),
@@ -169,7 +180,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].at=job_end": (
         _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",),
     "behavior.promotion[].at=session_end": (
-        _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",),
+        _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",
+        _CN + "test_consolidation_writes_promotion_only_memory_that_observe_refuses"),
     "behavior.promotion[].at=on_approval": (),
     "behavior.promotion[].dedup_similarity": (
         _LB + "test_embedding_similarity_compounds_when_rows_have_vectors",),
@@ -202,18 +214,28 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     # 11. consolidation -------------------------------------------------------------------------
     "behavior.consolidation.*.method=compounding": (
         _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
-    "behavior.consolidation.*.method=merge": (),
+    "behavior.consolidation.*.method=merge": (
+        _CN + "test_a_merge_typology_folds_a_repeated_fact_into_the_one_it_repeats",),
     "behavior.consolidation.*.method=append_with_supersession": (),
     "behavior.consolidation.*.method=none": (
         _LB + "test_the_spec_threshold_and_method_decide_what_compounds",),
     "behavior.consolidation.*.trigger=tier_boundary": (),
-    "behavior.consolidation.*.trigger=session_end": (),
+    "behavior.consolidation.*.trigger=session_end": (
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing",
+        _CN + "test_both_executors_consolidate_at_the_session_end_and_only_once"),
     "behavior.consolidation.*.trigger=job_end": (),
-    "behavior.consolidation.*.trigger=nightly": (),
+    "behavior.consolidation.*.trigger=nightly": (
+        _CN + "test_an_llm_spec_needs_an_extractor_and_a_nightly_trigger_waits_for_maintain",),
     "behavior.consolidation.*.dedup_similarity": (
         _LB + "test_the_spec_threshold_and_method_decide_what_compounds",),
-    "behavior.consolidation.*.extractor=rule_based": (),
-    "behavior.consolidation.*.extractor=llm": (),
+    "behavior.consolidation.*.extractor=rule_based": (
+        _CN + "test_four_episodes_naming_companies_create_their_entities_with_the_default_"
+              "extractor",
+        _EX + "test_fact_preference_and_procedure_patterns_become_keyed_additions"),
+    "behavior.consolidation.*.extractor=llm": (
+        _CN + "test_an_llm_spec_needs_an_extractor_and_a_nightly_trigger_waits_for_maintain",
+        _EX + "test_a_json_reply_becomes_decisions"),
     "behavior.consolidation.*.idempotent": (),
     # 12. context budget ------------------------------------------------------------------------
     "behavior.context": (_CX + "test_spec_without_context_gives_an_empty_pack",),
@@ -349,7 +371,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "graph.edges=causal": (_GR + "test_a_why_query_walks_causal_edges_from_the_text_matches",),
     "graph.edges=entity": (_GR + "test_a_named_entity_finds_the_memories_that_mention_it",),
     "graph.edges=derived_from": (
-        _LB + "test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edges",),
+        _LB + "test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edges",
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing"),
     "graph.edges=supersedes": (
         _CF + "test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge",),
     "graph.entity_types": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",),
