@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -374,6 +374,15 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 # maintain ---------------------------------------------------------------------------------------
+def _extractor(name: str | None) -> Any:
+    """The consolidation extractor ``--extractor`` names (None: each spec's own default)."""
+    if name is None:
+        return None
+    from primitives.extraction import RuleBasedExtractor
+
+    return RuleBasedExtractor()
+
+
 def cmd_maintain(args: argparse.Namespace) -> int:
     import psycopg
 
@@ -399,7 +408,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     try:
         report = maintain(specs, resolve_dsn(), batch_tenants=args.batch_tenants,
                           progress=progress, duty=args.duty,
-                          list_dispositions=args.list_dispositions)
+                          list_dispositions=args.list_dispositions,
+                          extractor=_extractor(args.extractor))
     except psycopg.Error as err:
         raise StorageError(f"maintain failed: {err}") from err
     if args.json:
@@ -531,6 +541,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-dispositions", type=int, default=0, metavar="N",
                    help="also name up to N rows per agent that await disposition (promote, "
                         "mark exempt or archive), oldest first; the count is always reported")
+    p.add_argument("--extractor", choices=["rule_based"], default=None,
+                   help="consolidate missed sessions with this extractor, whatever the spec "
+                        "says (default: the spec's; a spec that asks for an LLM is skipped: "
+                        "an LLM extractor is passed from Python, maintain(..., "
+                        "extractor=LLMExtractor(model)))")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_maintain)
     return parser

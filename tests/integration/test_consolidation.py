@@ -24,6 +24,7 @@ from psycopg import sql
 
 from primitives._project import migrate
 from primitives.audit._chain import verify_chains
+from primitives.cli import main
 from primitives.compile import agent_tables
 from primitives.engine import Engine, TenantMemory
 from primitives.errors import GovernanceError, PolicyViolation
@@ -518,6 +519,34 @@ def test_an_llm_spec_needs_an_extractor_and_a_nightly_trigger_waits_for_maintain
                                  "content": "Bob works at Globex.", "evidence": [str(episode)]}]}
         report = maintain([spec], pg.admin_dsn, extractor=LLMExtractor(_model(answer)))
         assert report.agents[spec.agent]["consolidation"] == 1
+        with eng.tenant(team) as mem:
+            facts = [h.memory.content for h in mem.search(tiers=["team"])
+                     if h.memory.typology == "semantic"]
+    assert facts == ["Bob works at Globex."]
+
+
+def test_the_maintain_command_takes_the_rule_based_extractor(
+        pg: PostgresHandle, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"cli_{uuid.uuid4().hex[:6]}"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(_LLM_NIGHTLY.format(name=name), encoding="utf-8")
+    spec = load_spec(path)
+    migrate([spec], dsn=pg.admin_dsn)
+    team = {"team_id": "t-1"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = Engine.connect(spec, pg.app_dsn)
+    with eng:
+        with eng.tenant(team) as mem:
+            mem.observe("team", "Bob works at Globex.", typology="episodic", scope_id="sess-1")
+            mem.end_scope("session", "sess-1")
+        monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+        # the spec asks for an LLM: without --extractor the session waits
+        assert main(["maintain", str(path), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["agents"][name]["consolidation"] == 0
+        assert main(["maintain", str(path), "--json", "--extractor", "rule_based"]) == 0
+        assert json.loads(capsys.readouterr().out)["agents"][name]["consolidation"] == 1
         with eng.tenant(team) as mem:
             facts = [h.memory.content for h in mem.search(tiers=["team"])
                      if h.memory.typology == "semantic"]
