@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,9 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
     maintain = _read(folder / "maintain.json")
     if maintain:
         lines += _maintain_lines(maintain)
+    consolidation = _read(folder / "consolidation.json")
+    if consolidation:
+        lines += _consolidation_lines(consolidation)
     return lines if len(lines) > 2 else []
 
 
@@ -248,6 +252,25 @@ def _maintain_lines(result: dict[str, Any]) -> list[str]:
                      f"| | <= {search['target']:g}x |")
     lines.append("")
     return lines
+
+
+def _consolidation_lines(result: dict[str, Any]) -> list[str]:
+    """A session's consolidation against writing it (``python -m bench.consolidation``)."""
+    rounds = result["rounds"]
+    median = {k: statistics.median(r[k] for r in rounds)
+              for k in ("write_ms", "consolidate_ms", "rerun_ms")}
+    ratio, rerun = result["consolidate_vs_write"], result["rerun_vs_write"]
+    return [f"Consolidating a session of {result['episodes']} episodes with the rule-based "
+            f"extractor, {result['sessions']} sessions per round (`python -m "
+            "bench.consolidation`, `bench/results/consolidation.json`; what it measures is in "
+            "[extraction.md](extraction.md)):", "",
+            "| per session | median ms | / writing the session, median | worst |",
+            "|---|---:|---:|---:|",
+            f"| write the episodes (`observe`) | {median['write_ms']:.1f} | | |",
+            f"| consolidate, then end the session | {median['consolidate_ms']:.1f} | "
+            f"{ratio['median']:.2f}x | {ratio['worst']:.2f}x |",
+            f"| end it again (nothing to claim) | {median['rerun_ms']:.1f} | "
+            f"{rerun['median']:.3f}x | {rerun['worst']:.3f}x |", ""]
 
 
 def _read(path: Path) -> dict[str, Any] | None:
