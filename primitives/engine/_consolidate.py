@@ -328,18 +328,17 @@ def consolidate_scope(ctx: Context, rule: ExtractionRule, scope_id: str,
     if not rows:
         return Consolidation(rule.name, scope_id)
     episodes = tuple(Episode(r[0], r[1], r[2]) for r in rows)
-    has_graph = ctx.spec.graph is not None and tables.entities is not None
     existing = yield Step(_existing(tables), {
         "tenant": tenant, "tiers": sorted({t for _, t in rule.targets}),
         "typologies": list(rule.typologies), "limit": EXISTING_LIMIT}, "all")
-    known = (yield Step(_known_entities(tables), {"tenant": tenant, "limit": ENTITY_LIMIT},
-                        "all")) if has_graph else []
-    assert ctx.spec.graph is not None or not has_graph
+    graph_spec = ctx.spec.graph if tables.entities is not None else None
+    known = [] if graph_spec is None else (yield Step(_known_entities(tables), {
+        "tenant": tenant, "limit": ENTITY_LIMIT}, "all"))
     request = ExtractionRequest(
         episodes, rule.typologies,
         tuple(ExistingMemory(r[0], r[1], r[2], r[3], float(r[4])) for r in existing),
         tuple(KnownEntity(r[0], r[1], tuple(r[2] or ())) for r in known),
-        tuple(ctx.spec.graph.entity_types) if has_graph and ctx.spec.graph else ())
+        tuple(graph_spec.entity_types) if graph_spec is not None else ())
     extraction = yield Extract(extractor, request)
     if not isinstance(extraction, Extraction):
         raise PolicyViolation(f"extractor {extractor.name!r} returned "
@@ -348,7 +347,7 @@ def consolidate_scope(ctx: Context, rule: ExtractionRule, scope_id: str,
     apply = _Apply(ctx, rule, scope_id, extractor.name, episodes)
     for index, decision in enumerate(extraction.decisions):
         yield from apply.decision(index, decision)
-    if has_graph:
+    if graph_spec is not None:
         yield from apply.mentions(extraction.mentions)
     result = apply.result()
     yield _event(ctx, CONSOLIDATED_EVENT, None, {
