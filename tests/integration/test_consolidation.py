@@ -9,6 +9,7 @@ fake chat models, so its real code path (prompt, reply parsing, validation) runs
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
@@ -28,7 +29,12 @@ from primitives.cli import main
 from primitives.compile import agent_tables
 from primitives.engine import Engine, TenantMemory
 from primitives.errors import GovernanceError, PolicyViolation
-from primitives.extraction import Extraction, ExtractionRequest, LLMExtractor
+from primitives.extraction import (
+    Extraction,
+    ExtractionRequest,
+    LLMExtractor,
+    RuleBasedExtractor,
+)
 from primitives.lifecycle import maintain
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
@@ -291,6 +297,43 @@ def test_an_interrupted_run_leaves_nothing_and_running_again_completes_it(
         [done] = mem.consolidate("s-3", extractor=LLMExtractor(_model({"decisions": [good]})))
         assert (done.episodes, done.added) == (2, 1)
         assert [e.canonical_name for e in mem.find_entities("hooli")] == ["Hooli"]
+
+
+def test_two_concurrent_runs_of_a_session_consolidate_it_once(engine: Engine) -> None:
+    user = _user()
+    with engine.tenant(user) as mem:
+        _episodes(mem, "s-c", ["I work at Hooli."])
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow:
+        name = "slow"
+
+        def extract(self, request: ExtractionRequest) -> Extraction:
+            entered.set()              # the first run holds its claims from here
+            release.wait(30)
+            return RuleBasedExtractor().extract(request)
+
+    done: dict[str, Any] = {}
+
+    def run(label: str, extractor: Any) -> None:
+        with engine.tenant(user) as mem:
+            [done[label]] = mem.consolidate("s-c", extractor=extractor)
+
+    first = threading.Thread(target=run, args=("first", Slow()))
+    first.start()
+    assert entered.wait(30)
+    second = threading.Thread(target=run, args=("second", _Refusing()))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()           # its claim waits for the first run's transaction
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert done["first"].added == 1
+    assert done["second"].episodes == 0     # the first committed: nothing left to claim
+    with engine.tenant(user) as mem:
+        assert [m.memory.content for m in _active(mem, "semantic")] == [
+            "User works at Hooli."]
 
 
 def test_a_decision_below_the_extract_threshold_is_skipped(
