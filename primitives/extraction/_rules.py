@@ -77,6 +77,14 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text.strip().lower())
 
 
+def _who(name: str) -> str:
+    """A pattern's subject without a capitalised sentence opener ("Then Bob" is Bob)."""
+    words = name.split()
+    while len(words) > 1 and words[0].lower() in _STARTERS:
+        words = words[1:]
+    return " ".join(words)
+
+
 class RuleBasedExtractor:
     """The default :class:`~primitives.extraction.Extractor`: deterministic patterns.
 
@@ -208,13 +216,13 @@ class RuleBasedExtractor:
         semantic = "semantic" in allowed
         left = _LEFT.search(text)
         if left and semantic:
-            who, what = left["who"], left["what"].strip()
+            who, what = _who(left["who"]), left["what"].strip()
             subject = "user" if who == "I" else _norm(who)
             yield f"{subject}:works_at", Decision(
                 "DELETE", "semantic", what, f"{subject}:works_at",
                 confidence=self.confidence, evidence=(episode.id,))
         elif (works := _WORKS.search(text)) and semantic:
-            who, what = works["who"], works["what"].strip()
+            who, what = _who(works["who"]), works["what"].strip()
             person = () if who == "I" else ((who, "person"),)
             yield decision("semantic", f"{'user' if who == 'I' else _norm(who)}:works_at",
                            f"{'User' if who == 'I' else who} works at {what}.",

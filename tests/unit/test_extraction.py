@@ -66,6 +66,11 @@ def test_fact_preference_and_procedure_patterns_become_keyed_additions() -> None
     ]
 
 
+def test_a_sentence_opener_is_not_part_of_the_subject() -> None:
+    assert _decisions(_request("Then Bob works at Globex.")) == [
+        ("ADD", "semantic", "bob:works_at", "Bob works at Globex.")]
+
+
 def test_text_without_a_pattern_decides_nothing() -> None:
     assert _decisions(_request("the weather was fine", "we talked for a while")) == []
 
