@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -96,7 +97,7 @@ def _time_writes(engine: Engine, tenant: str, contents: Sequence[str]) -> list[f
     return times
 
 
-def run(*, writes: int, rounds: int, out: Path) -> dict[str, Any]:
+def run(*, writes: int, rounds: int, out: Path, command: str) -> dict[str, Any]:
     with _server(log) as (admin_dsn, embedded), tempfile.TemporaryDirectory() as tmp:
         name = f"bench_pii_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
@@ -126,7 +127,7 @@ def run(*, writes: int, rounds: int, out: Path) -> dict[str, Any]:
             with psycopg.connect(admin_dsn, autocommit=True) as conn:
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                     sql.Identifier(name)))
-    result: dict[str, Any] = {"writes_per_round": writes, "rounds": rounds,
+    result: dict[str, Any] = {"command": command, "writes_per_round": writes, "rounds": rounds,
                               "content_chars": 500, "target": TARGET, "machine": info}
     for variant, by in samples.items():
         p50 = {label: statistics.median(times) for label, times in by.items()}
@@ -145,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--out", type=Path, default=RESULTS / RESULT)
     args = parser.parse_args(argv)
-    run(writes=args.writes, rounds=args.rounds, out=args.out)
+    given = list(argv) if argv is not None else sys.argv[1:]
+    run(writes=args.writes, rounds=args.rounds, out=args.out,
+        command=" ".join(["python -m bench.pii", *given]))
     return 0
 
 
