@@ -288,6 +288,13 @@ def test_an_interrupted_run_leaves_nothing_and_running_again_completes_it(
         with engine.tenant(user) as mem:       # the fake model has no reply left
             mem.consolidate("s-3", extractor=LLMExtractor(GenericFakeChatModel(
                 messages=iter([]))))
+    with engine.tenant(_user()) as other:      # another tenant's fact: RLS hides it
+        foreign = other.observe("long_term", "User works at Initech.", typology="semantic")
+    for target in (foreign.id, e1):               # nor may it touch an episode
+        with pytest.raises(PolicyViolation, match=f"target {target} is not an active"):
+            with engine.tenant(user) as mem:
+                mem.consolidate("s-3", extractor=LLMExtractor(_model(
+                    {"decisions": [good, {"action": "DELETE", "target_id": str(target)}]})))
     with pytest.raises(PolicyViolation, match="not an episode of scope 's-3'"):
         with engine.tenant(user) as mem:
             mem.consolidate("s-3", extractor=LLMExtractor(_model(
