@@ -355,6 +355,22 @@ def test_a_decision_below_the_extract_threshold_is_skipped(
         assert _active(mem, "opinion") == []
 
 
+def test_an_add_of_what_a_key_already_holds_writes_nothing(
+        engine: Engine, assistant: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    user = _user()
+    with engine.tenant(user) as mem:
+        held = mem.observe("long_term", "User prefers tea.", typology="opinion",
+                           key="preference:tea")
+        _episodes(mem, "s-10", ["tea again, as always"])
+        [done] = mem.consolidate("s-10", extractor=LLMExtractor(_model({"decisions": [
+            {"action": "ADD", "typology": "opinion", "key": "preference:tea",
+             "content": "User prefers tea."}]})))
+        assert (done.added, done.unchanged) == (0, 1)
+        assert [h.memory.id for h in _active(mem, "opinion")] == [held.id]
+    assert not [e for e in _state(admin_conn, assistant, user["user_id"])["edges"]
+                if e[2] == "derived_from"]
+
+
 def test_a_merge_typology_folds_a_repeated_fact_into_the_one_it_repeats(
         engine: Engine, assistant: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
     user = _user()
