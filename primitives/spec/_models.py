@@ -192,6 +192,16 @@ class EmbeddingConfig(SpecModel):
         "` (key: value)` (e.g. the message a turn answers); stored with the row, so "
         "re-embedding gives the same vector; neither shown as content nor searched lexically",
     )
+    embed: Literal["inline", "deferred"] = Field(
+        default="inline",
+        description="when a write's vector is made: `inline` embeds it inside the write "
+        "(the model runs on the hot path; the row is found semantically as soon as it "
+        "commits); `deferred` stores the row without a vector (found at once by the "
+        "lexical, envelope and recency signals) and leaves the model to a worker: "
+        "`mem.embed_pending()`, `engine.embed_pending()`, the engine's background worker or "
+        "`primitives maintain --embed`, which embed waiting rows in batches; a search reports "
+        "how many rows still wait (`pending_embeddings`)",
+    )
 
     @field_validator("envelope_keys")
     @classmethod
