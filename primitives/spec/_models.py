@@ -280,6 +280,17 @@ class Retrieval(SpecModel):
     default_limit: int = Field(default=10, ge=1, le=1000)
     abstain: Abstain | None = None
 
+    @model_validator(mode="after")
+    def _deferred_rows_are_found_lexically(self) -> Retrieval:
+        # A deferred row has no vector until the worker runs; only a text signal finds it
+        # for a query meanwhile.
+        if self.embedding.embed == "deferred" and "lexical" not in self.signals:
+            raise ValueError(
+                "embedding.embed: deferred leaves new rows without a vector until the "
+                "embedding worker runs; add lexical to retrieval.signals so a query finds "
+                "them meanwhile")
+        return self
+
 
 # Graph (seed 002) --------------------------------------------------------------------------------
 class Graph(SpecModel):
