@@ -163,7 +163,7 @@ def test_a_deferred_spec_without_the_lexical_signal_is_refused(tmp_path: Path) -
     path = tmp_path / "no_lexical.yaml"
     path.write_text(_SPEC.format(agent="no_lexical", embed="deferred").replace(
         "[semantic, lexical, recency]", "[semantic, recency]"), encoding="utf-8")
-    with pytest.raises(SpecError, match="add lexical to retrieval.signals"):
+    with pytest.raises(SpecError, match=r"add lexical to retrieval\.signals"):
         load_spec(path)
 
 
