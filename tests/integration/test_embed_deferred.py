@@ -24,9 +24,10 @@ from primitives._project import migrate
 from primitives.cli import main
 from primitives.compile import agent_tables
 from primitives.embeddings import HashingEmbedder
-from primitives.engine import AsyncEngine, Engine
+from primitives.engine import AsyncEngine, Engine, SearchResult
 from primitives.engine import _sync as sync_engine
 from primitives.errors import ModelMismatch, SpecError
+from primitives.langgraph import MemoryStore, memory_tools
 from primitives.lifecycle import maintain
 from primitives.lifecycle._embed import pending_rows_statement
 from primitives.spec import AgentSpec, load_spec
@@ -362,3 +363,17 @@ def test_finding_waiting_rows_reads_the_pending_index_as_the_application_role(
             sql.SQL("EXPLAIN ") + pending_rows_statement(tables),
             {"tenants": [anchor["user_id"]], "model": "m", "limit": 10}).fetchall())
     assert tables.object_name("memories_embedding_pending_idx") in plan
+
+
+def test_the_store_search_and_the_stats_tool_say_how_many_rows_wait(
+        pg: PostgresHandle, deferred: AgentSpec, engine: Engine) -> None:
+    anchor = _anchor()
+    engine.observe(anchor, "notes", "the quarterly invoice reconciliation")
+    with MemoryStore.from_spec(deferred, pg.app_dsn, embedder=HashingEmbedder()) as store:
+        items = store.search((anchor["user_id"],), query="invoice reconciliation")
+    assert len(items) == 1 and isinstance(items, SearchResult)
+    assert items.pending_embeddings == 1
+    stats = next(t for t in memory_tools(engine, anchor) if t.name == "memory_stats")
+    assert stats.invoke({})["pending_embeddings"] == 1
+    engine.embed_pending(anchor)
+    assert stats.invoke({})["pending_embeddings"] == 0
