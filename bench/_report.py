@@ -250,6 +250,12 @@ def _embed_deferred_lines(result: dict[str, Any]) -> list[str]:
              f"{worker['rows']} texts (batches of {worker['batch']}), median (worst) | "
              f"{worker['median']:.2f}x ({worker['worst']:.2f}x) | >= {worker['target']:g}x |",
              ""]
+    machine = result.get("machine", {})
+    if machine.get("cores"):
+        lines[-1:] = ["", f"Measured on {machine['cores']} cores with a 1-minute load average of "
+                      f"{machine['load_average_at_start'][0]:.1f} (taken at the end of the "
+                      "run): each round's two timings run back to back, so a busy neighbour "
+                      "moves single rounds, and the median is the figure to read.", ""]
     return lines
 
 
