@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml | $(PY)
 	@echo "==> installing agent-memory-primitives and its test tools into $(VENV)"
 	@# torch first, pinned: its CPU wheel; an unpinned torch pulls several GB of CUDA.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[dev,embeddings]'
+	$(PIP) install -q -e '.[dev,embeddings,pii]'
 	@touch $@
 
 install: $(STAMP)
@@ -39,6 +39,8 @@ bench: $(STAMP)
 	$(PY) -m bench.locomo --sweep
 	$(PY) -m bench.ceiling
 	$(PY) -m bench.maintain
+	$(PY) -m bench.pii
+	$(PY) -m bench.embed_deferred --rounds 15 --block 60 --rows 128
 	$(PY) -m bench.run
 
 golden: $(STAMP)
