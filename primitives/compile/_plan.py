@@ -45,6 +45,7 @@ from primitives.compile._names import (
     agent_tables,
     check_name_length,
 )
+from primitives.compile._outbox import outbox_table
 from primitives.compile._optional_tables import (
     action_requests_table,
     approvals_table,
@@ -173,6 +174,8 @@ def table_definitions(
         ]
     if tables.action_requests is not None:
         definitions += [action_requests_table(spec, tables), approvals_table(tables)]
+    if tables.outbox is not None:
+        definitions.append(outbox_table(spec, tables))
     definitions += checkpointer_definitions(spec, tables)
     return tuple(definitions)
 
