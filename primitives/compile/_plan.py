@@ -45,7 +45,6 @@ from primitives.compile._names import (
     agent_tables,
     check_name_length,
 )
-from primitives.compile._outbox import outbox_table
 from primitives.compile._optional_tables import (
     action_requests_table,
     approvals_table,
@@ -54,6 +53,7 @@ from primitives.compile._optional_tables import (
     node_entities_table,
     sessions_table,
 )
+from primitives.compile._outbox import outbox_table
 from primitives.compile._rls import (
     auditor_policy_name,
     auditor_policy_sql,
