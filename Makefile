@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml | $(PY)
 	@echo "==> installing agent-memory-primitives and its test tools into $(VENV)"
 	@# torch first, pinned: its CPU wheel; an unpinned torch pulls several GB of CUDA.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[dev,embeddings]'
+	$(PIP) install -q -e '.[dev,embeddings,pii]'
 	@touch $@
 
 install: $(STAMP)

@@ -192,7 +192,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # audit ------------------------------------------------------------------------------------------
 AUDIT_VIEWS = ("lineage", "supersession", "actions", "retention", "erasures", "sanitization",
-               "coverage")
+               "redactions", "coverage")
 """``primitives audit show`` view names (primitives.audit.SHORT_NAMES; no SQLAlchemy import here)."""
 
 

@@ -11,6 +11,7 @@ on. Lower-level exceptions are always chained with ``raise ... from``.
      │    └── PolicyNotFound    a spec names a policy that policies/ does not hold
      ├── TenancyError           a namespace or anchor does not fit the spec, or no tenant is set
      ├── PolicyViolation        the database refused a statement on policy grounds (RLS, SQLSTATE 42501)
+     │    └── PrivacyBlocked    a write carries personal data its PII policy blocks (PRIVACY_BLOCKED)
      ├── GovernanceError        a write needs an approval or goes through a path it may not take
      ├── ModelMismatch          vectors of another embedding model in the same index
      ├── EmbedderUnavailable    no embedding model can be loaded (weights or packages missing)
@@ -41,6 +42,7 @@ __all__ = [
     "PolicyNotFound",
     "PolicyViolation",
     "PrimitivesError",
+    "PrivacyBlocked",
     "ServerError",
     "SpecError",
     "StorageError",
@@ -117,6 +119,14 @@ class PolicyViolation(PrimitivesError):
     """The database refused the statement on policy grounds (row-level security, grants)."""
 
     code = "POLICY_VIOLATION"
+
+
+class PrivacyBlocked(PolicyViolation):
+    """A write carries personal data its PII policy blocks; nothing was written. The message
+    is the policy's ``refusal_message``; ``kinds`` and ``field`` say what was found where
+    (never the value)."""
+
+    code = "PRIVACY_BLOCKED"
 
 
 class GovernanceError(PrimitivesError):

@@ -65,14 +65,15 @@ COLUMN_TYPES: Final[Mapping[str, TypeEngine[Any]]] = {
     "depth": sa.Integer(),
     "occurred_at": _TIME, "created_at": _TIME, "superseded_at": _TIME, "linked_at": _TIME,
     "memory_created_at": _TIME, "last_accessed_at": _TIME, "erased_at": _TIME,
-    "payload": _JSONB, "stripped": _JSONB,
+    "payload": _JSONB, "stripped": _JSONB, "kinds": _JSONB, "fields": _JSONB,
+    "consent_event": _UUID, "raw_found": _BOOL,
     "namespace": postgresql.ARRAY(sa.Text()),
     "is_latest": _BOOL, "persistent": _BOOL, "residue": _BOOL, "present": _BOOL,
     "rls_enabled": _BOOL, "rls_forced": _BOOL, "tenant_policy": _BOOL, "auditor_policy": _BOOL,
     **{name: _TEXT for name in (
         "kind", "actor", "prev_hash", "hash", "tier", "typology", "key", "action_id",
         "link_kind", "content", "memory_state", "retention_state", "erasure_reason", "gate",
-        "from_ref", "to_ref", "table_schema", "table_name", "owner",
+        "from_ref", "to_ref", "table_schema", "table_name", "owner", "policy", "action",
     )},
 }
 """SQLAlchemy type of every column name that appears in :data:`VIEW_COLUMNS`."""
@@ -84,6 +85,7 @@ SHORT_NAMES: Final[Mapping[str, str]] = {
     "retention": "retention_state",
     "erasures": "erasures",
     "sanitization": "sanitization",
+    "redactions": "redactions",
     "coverage": "policy_coverage",
 }
 """Names the ``primitives audit show`` command accepts, mapped to :class:`AuditViews` fields."""
@@ -105,6 +107,7 @@ class AuditViews:
     retention_state: sa.Table
     erasures: sa.Table
     sanitization: sa.Table
+    redactions: sa.Table
     policy_coverage: sa.Table
 
     def __iter__(self) -> Iterator[sa.Table]:
@@ -153,7 +156,7 @@ def audit_tables(spec: AgentSpec, metadata: sa.MetaData | None = None) -> AuditV
     metadata = metadata if metadata is not None else sa.MetaData()
     comments = view_comments(tables)
     shorts = ("lineage", "supersession", "action_basis", "retention_state", "erasures",
-              "sanitization", "policy_coverage")
+              "sanitization", "redactions", "policy_coverage")
     built = {
         short: _view_table(tables, short, metadata, comments[f"{tables.prefix}_audit_{short}"])
         for short in shorts
@@ -213,6 +216,7 @@ _ORDER: Final[Mapping[str, tuple[str, ...]]] = {
     "retention_state": ("created_at", "memory_id"),
     "erasures": ("erased_at", "memory_id"),
     "sanitization": ("seq",),
+    "redactions": ("seq",),
     "policy_coverage": ("table_schema", "table_name"),
 }
 

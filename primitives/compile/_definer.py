@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from psycopg import sql
 
-from primitives.compile._names import APP_ROLE, Tables
+from primitives.compile._names import APP_ROLE, PRIVACY_ADMIN_ROLE, Tables
 
 if TYPE_CHECKING:
     from primitives.compile._checkpointer import CheckpointerTables
@@ -33,6 +33,8 @@ __all__ = [
     "erase_functions",
     "erase_row_function",
     "memory_functions",
+    "pii_raw_functions",
+    "read_pii_raw_function",
     "transient_delete_function",
 ]
 
@@ -52,17 +54,18 @@ def _function(schema: str, tables: Tables, suffix: str) -> sql.Identifier:
 
 
 def _steps(function: sql.Identifier, args: str, returns: str, body: sql.Composable,
-           label: str) -> tuple[tuple[str, sql.Composed], ...]:
-    """(label, statement) pairs: the function, no EXECUTE for PUBLIC, EXECUTE for the app."""
+           label: str, role: str = APP_ROLE) -> tuple[tuple[str, sql.Composed], ...]:
+    """(label, statement) pairs: the function, no EXECUTE for PUBLIC, EXECUTE for ``role``
+    (the app role unless said)."""
     signature = sql.SQL("{}({})").format(function, sql.SQL(args))
     return (
         (f"{label} (SECURITY DEFINER)", _DEFINER.format(
             function=function, args=sql.SQL(args), returns=sql.SQL(returns), body=body)),
         (f"{label}: not callable by PUBLIC",
          sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
-        (f"{label}: callable by the app role",
+        (f"{label}: callable by {'the app role' if role == APP_ROLE else role}",
          sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
-                                                               sql.Identifier(APP_ROLE))),
+                                                               sql.Identifier(role))),
     )
 
 
@@ -86,17 +89,55 @@ def memory_functions(tables: Tables) -> tuple[tuple[str, sql.Composed], ...]:
                   f"function {tables.schema}.{tables.object_name('delete_transient')}")
 
 
-def erase_functions(tables: Tables, *, embedding: bool = False
+def read_pii_raw_function(tables: Tables) -> sql.Identifier:
+    """``<schema>.<prefix>_read_pii_raw(uuid, uuid, text, jsonb)``: the privacy admin's read
+    of one row's raw fields, journalled."""
+    return _function(tables.schema, tables, "read_pii_raw")
+
+
+def pii_raw_functions(tables: Tables, *, embedding: bool = False
+                      ) -> tuple[tuple[str, sql.Composed], ...]:
+    """With the raw-PII table: erasure again, now also deleting the row's raw copy, and the
+    privacy admin's read (``$1`` memory id, ``$2`` event id, ``$3`` actor, ``$4`` payload):
+    it returns the raw fields of the tenant's row, if kept, and appends a ``pii_raw_read``
+    event (``found``: whether anything was kept) in the same statement, so no raw value is
+    read without one. EXECUTE for ``primitives_privacy_admin`` alone."""
+    assert tables.pii_raw is not None
+    read = sql.SQL(
+        "WITH r AS (SELECT p.content, p.value, p.envelope, p.consent_event FROM {raw} AS p "
+        "WHERE p.{t} = {tenant} AND p.memory_id = $1),\n"
+        "e AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
+        "SELECT {tenant}, $2, 'pii_raw_read', (SELECT m.id FROM {mem} AS m "
+        "WHERE m.{t} = {tenant} AND m.id = $1), $3, "
+        "$4 || jsonb_build_object('found', EXISTS (SELECT 1 FROM r), 'memory', $1::text))\n"
+        "SELECT r.content, r.value, r.envelope, r.consent_event FROM r "
+        "UNION ALL SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM r)"
+    ).format(raw=tables.pii_raw.ident, t=tables.tenant, tenant=_TENANT,
+             events=tables.events.ident, mem=tables.memories.ident)
+    label = f"function {tables.schema}.{tables.object_name('read_pii_raw')}"
+    erase = erase_functions(tables, embedding=embedding, raw=True)[1:]
+    return (*((f"{what} (again: erasure also deletes the raw copy)", statement)
+              for what, statement in erase),
+            *_steps(read_pii_raw_function(tables), "uuid, uuid, text, jsonb",
+                    "TABLE (content text, value jsonb, envelope jsonb, consent_event uuid)",
+                    read, label, role=PRIVACY_ADMIN_ROLE))
+
+
+def erase_functions(tables: Tables, *, embedding: bool = False, raw: bool = False
                     ) -> tuple[tuple[str, sql.Composed], ...]:
     """Erase one memory row (``$1``): its content becomes ``sha256:<hex>`` of itself,
     computed here so that no caller can write text through the function; value, envelope,
     tags, provenance, source and the vector are cleared; ``$2`` is the stored reason. The
     same statement appends the row's ``erased`` event (``$3`` event id, ``$4`` actor, ``$5``
     payload), so no row is erased without one. The app role needs no UPDATE on the columns
-    it clears. Created with the journal, which it writes."""
+    it clears. Created with the journal, which it writes; with ``raw`` (created again once the
+    raw-PII table exists) it also deletes the row's raw copy."""
     vector = sql.SQL(", embedding = NULL") if embedding else sql.SQL("")
+    copy = sql.SQL("gone AS (DELETE FROM {} AS p WHERE p.{} = {} AND p.memory_id = $1), "
+                   ).format(tables.pii_raw.ident, tables.tenant, _TENANT) if (
+        raw and tables.pii_raw is not None) else sql.SQL("")
     erase = sql.SQL(
-        "WITH erased AS (UPDATE {} AS m SET "
+        "WITH {}erased AS (UPDATE {} AS m SET "
         "content = 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex'), "
         "value = '{{}}'::jsonb, envelope = '{{}}'::jsonb, tags = '{{}}'::text[], "
         "provenance = '{{}}'::jsonb, source = NULL{}, erased_at = now(), erasure_reason = $2, "
@@ -104,7 +145,7 @@ def erase_functions(tables: Tables, *, embedding: bool = False
         "RETURNING m.id)\n"
         "INSERT INTO {} ({}, event_id, kind, memory_id, actor, payload) "
         "SELECT {}, $3, 'erased', erased.id, $4, $5 FROM erased RETURNING true"
-    ).format(tables.memories.ident, vector, tables.tenant, _TENANT, tables.events.ident,
+    ).format(copy, tables.memories.ident, vector, tables.tenant, _TENANT, tables.events.ident,
              tables.tenant, _TENANT)
     label = f"function {tables.schema}.{tables.object_name('erase_row')}"
     # An earlier plan made erase_row(uuid, text, text), which wrote its caller's text and no
@@ -139,7 +180,8 @@ def checkpoint_prune_function(t: CheckpointerTables) -> sql.Identifier:
 
 def definer_names(tables: Tables, t: CheckpointerTables | None) -> tuple[str, ...]:
     """The functions' names (without schema), for the identifier length check."""
-    names = [tables.object_name("delete_transient"), tables.object_name("erase_row")]
+    names = [tables.object_name("delete_transient"), tables.object_name("erase_row"),
+             tables.object_name("read_pii_raw")]
     if t is not None:
         names += [f"{t.checkpoints.name}_{s}"
                   for s in ("delete_threads", "delete_runs", "delete_blobs", "prune")]

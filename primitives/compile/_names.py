@@ -41,6 +41,7 @@ OWNER_ROLE: Final = "primitives_owner"
 APP_ROLE: Final = "primitives_app"
 AUDITOR_ROLE: Final = "primitives_auditor"
 MAINTAINER_ROLE: Final = "primitives_maintainer"
+PRIVACY_ADMIN_ROLE: Final = "primitives_privacy_admin"
 TENANT_SETTING: Final = "primitives.tenant"
 FRAMEWORK_SCHEMA: Final = "primitives"
 
@@ -117,6 +118,7 @@ class Tables:
     sessions: Table | None
     action_requests: Table | None
     approvals: Table | None
+    pii_raw: Table | None
     outbox: Table | None
     checkpoints: Table | None
     checkpoint_blobs: Table | None
@@ -129,6 +131,7 @@ class Tables:
     audit_retention_state: Table
     audit_erasures: Table
     audit_sanitization: Table
+    audit_redactions: Table
     audit_policy_coverage: Table
 
     def __hash__(self) -> int:
@@ -186,12 +189,13 @@ CHAIN_FUNCTION_SUFFIX: Final = "chain_event"
 
 _TABLE_SUFFIXES = (
     "memories", "memory_events", "action_links", "scopes", "promotions",
-    "edges", "entities", "node_entities", "sessions", "action_requests", "approvals", "outbox",
-    "publish",
+    "edges", "entities", "node_entities", "sessions", "action_requests", "approvals", "pii_raw",
+    "outbox", "publish",
 )
 _VIEW_SUFFIXES = (
     "active_memories", "audit_lineage", "audit_supersession", "audit_action_basis",
-    "audit_retention_state", "audit_erasures", "audit_sanitization", "audit_policy_coverage",
+    "audit_retention_state", "audit_erasures", "audit_sanitization", "audit_redactions",
+    "audit_policy_coverage",
 )
 
 
@@ -206,6 +210,15 @@ def check_name_length(spec: AgentSpec, name: str) -> str:
             file=spec.source, field="persistence.store.prefix",
         )
     return name
+
+
+def keeps_raw_pii(spec: AgentSpec) -> bool:
+    """Whether the spec's PII policy keeps raw values with consent (needs the raw-PII table)."""
+    pii = spec.discipline.pii
+    if pii is None:
+        return False
+    policy = spec.policies.get(pii.policy)
+    return bool(getattr(policy, "raw_with_consent", False))
 
 
 def is_governed(spec: AgentSpec) -> bool:
@@ -268,6 +281,7 @@ def agent_tables(spec: AgentSpec) -> Tables:
         sessions=table("sessions") if graph else None,
         action_requests=table("action_requests") if governed else None,
         approvals=table("approvals") if governed else None,
+        pii_raw=table("pii_raw") if keeps_raw_pii(spec) else None,
         outbox=table("outbox") if has_outbox(spec) else None,
         checkpoints=_checkpointer_table(spec, "checkpoints"),
         checkpoint_blobs=_checkpointer_table(spec, "checkpoint_blobs"),
@@ -279,5 +293,6 @@ def agent_tables(spec: AgentSpec) -> Tables:
         audit_retention_state=view("audit_retention_state"),
         audit_erasures=view("audit_erasures"),
         audit_sanitization=view("audit_sanitization"),
+        audit_redactions=view("audit_redactions"),
         audit_policy_coverage=view("audit_policy_coverage"),
     )

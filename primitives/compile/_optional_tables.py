@@ -31,6 +31,7 @@ from primitives.compile._ddl import (
     in_list,
     primary_key,
 )
+from primitives.compile._definer import pii_raw_functions
 from primitives.compile._names import Table, Tables
 from primitives.compile._tables import append_only_triggers, gin_index, tenant_column
 from primitives.spec import AgentSpec, Graph
@@ -43,6 +44,7 @@ __all__ = [
     "edges_table",
     "entities_table",
     "node_entities_table",
+    "pii_raw_table",
     "sessions_table",
 ]
 
@@ -260,4 +262,35 @@ def approvals_table(tables: Tables) -> TableDef:
         triggers=append_only_triggers(),
         app_privileges=("SELECT", "INSERT"),
         comment=f"Approval decisions on governed requests of agent '{tables.agent}'. Append-only.",
+    )
+
+
+def pii_raw_table(tables: Tables, *, embedding: bool = False) -> TableDef:
+    """``<prefix>_pii_raw``: the raw fields of a write whose personal data was redacted, kept
+    because the write named a consent event. The app role may only INSERT; the privacy
+    admin's read function returns a row and journals the read; erasure deletes it; a row
+    removed at its scope's end takes its raw copy with it."""
+    t, name = tables.tenant_column, tables.object_name
+    columns = (
+        tenant_column(tables),
+        Column("memory_id", UUID, not_null=True),
+        Column("content", TEXT, not_null=True),
+        Column("value", JSONB, not_null=True, default=EMPTY_JSONB),
+        Column("envelope", JSONB, not_null=True, default=EMPTY_JSONB),
+        Column("consent_event", UUID, not_null=True),
+        _ts("created_at", now=True),
+    )
+    constraints = (
+        primary_key(name("pii_raw_pkey"), (t, "memory_id")),
+        foreign_key(name("pii_raw_memory_fkey"), (t, "memory_id"), tables.memories,
+                    (t, "id"), on_delete_cascade=True),
+    )
+    return TableDef(
+        table=_required(tables.pii_raw),
+        columns=columns,
+        constraints=constraints,
+        app_privileges=("INSERT",),
+        functions=pii_raw_functions(tables, embedding=embedding),
+        comment=f"Raw personal data of agent '{tables.agent}' kept with logged consent; read "
+                "only through the privacy admin's journalled function.",
     )

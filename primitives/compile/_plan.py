@@ -51,6 +51,7 @@ from primitives.compile._optional_tables import (
     edges_table,
     entities_table,
     node_entities_table,
+    pii_raw_table,
     sessions_table,
 )
 from primitives.compile._outbox import outbox_table
@@ -87,6 +88,7 @@ from primitives.compile._views import (
     erasures_view,
     lineage_view,
     policy_coverage_view,
+    redactions_view,
     retention_state_view,
     sanitization_view,
     supersession_view,
@@ -174,6 +176,8 @@ def table_definitions(
         ]
     if tables.action_requests is not None:
         definitions += [action_requests_table(spec, tables), approvals_table(tables)]
+    if tables.pii_raw is not None:
+        definitions.append(pii_raw_table(tables, embedding=capabilities.vector))
     if tables.outbox is not None:
         definitions.append(outbox_table(spec, tables))
     definitions += checkpointer_definitions(spec, tables)
@@ -271,7 +275,8 @@ def _grant_steps(relation: Table, definition: TableDef | None = None,
     yield Step(f"{name}: reset grants", revoke_all_sql(relation))
     yield Step(f"{name}: grants for the app role",
                grant_app_sql(relation, privileges, columns))
-    yield Step(f"{name}: grants for the auditor role", grant_auditor_sql(relation))
+    if tables is None or relation != tables.pii_raw:  # raw personal data: no auditor reads
+        yield Step(f"{name}: grants for the auditor role", grant_auditor_sql(relation))
     maintainer = grant_maintainer_sql(tables, relation, privileges, columns) if (
         definition is not None and tables is not None) else None
     if maintainer is not None:
@@ -289,6 +294,7 @@ def _view_steps(
         (tables.audit_retention_state, retention_state_view(spec, tables)),
         (tables.audit_erasures, erasures_view(tables, has_embedding=capabilities.vector)),
         (tables.audit_sanitization, sanitization_view(tables)),
+        (tables.audit_redactions, redactions_view(tables)),
         (tables.audit_policy_coverage, policy_coverage_view(tables)),
     )
     comments = view_comments(tables)

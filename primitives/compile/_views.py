@@ -30,6 +30,7 @@ __all__ = [
     "lineage_view",
     "orphan_after",
     "policy_coverage_view",
+    "redactions_view",
     "retention_state_view",
     "sanitization_view",
     "supersession_view",
@@ -38,6 +39,12 @@ __all__ = [
 
 ERASED_EVENT_KIND: Final = "erased"
 """Journal ``kind`` of the event that records an erasure."""
+
+PII_EVENT_KINDS: Final = ("pii_redacted", "pii_consent", "pii_raw_read")
+"""Journal kinds of the PII discipline: a write redacted (payload ``policy``, ``kinds``,
+``fields``, ``action`` redacted | kept_with_consent, ``consent_event``), a consent recorded
+(``kinds``, ``reason_sha256``), a raw read by the privacy admin (``found``, ``memory``,
+``reason_sha256``)."""
 
 SANITIZED_EVENT_KIND: Final = "sanitized"
 """Journal ``kind`` of a crossing of a sanitization gate; payload keys ``gate``, ``from``,
@@ -61,6 +68,8 @@ VIEW_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
                        "erasure_event_seq", "residue"),
     "audit_sanitization": ("seq", "event_id", "memory_id", "actor", "occurred_at", "gate",
                            "from_ref", "to_ref", "stripped", "payload"),
+    "audit_redactions": ("seq", "event_id", "kind", "memory_id", "actor", "occurred_at",
+                         "policy", "action", "kinds", "fields", "consent_event", "raw_found"),
     "audit_policy_coverage": ("table_schema", "table_name", "present", "rls_enabled",
                               "rls_forced", "tenant_policy", "auditor_policy", "owner"),
 }
@@ -328,6 +337,27 @@ def sanitization_view(tables: Tables) -> sql.Composed:
     return _view(tables.audit_sanitization, body)
 
 
+def redactions_view(tables: Tables) -> sql.Composed:
+    """``<prefix>_audit_redactions``: the PII discipline's journal events: what was redacted
+    where (kinds and counts, never a value), consents recorded, and raw reads."""
+    t = tables.tenant_column
+    items: list[sql.Composable | tuple[sql.Composable, str]] = [
+        column(t, "e"),
+        *(column(x, "e") for x in ("seq", "event_id", "kind", "memory_id", "actor",
+                                   "occurred_at")),
+        (sql.SQL("e.payload ->> 'policy'"), "policy"),
+        (sql.SQL("e.payload ->> 'action'"), "action"),
+        (sql.SQL("e.payload -> 'kinds'"), "kinds"),
+        (sql.SQL("e.payload -> 'fields'"), "fields"),
+        (sql.SQL("(e.payload ->> 'consent_event')::uuid"), "consent_event"),
+        (sql.SQL("(e.payload ->> 'found')::boolean"), "raw_found"),
+    ]
+    body = sql.SQL("SELECT {}\nFROM {} AS e\nWHERE e.kind IN ({})").format(
+        _select(items), tables.events.ident,
+        sql.SQL(", ").join(sql.Literal(k) for k in PII_EVENT_KINDS))
+    return _view(tables.audit_redactions, body)
+
+
 def policy_coverage_view(tables: Tables) -> sql.Composed:
     """``<prefix>_audit_policy_coverage``: per table, RLS enabled/forced and policies present."""
     rows = sql.SQL(",\n             ").join(
@@ -377,6 +407,9 @@ def view_comments(tables: Tables) -> dict[str, str]:
         "anything beyond the content hash remains (must always be false).",
         tables.audit_sanitization.name: f"Memory of agent '{agent}' that crossed a "
         "sanitization gate, from the journal.",
+        tables.audit_redactions.name: f"Personal data of agent '{agent}' redacted before "
+        "writes, consents recorded and raw reads by the privacy admin, from the journal "
+        "(kinds and counts, never a value).",
         tables.audit_policy_coverage.name: f"Row-level security coverage of every table of "
         f"agent '{agent}' (tenant column {t}), read from the catalog.",
     }

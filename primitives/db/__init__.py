@@ -21,7 +21,7 @@ the leakproof full-text match ``ts_match``, operator ``@@`` and GIN operator cla
 ``capabilities``; the tables ``schema_migrations`` and ``agent_plans``.
 """
 
-from primitives.db._dsn import app_dsn, auditor_dsn, resolve_dsn
+from primitives.db._dsn import app_dsn, auditor_dsn, privacy_admin_dsn, resolve_dsn
 from primitives.db._json import use_fast_json
 from primitives.db._migrate import (
     Migration,
@@ -35,6 +35,7 @@ from primitives.db._names import (
     AUDITOR_ROLE,
     OWNER_ROLE,
     POLICY_SQLSTATES,
+    PRIVACY_ADMIN_ROLE,
     SQLSTATE_APPEND_ONLY,
     SQLSTATE_JOURNAL_ISOLATION,
     SQLSTATE_LINKED_DELETE,
@@ -70,6 +71,7 @@ __all__ = [
     "AUDITOR_ROLE",
     "OWNER_ROLE",
     "POLICY_SQLSTATES",
+    "PRIVACY_ADMIN_ROLE",
     "SETTINGS_FILE",
     "SQLSTATE_APPEND_ONLY",
     "SQLSTATE_JOURNAL_ISOLATION",
@@ -94,6 +96,7 @@ __all__ = [
     "load_migrations",
     "migrations_dir",
     "primitives_home",
+    "privacy_admin_dsn",
     "read_once",
     "resolve_dsn",
     "server_settings",

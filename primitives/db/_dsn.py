@@ -16,11 +16,11 @@ import os
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from primitives.db._names import APP_ROLE, AUDITOR_ROLE
+from primitives.db._names import APP_ROLE, AUDITOR_ROLE, PRIVACY_ADMIN_ROLE
 from primitives.db._server import HomeArg, start_server
 from primitives.errors import StorageError
 
-__all__ = ["app_dsn", "auditor_dsn", "resolve_dsn"]
+__all__ = ["app_dsn", "auditor_dsn", "privacy_admin_dsn", "resolve_dsn"]
 
 
 def resolve_dsn(home: HomeArg = None) -> str:
@@ -39,6 +39,14 @@ def app_dsn(admin_dsn: str) -> str:
 def auditor_dsn(admin_dsn: str) -> str:
     """DSN of the auditor role: ``$PRIMITIVES_AUDITOR_DSN``, else ``admin_dsn`` as ``primitives_auditor``."""
     return os.environ.get("PRIMITIVES_AUDITOR_DSN") or _as_role(admin_dsn, AUDITOR_ROLE)
+
+
+def privacy_admin_dsn(admin_dsn: str) -> str:
+    """DSN of the privacy admin role: ``$PRIMITIVES_PRIVACY_ADMIN_DSN``, else ``admin_dsn`` as
+    ``primitives_privacy_admin`` (the only role that reads raw personal data kept with
+    consent)."""
+    return (os.environ.get("PRIMITIVES_PRIVACY_ADMIN_DSN")
+            or _as_role(admin_dsn, PRIVACY_ADMIN_ROLE))
 
 
 def _as_role(dsn: str, role: str) -> str:

@@ -24,6 +24,10 @@ MAINTAINER_ROLE: Final = "primitives_maintainer"
 """NOLOGIN role of ``primitives maintain``: sees every tenant, holds only maintenance
 privileges; the admin connection takes it with SET ROLE, no runtime role can."""
 
+PRIVACY_ADMIN_ROLE: Final = "primitives_privacy_admin"
+"""LOGIN role, a member of the app role, that alone may run an agent's raw-PII read function
+(each read journalled)."""
+
 TENANT_SETTING: Final = "primitives.tenant"
 """The transaction-local setting read by ``primitives.current_tenant()``."""
 

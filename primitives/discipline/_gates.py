@@ -21,7 +21,6 @@ Example::
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from primitives.compile._gates import (
     resolve_gate,
 )
 from primitives.compile._outbox import claim_statement
+from primitives.discipline._pii import pii_detector
 from primitives.engine._core import Compute, Context, Op, Step
 from primitives.errors import PolicyViolation, SpecError
 
@@ -58,9 +58,14 @@ DEFAULT_CROSS_LIMIT = 100
 
 
 class PiiSpan(Protocol):
-    kind: str
-    start: int
-    end: int
+    """One finding: its kind and where it is in the text."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
 
 
 class PiiFinder(Protocol):
@@ -70,18 +75,11 @@ class PiiFinder(Protocol):
 
 
 def pii_finder(kinds: tuple[str, ...]) -> PiiFinder:
-    """The project's PII detector for ``kinds`` (``primitives.discipline.pii_detector``)."""
+    """The project's PII detector for ``kinds`` (:func:`primitives.discipline.pii_detector`)."""
     try:
-        module = importlib.import_module("primitives.discipline._pii")
-    except ImportError as err:  # pragma: no cover - the detector ships with discipline
-        raise SpecError(f"a sanitization policy strips PII ({', '.join(kinds)}) but this "
-                        "installation has no PII detector (primitives.discipline._pii)",
-                        field="strip_pii") from err
-    try:
-        finder: PiiFinder = module.pii_detector(tuple(kinds))
+        return pii_detector(tuple(kinds))
     except ValueError as err:
         raise SpecError(f"sanitization policy: {err}", field="strip_pii") from err
-    return finder
 
 
 @dataclass(frozen=True)

@@ -337,6 +337,16 @@ class AsyncTenantMemory:
         return await arun_op(self._conn, core.link_action(
             self.ctx, action_id, memory_ids, kind))
 
+    async def record_consent(self, *, kinds: Sequence[str] = (),
+                             reason: str | None = None) -> UUID:
+        """See :meth:`primitives.engine.TenantMemory.record_consent`."""
+        return await arun_op(self._conn, core.record_consent(self.ctx, kinds=kinds,
+                                                            reason=reason))
+
+    async def read_raw(self, memory_id: UUID, *, reason: str) -> dict[str, Any] | None:
+        """See :meth:`primitives.engine.TenantMemory.read_raw`."""
+        return await arun_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
+
     async def end_scope(self, tier: str, scope_id: str, *,
                         into_scope: str | None = None) -> ScopeEnd:
         """End a transient tier's scope: compounding upward, then removal or archive

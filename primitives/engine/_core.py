@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from primitives import retrieval
 from primitives.compile import Tables
 from primitives.db._oneshot import Fetch
+from primitives.discipline import PiiScan, pii_guard
 from primitives.embeddings import Embedder
 from primitives.engine import _queries as q
 from primitives.engine._anchor import Anchor
@@ -351,6 +352,9 @@ class WriteInput(NamedTuple):
     tags: list[str]
     key: str | None
     scope_id: str | None
+    pii: PiiScan | None = None
+    """What the spec's PII guard found and redacted (the fields above hold the redacted
+    text); ``None`` when nothing was found or the tier is not scanned."""
 
 
 def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | None,
@@ -360,7 +364,12 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
     """Check a write against the spec (tier, typology, write policy, limits on every field)
     and turn its fields into what the row will hold: plain strings (the memory returned is
     built from them, :meth:`Memory.from_written`), lists of labels, the value's canonical
-    JSON. A bad field is a PolicyViolation that names it, before anything is sent."""
+    JSON. A bad field is a PolicyViolation that names it, before anything is sent.
+
+    Where the spec's PII policy scans the tier (:mod:`primitives.discipline._guard`), the
+    content and the strings of value and envelope come back redacted (``pii`` says what was
+    found), a blocked kind is refused with PrivacyBlocked, and so is a label holding
+    personal data; the limits hold for what is stored."""
     limits = spec.persistence.store.limits
     tier, content = clean_text(tier, "tier"), clean_text(content, "content")
     typ = _text(_typology(spec, tier, typology), "typology")
@@ -369,12 +378,9 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
     # JSON checks before canonical_json, which would recurse into a deep value
     check_json(value, "value", depth=limits.json_depth)
     check_json(envelope, "envelope", depth=limits.json_depth)
-    value_json = canonical_json(value)
-    check_limits(spec, content, value, envelope, value_json=value_json)
     if source is not None:
         bounded_text(source, "source", limits.source_chars, "source_chars")
-    return WriteInput(
-        tier, typ, content, value, envelope, value_json,
+    labels = (
         bounded_labels(namespace, "namespace", count=limits.namespace_labels,
                        chars=limits.label_chars, count_setting="namespace_labels",
                        chars_setting="label_chars"),
@@ -383,6 +389,17 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
         None if key is None else bounded_text(key, "key", limits.key_chars, "key_chars"),
         None if scope_id is None else bounded_text(scope_id, "scope_id", limits.scope_id_chars,
                                                    "scope_id_chars"))
+    scan = None
+    guard = pii_guard(spec) if spec.discipline.pii is not None else None
+    if guard is not None and guard.applies(tier):
+        guard.check_labels({"key": labels[2], "namespace": labels[0], "tags": labels[1],
+                            "source": source, "scope_id": labels[3]})
+        scan = guard.scan(content, value, envelope)
+        if scan is not None:
+            content, value, envelope = scan.content, scan.value, scan.envelope
+    value_json = canonical_json(value)
+    check_limits(spec, content, value, envelope, value_json=value_json)
+    return WriteInput(tier, typ, content, value, envelope, value_json, *labels, pii=scan)
 
 
 _EMPTY_VALUE_SHA256 = content_hash("{}")
@@ -399,7 +416,7 @@ def observed_payload(w: WriteInput, row_key: str, via: str) -> dict[str, Any]:
 
 
 _OBSERVE_FIELDS = ("typology", "key", "namespace", "value", "envelope", "tags", "scope_id",
-                   "event_time", "source", "memory_id")
+                   "event_time", "source", "memory_id", "consent")
 """What a caller may give ``observe`` besides tier and content."""
 
 KEY_RACE_ATTEMPTS = 16
@@ -431,7 +448,8 @@ def observe(
     value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
     source: str | None = None, memory_id: UUID | str | None = None,
-    embedding: Sequence[float] | None = None, final: bool = False, **unknown: Any,
+    embedding: Sequence[float] | None = None, final: bool = False,
+    consent: UUID | str | None = None, **unknown: Any,
 ) -> Op[Memory]:
     """Write a memory. With ``key``, the write is an atomic supersession: an unchanged write
     returns the current row (no event), a changed one supersedes it (the old row stays,
@@ -441,22 +459,26 @@ def observe(
     writes and journals nothing. With an
     embedder, the row stores its vector and the model's id (``embedding`` when the caller
     already has it). ``final``: this operation is the whole transaction, so its last
-    statement is marked ``last``. Any other argument is refused (``via`` among them)."""
+    statement is marked ``last``. ``consent``: the id of a ``pii_consent`` event of this
+    tenant (:func:`record_consent`): values the PII policy redacts are also kept raw, for the
+    privacy admin's logged read (the row still holds the redacted text). Any other argument
+    is refused (``via`` among them)."""
     _refuse_unknown(ctx.spec, tier, typology, unknown)
     w = checked_write(ctx.spec, tier, content, typology=typology, key=key, namespace=namespace,
                       value=value, envelope=envelope, tags=tags, scope_id=scope_id,
                       source=source)
     return (yield from _write(ctx, w, event_time=event_time, source=source,
                               memory_id=memory_id, embedding=embedding, final=final,
-                              via="direct"))
+                              via="direct", consent=consent))
 
 
 def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: str | None,
            memory_id: UUID | str | None, embedding: Sequence[float] | None, final: bool,
-           via: str) -> Op[Memory]:
+           via: str, consent: UUID | str | None = None) -> Op[Memory]:
     """Write the checked ``w`` (see :func:`observe`); ``via`` is the engine's path, kept in
     the journal."""
     spec = ctx.spec
+    consent_id = (yield from _consent(ctx, consent)) if w.pii is not None else None
     tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
     ns, tag_list, key, scope_id = w.namespace, w.tags, w.key, w.scope_id
     if event_time is not None and not isinstance(event_time, datetime):
@@ -482,7 +504,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content,
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": tag_list,
-        "provenance": Jsonb({}), "event_time": when,
+        "provenance": Jsonb(w.pii.provenance() if w.pii is not None else {}),
+        "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
         "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
     }
@@ -530,7 +553,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         may_retry = key is not None and previous is None
         resolves = policy is not None and (previous is not None or candidate is not None)
         row = yield Step(insert, params, "one",
-                         last=final and not linked and not may_retry and not resolves)
+                         last=final and not linked and not may_retry and not resolves
+                         and w.pii is None)
         if row is not None:
             break
         if not may_retry:
@@ -540,6 +564,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         raise StorageError(
             f"a keyed write of '{key}' lost the race for its key {KEY_RACE_ATTEMPTS} times to "
             "concurrent writers; retry it", tenant=ctx.tenant, key=key)
+    if w.pii is not None:
+        yield from _redacted(ctx, w, w.pii, new_id, consent_id)
     if policy is not None and candidate is not None:
         yield from resolve_conflict(ctx, policy, candidate, new_id, detected="similarity")
     elif policy is not None and previous is not None:
@@ -552,6 +578,97 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
     return Memory.from_written({
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content, "tags": tag_list}, row)
+
+
+PII_REDACTED_EVENT = "pii_redacted"
+"""The journal event of a write whose personal data was redacted (seed 001's PII_REDACTED)."""
+PII_CONSENT_EVENT = "pii_consent"
+"""The journal event a caller records before a write that keeps raw values with consent."""
+
+
+def _consent(ctx: Context, consent: UUID | str | None) -> Op[UUID | None]:
+    """The consent event ``consent`` names, checked: the policy must allow raw values with
+    consent, and the event must be a ``pii_consent`` event of this tenant."""
+    if consent is None:
+        return None
+    guard = pii_guard(ctx.spec)
+    assert guard is not None
+    if not guard.policy.raw_with_consent or ctx.tables.pii_raw is None:
+        raise PolicyViolation(
+            f"PII policy '{guard.policy_name}' of agent '{ctx.spec.agent}' never keeps raw "
+            "personal data, consent or not (raw_with_consent: false); write without consent "
+            "and the values are redacted", field="consent", policy=guard.policy_name)
+    try:
+        event_id = consent if type(consent) is UUID else UUID(str(consent))
+    except ValueError:
+        raise PolicyViolation(f"consent must be the id of a consent event, not {consent!r}",
+                              field="consent") from None
+    found = yield Step(q.consent_event(ctx.tables), {"tenant": ctx.tenant, "id": event_id,
+                                                     "kind": PII_CONSENT_EVENT}, "one")
+    if found is None:
+        raise PolicyViolation(
+            f"no consent event {event_id} in this tenant: record one with "
+            "mem.record_consent(...) and pass its id", field="consent",
+            consent=str(event_id))
+    return event_id
+
+
+def _redacted(ctx: Context, w: WriteInput, scan: PiiScan, memory_id: UUID,
+              consent: UUID | None) -> Op[None]:
+    """Journal what was redacted in ``memory_id`` (kinds, fields and counts; never a value)
+    and, with consent, keep the raw fields for the privacy admin's read."""
+    guard = pii_guard(ctx.spec)
+    assert guard is not None
+    fields = sorted({str(f["field"]).split(".")[0].split("[")[0] for f in scan.findings})
+    yield _event(ctx, PII_REDACTED_EVENT, memory_id, {
+        "policy": guard.policy_name, "tier": w.tier, "typology": w.typology,
+        "kinds": scan.kinds, "fields": fields,
+        "action": "kept_with_consent" if consent is not None else "redacted",
+        "consent_event": str(consent) if consent is not None else None,
+        "hashes_kept": guard.policy.store_hash})
+    if consent is not None:
+        assert ctx.tables.pii_raw is not None
+        content, value, envelope = scan.raw
+        yield Step(q.insert_pii_raw(ctx.tables), {
+            "tenant": ctx.tenant, "memory_id": memory_id, "content": content,
+            "value": Jsonb(value), "envelope": Jsonb(envelope), "consent": consent})
+
+
+def record_consent(ctx: Context, *, kinds: Sequence[str] = (),
+                   reason: str | None = None) -> Op[UUID]:
+    """Journal a ``pii_consent`` event (the kinds it covers, the reason's hash) and return
+    its id, for ``observe(..., consent=<id>)``."""
+    guard = pii_guard(ctx.spec)
+    if guard is None:
+        raise PolicyViolation(f"agent '{ctx.spec.agent}' has no PII policy "
+                              "(discipline.pii): there is nothing to consent to")
+    unknown = sorted(set(kinds) - set(guard.policy.detectors))
+    if unknown:
+        raise PolicyViolation(f"PII policy '{guard.policy_name}' detects "
+                              f"{', '.join(guard.policy.detectors)}, not {', '.join(unknown)}",
+                              field="kinds")
+    step = _event(ctx, PII_CONSENT_EVENT, None, {
+        **reason_payload(reason), "kinds": sorted(kinds) or list(guard.policy.detectors)})
+    yield step
+    event_id: UUID = step.params["event_id"]
+    return event_id
+
+
+def read_raw(ctx: Context, memory_id: UUID, *, reason: str) -> Op[dict[str, Any] | None]:
+    """The raw fields kept with consent for ``memory_id`` (content, value, envelope and the
+    consent event), through the privacy admin's function, which journals the read; ``None``
+    when nothing raw is kept for it."""
+    if ctx.tables.pii_raw is None:
+        raise PolicyViolation(f"agent '{ctx.spec.agent}' keeps no raw personal data "
+                              "(no PII policy with raw_with_consent)")
+    if not isinstance(reason, str) or not reason.strip():
+        raise PolicyViolation("a raw read needs a reason: it is journalled", field="reason")
+    row = yield Step(q.read_pii_raw(ctx.tables), {
+        "id": memory_id, "event_id": q.new_event_id(), "actor": ctx.actor,
+        "payload": Jsonb(reason_payload(reason))}, "one")
+    if row is None or row[0] is None:
+        return None
+    return {"content": row[0], "value": row[1], "envelope": row[2], "consent_event": row[3]}
 
 
 CONTRADICTED_CONFIDENCE = 0.3
@@ -1005,8 +1122,20 @@ def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Me
     embeddings: list[list[float] | None] = [None] * len(items)
     if ctx.embeds and items:
         assert ctx.embedder is not None
-        texts = tuple(embedding_text(ctx.spec, item["content"], item.get("envelope") or {},
-                                     item.get("event_time")) for item in items)
+        guard = pii_guard(ctx.spec)
+
+        def embedded(item: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+            # a vector is made from what is stored: the redacted text where the policy
+            # scans the tier (a blocked kind is refused here, before anything is written)
+            content, envelope = item["content"], item.get("envelope") or {}
+            if guard is not None and guard.applies(item["tier"]):
+                scan = guard.scan(content, dict(item.get("value") or {}), dict(envelope))
+                if scan is not None:
+                    content, envelope = scan.content, scan.envelope
+            return content, envelope
+
+        texts = tuple(embedding_text(ctx.spec, *embedded(item), item.get("event_time"))
+                      for item in items)
         embeddings = list((yield Embed(ctx.embedder, texts)))
     written = []
     for item, vector in zip(items, embeddings, strict=True):

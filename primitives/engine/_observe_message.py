@@ -14,7 +14,7 @@ CPU per write.
 
 Anything else returns ``None`` and takes the general path, which also raises what the write's
 errors are: a key, an embedder, a temporal edge, a typology whose conflict strategy looks
-for a similar row it contradicts, an unknown field, a value written here
+for a similar row it contradicts, personal data the PII policy redacted, an unknown field, a value written here
 differently (text with a NUL, a naive event time, an envelope JSON cannot encode), a
 connection with a row factory of its own.
 """
@@ -151,8 +151,10 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
                       namespace=fields.get("namespace", ()), value=fields.get("value"),
                       envelope=fields.get("envelope"), tags=fields.get("tags", ()),
                       scope_id=fields.get("scope_id"), source=source)
-    if links_to_previous(spec, w.scope_id) or similarity_detects(spec, w.typology):
-        return None  # a temporal edge, or the conflict lookup of detect: similarity
+    if (links_to_previous(spec, w.scope_id) or similarity_detects(spec, w.typology)
+            or w.pii is not None):
+        return None  # a temporal edge, the conflict lookup of detect: similarity, or redacted
+        # personal data (its pii_redacted event)
     tables = engine.tables
     statement = q.insert_memory_observed(tables, tables.anchor_columns, embedding=False,
                                          scoped=w.scope_id is not None)

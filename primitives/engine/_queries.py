@@ -11,7 +11,11 @@ from uuid import UUID
 from psycopg import sql
 
 from primitives.compile import OBSERVED_EVENT_KIND, Tables
-from primitives.compile._definer import erase_row_function, transient_delete_function
+from primitives.compile._definer import (
+    erase_row_function,
+    read_pii_raw_function,
+    transient_delete_function,
+)
 from primitives.compile._expr import active_predicate
 from primitives.engine._ids import new_uuid
 from primitives.engine._records import MEMORY_COLUMNS, READ_BACK_COLUMNS
@@ -540,3 +544,30 @@ def temporal_edge(tables: Tables) -> sql.Composed:
         "'weight', 1, 'confidence', 1, 'automatic', true) FROM edge"
     ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE,
              edges=tables.edges.ident, events=tables.events.ident)
+
+
+@lru_cache(maxsize=64)
+def consent_event(tables: Tables) -> sql.Composed:
+    """The tenant's journal event ``%(id)s`` if it is of kind ``%(kind)s``."""
+    return sql.SQL(
+        "SELECT event_id FROM {} WHERE {} = %(tenant)s AND event_id = %(id)s "
+        "AND kind = %(kind)s"
+    ).format(tables.events.ident, tables.tenant)
+
+
+@lru_cache(maxsize=64)
+def insert_pii_raw(tables: Tables) -> sql.Composed:
+    """Keep a redacted write's raw fields (a consent event named)."""
+    assert tables.pii_raw is not None
+    return sql.SQL(
+        "INSERT INTO {} ({}, memory_id, content, value, envelope, consent_event) "
+        "VALUES (%(tenant)s, %(memory_id)s, %(content)s, %(value)s, %(envelope)s, %(consent)s)"
+    ).format(tables.pii_raw.ident, tables.tenant)
+
+
+@lru_cache(maxsize=64)
+def read_pii_raw(tables: Tables) -> sql.Composed:
+    """The privacy admin's journalled read of one row's raw fields."""
+    return sql.SQL(
+        "SELECT * FROM {}(%(id)s, %(event_id)s, %(actor)s, %(payload)s)"
+    ).format(read_pii_raw_function(tables))

@@ -371,6 +371,17 @@ class TenantMemory:
     def link_action(self, action_id: str, memory_ids: list[UUID], kind: str) -> int:
         return run_op(self._conn, core.link_action(self.ctx, action_id, memory_ids, kind))
 
+    def record_consent(self, *, kinds: Sequence[str] = (), reason: str | None = None) -> UUID:
+        """Journal the subject's consent to keep raw personal data of ``kinds`` (all the
+        policy detects when empty); pass the id to ``observe(..., consent=id)``."""
+        return run_op(self._conn, core.record_consent(self.ctx, kinds=kinds, reason=reason))
+
+    def read_raw(self, memory_id: UUID, *, reason: str) -> dict[str, Any] | None:
+        """The raw fields kept with consent for ``memory_id`` (privacy admin only: connect
+        with ``primitives.db.privacy_admin_dsn``); the read is journalled with the reason's
+        hash. ``None`` when nothing raw is kept for it."""
+        return run_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
+
     def end_scope(self, tier: str, scope_id: str, *,
                   into_scope: str | None = None) -> ScopeEnd:
         """End a transient tier's scope: compounding upward, then removal or archive

@@ -42,6 +42,7 @@ from primitives.spec._models import (
     Visibility,
 )
 from primitives.spec._policies import (
+    PII_KIND_NAMES,
     AccessPolicy,
     PiiPolicy,
     Policy,
@@ -53,6 +54,7 @@ from primitives.spec._schema import spec_json_schema
 
 __all__ = [
     "LIFECYCLE_EVENTS",
+    "PII_KIND_NAMES",
     "PROMOTION_DEFAULTS",
     "SIGNALS",
     "TYPOLOGY_DEFAULTS",

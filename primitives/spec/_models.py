@@ -415,6 +415,8 @@ class AgentSpec(SpecModel):
     source: str | None = Field(default=None, description="filled by the loader: the spec's path")
     _declared: Any = PrivateAttr(default=None)
     """Set by the loader: the spec's YAML and where each key is written (see ``unenforced``)."""
+    _pii_guard: Any = PrivateAttr(default=None)
+    """Built on first use by ``primitives.discipline.pii_guard``."""
 
     @model_validator(mode="before")
     @classmethod

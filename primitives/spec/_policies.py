@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from primitives.spec._common import Duration, Name, SpecModel
 
 __all__ = [
     "HEDGE_TIERS",
+    "PII_KIND_NAMES",
     "AccessPolicy",
     "PiiPolicy",
     "Policy",
@@ -23,6 +24,13 @@ class _PolicyBase(SpecModel):
     version: Literal[1] = 1
     name: Name
     description: str | None = None
+
+
+PiiKind = Literal["email", "phone", "credit_card", "iban", "ssn", "ip_address", "us_itin",
+                  "passport", "national_id", "driver_license", "crypto_wallet", "secret"]
+"""The kinds of personal data and secrets the detector finds (docs/privacy.md)."""
+PII_KIND_NAMES: tuple[str, ...] = get_args(PiiKind)
+PiiAction = Literal["redact", "block"]
 
 
 class SanitizationPolicy(_PolicyBase):
@@ -40,7 +48,7 @@ class SanitizationPolicy(_PolicyBase):
     hedges: dict[str, str] = Field(
         default_factory=dict, description="hedge_map: provenance tier -> phrasing"
     )
-    strip_pii: list[Name] = Field(
+    strip_pii: list[PiiKind] = Field(
         default_factory=list,
         description="PII kinds whose values the detector finds and replaces on the way",
     )
@@ -79,20 +87,50 @@ HEDGE_TIERS = ("canonical", "corroborated", "single_observation", "inferred", "c
 _UNPORTABLE = re.compile(r"\\[1-9]|\\[gk]<|\(\?P|\(\?<(?![=!])")
 
 
+
+
 class PiiPolicy(_PolicyBase):
     """PII detection and what to do when it fires (seed 001 §5)."""
 
     kind: Literal["pii"]
-    detectors: list[Literal["email", "phone", "credit_card", "iban", "ssn", "ip_address"]] = Field(
-        min_length=1
-    )
-    on_detect: Literal["redact", "refuse"] = "redact"
+    detectors: list[PiiKind] = Field(min_length=1, description="the kinds to detect")
+    on_detect: PiiAction = Field(
+        default="redact",
+        description="redact: the value is replaced by a placeholder (its sha256 kept in the "
+        "row's provenance when store_hash) and a pii_redacted event journalled; block: the "
+        "write is refused with PRIVACY_BLOCKED and nothing is written ('refuse' is read as "
+        "block)")
+    actions: dict[PiiKind, PiiAction] = Field(
+        default_factory=dict, description="per-kind actions overriding on_detect")
     raw_with_consent: bool = Field(
-        default=True, description="raw storage allowed when a logged consent event exists"
-    )
-    store_hash: bool = True
-    admin_raw_reads: bool = True
+        default=True,
+        description="a write that names a logged consent event (mem.record_consent) keeps "
+        "the raw text of redacted values in the raw-PII table, readable only through the "
+        "privacy admin's logged read; the memory row still holds the redacted text")
+    store_hash: bool = Field(
+        default=True, description="keep each redacted value's sha256 in provenance.pii")
+    admin_raw_reads: bool = Field(
+        default=True, description="the privacy admin role may read raw values kept with "
+        "consent (each read journalled)")
     refusal_message: str = "I can't store that because it contains personal data."
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_is_block(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("on_detect") == "refuse":
+            data = {**data, "on_detect": "block"}
+        return data
+
+    @model_validator(mode="after")
+    def _raw_is_readable(self) -> PiiPolicy:
+        if self.raw_with_consent and not self.admin_raw_reads:
+            raise ValueError("raw_with_consent keeps raw values that only the privacy "
+                             "admin's read returns: it needs admin_raw_reads: true")
+        return self
+
+    def action(self, kind: str) -> PiiAction:
+        """What this policy does with a value of ``kind``."""
+        return self.actions.get(kind, self.on_detect)  # type: ignore[call-overload,no-any-return]
 
 
 class RetentionPolicy(_PolicyBase):

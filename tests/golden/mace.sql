@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 254 statements
+-- primitives plan for agent 'mace': 279 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -692,6 +692,89 @@ GRANT SELECT, INSERT ON TABLE "mace"."mace_approvals" TO "primitives_app";
 -- mace.mace_approvals: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_approvals" TO "primitives_auditor";
 
+-- mace.mace_pii_raw: table
+CREATE TABLE IF NOT EXISTS "mace"."mace_pii_raw" (
+    "user_id" text NOT NULL,
+    "memory_id" uuid NOT NULL,
+    "content" text NOT NULL,
+    "value" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "envelope" jsonb NOT NULL DEFAULT '{}'::jsonb,
+    "consent_event" uuid NOT NULL,
+    "created_at" timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT "mace_pii_raw_pkey" PRIMARY KEY ("user_id", "memory_id"),
+    CONSTRAINT "mace_pii_raw_memory_fkey" FOREIGN KEY ("user_id", "memory_id") REFERENCES "mace"."mace_memories" ("user_id", "id") ON DELETE CASCADE
+);
+
+-- mace.mace_pii_raw: function mace.mace_erase_row (SECURITY DEFINER) (again: erasure also deletes the raw copy)
+CREATE OR REPLACE FUNCTION "mace"."mace_erase_row"(uuid, text, uuid, text, jsonb) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH gone AS (DELETE FROM "mace"."mace_pii_raw" AS p WHERE p."user_id" = primitives.current_tenant() AND p.memory_id = $1), erased AS (UPDATE "mace"."mace_memories" AS m SET content = 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex'), value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, erased_at = now(), erasure_reason = $2, updated_at = now() WHERE m."user_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING m.id)
+INSERT INTO "mace"."mace_memory_events" ("user_id", event_id, kind, memory_id, actor, payload) SELECT primitives.current_tenant(), $3, 'erased', erased.id, $4, $5 FROM erased RETURNING true
+$fn$;
+
+-- mace.mace_pii_raw: function mace.mace_erase_row: not callable by PUBLIC (again: erasure also deletes the raw copy)
+REVOKE ALL ON FUNCTION "mace"."mace_erase_row"(uuid, text, uuid, text, jsonb) FROM PUBLIC;
+
+-- mace.mace_pii_raw: function mace.mace_erase_row: callable by the app role (again: erasure also deletes the raw copy)
+GRANT EXECUTE ON FUNCTION "mace"."mace_erase_row"(uuid, text, uuid, text, jsonb) TO "primitives_app";
+
+-- mace.mace_pii_raw: function mace.mace_read_pii_raw (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "mace"."mace_read_pii_raw"(uuid, uuid, text, jsonb) RETURNS TABLE (content text, value jsonb, envelope jsonb, consent_event uuid)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH r AS (SELECT p.content, p.value, p.envelope, p.consent_event FROM "mace"."mace_pii_raw" AS p WHERE p."user_id" = primitives.current_tenant() AND p.memory_id = $1),
+e AS (INSERT INTO "mace"."mace_memory_events" ("user_id", event_id, kind, memory_id, actor, payload) SELECT primitives.current_tenant(), $2, 'pii_raw_read', (SELECT m.id FROM "mace"."mace_memories" AS m WHERE m."user_id" = primitives.current_tenant() AND m.id = $1), $3, $4 || jsonb_build_object('found', EXISTS (SELECT 1 FROM r), 'memory', $1::text))
+SELECT r.content, r.value, r.envelope, r.consent_event FROM r UNION ALL SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM r)
+$fn$;
+
+-- mace.mace_pii_raw: function mace.mace_read_pii_raw: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "mace"."mace_read_pii_raw"(uuid, uuid, text, jsonb) FROM PUBLIC;
+
+-- mace.mace_pii_raw: function mace.mace_read_pii_raw: callable by primitives_privacy_admin
+GRANT EXECUTE ON FUNCTION "mace"."mace_read_pii_raw"(uuid, uuid, text, jsonb) TO "primitives_privacy_admin";
+
+-- mace.mace_pii_raw: comment
+COMMENT ON TABLE "mace"."mace_pii_raw" IS 'Raw personal data of agent ''mace'' kept with logged consent; read only through the privacy admin''s journalled function.';
+
+-- mace.mace_pii_raw: enable row level security
+ALTER TABLE "mace"."mace_pii_raw" ENABLE ROW LEVEL SECURITY;
+
+-- mace.mace_pii_raw: force row level security
+ALTER TABLE "mace"."mace_pii_raw" FORCE ROW LEVEL SECURITY;
+
+-- mace.mace_pii_raw: replace policy mace_tenant_isolation
+DROP POLICY IF EXISTS "mace_tenant_isolation" ON "mace"."mace_pii_raw";
+
+-- mace.mace_pii_raw: policy mace_tenant_isolation
+CREATE POLICY "mace_tenant_isolation" ON "mace"."mace_pii_raw" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- mace.mace_pii_raw: replace policy mace_auditor_read
+DROP POLICY IF EXISTS "mace_auditor_read" ON "mace"."mace_pii_raw";
+
+-- mace.mace_pii_raw: policy mace_auditor_read
+CREATE POLICY "mace_auditor_read" ON "mace"."mace_pii_raw" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- mace.mace_pii_raw: replace policy mace_owner_tenant
+DROP POLICY IF EXISTS "mace_owner_tenant" ON "mace"."mace_pii_raw";
+
+-- mace.mace_pii_raw: policy mace_owner_tenant
+CREATE POLICY "mace_owner_tenant" ON "mace"."mace_pii_raw" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("user_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- mace.mace_pii_raw: replace policy mace_maintainer
+DROP POLICY IF EXISTS "mace_maintainer" ON "mace"."mace_pii_raw";
+
+-- mace.mace_pii_raw: policy mace_maintainer
+CREATE POLICY "mace_maintainer" ON "mace"."mace_pii_raw" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
+-- mace.mace_pii_raw: reset grants
+REVOKE ALL ON TABLE "mace"."mace_pii_raw" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
+
+-- mace.mace_pii_raw: grants for the app role
+GRANT INSERT ON TABLE "mace"."mace_pii_raw" TO "primitives_app";
+
 -- langgraph.mace_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoints" (
     "user_id" text NOT NULL,
@@ -1156,6 +1239,36 @@ GRANT SELECT ON TABLE "mace"."mace_audit_sanitization" TO "primitives_app";
 -- mace.mace_audit_sanitization: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_audit_sanitization" TO "primitives_auditor";
 
+-- mace.mace_audit_redactions: view
+CREATE OR REPLACE VIEW "mace"."mace_audit_redactions" WITH (security_invoker = true) AS
+SELECT "e"."user_id",
+       "e"."seq",
+       "e"."event_id",
+       "e"."kind",
+       "e"."memory_id",
+       "e"."actor",
+       "e"."occurred_at",
+       e.payload ->> 'policy' AS "policy",
+       e.payload ->> 'action' AS "action",
+       e.payload -> 'kinds' AS "kinds",
+       e.payload -> 'fields' AS "fields",
+       (e.payload ->> 'consent_event')::uuid AS "consent_event",
+       (e.payload ->> 'found')::boolean AS "raw_found"
+FROM "mace"."mace_memory_events" AS e
+WHERE e.kind IN ('pii_redacted', 'pii_consent', 'pii_raw_read');
+
+-- mace.mace_audit_redactions: comment
+COMMENT ON VIEW "mace"."mace_audit_redactions" IS 'Personal data of agent ''mace'' redacted before writes, consents recorded and raw reads by the privacy admin, from the journal (kinds and counts, never a value).';
+
+-- mace.mace_audit_redactions: reset grants
+REVOKE ALL ON TABLE "mace"."mace_audit_redactions" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
+
+-- mace.mace_audit_redactions: grants for the app role
+GRANT SELECT ON TABLE "mace"."mace_audit_redactions" TO "primitives_app";
+
+-- mace.mace_audit_redactions: grants for the auditor role
+GRANT SELECT ON TABLE "mace"."mace_audit_redactions" TO "primitives_auditor";
+
 -- mace.mace_audit_policy_coverage: view
 CREATE OR REPLACE VIEW "mace"."mace_audit_policy_coverage" WITH (security_invoker = true) AS
 SELECT "r"."table_schema",
@@ -1173,6 +1286,7 @@ FROM (VALUES ('mace', 'mace_memories'),
              ('mace', 'mace_promotions'),
              ('mace', 'mace_action_requests'),
              ('mace', 'mace_approvals'),
+             ('mace', 'mace_pii_raw'),
              ('langgraph', 'mace_checkpoints'),
              ('langgraph', 'mace_checkpoint_blobs'),
              ('langgraph', 'mace_checkpoint_writes')) AS r (table_schema, table_name)

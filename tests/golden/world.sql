@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 221 statements
+-- primitives plan for agent 'world': 226 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -1034,6 +1034,36 @@ GRANT SELECT ON TABLE "worlds"."world_agent_audit_sanitization" TO "primitives_a
 
 -- worlds.world_agent_audit_sanitization: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_audit_sanitization" TO "primitives_auditor";
+
+-- worlds.world_agent_audit_redactions: view
+CREATE OR REPLACE VIEW "worlds"."world_agent_audit_redactions" WITH (security_invoker = true) AS
+SELECT "e"."world_id",
+       "e"."seq",
+       "e"."event_id",
+       "e"."kind",
+       "e"."memory_id",
+       "e"."actor",
+       "e"."occurred_at",
+       e.payload ->> 'policy' AS "policy",
+       e.payload ->> 'action' AS "action",
+       e.payload -> 'kinds' AS "kinds",
+       e.payload -> 'fields' AS "fields",
+       (e.payload ->> 'consent_event')::uuid AS "consent_event",
+       (e.payload ->> 'found')::boolean AS "raw_found"
+FROM "worlds"."world_agent_memory_events" AS e
+WHERE e.kind IN ('pii_redacted', 'pii_consent', 'pii_raw_read');
+
+-- worlds.world_agent_audit_redactions: comment
+COMMENT ON VIEW "worlds"."world_agent_audit_redactions" IS 'Personal data of agent ''world'' redacted before writes, consents recorded and raw reads by the privacy admin, from the journal (kinds and counts, never a value).';
+
+-- worlds.world_agent_audit_redactions: reset grants
+REVOKE ALL ON TABLE "worlds"."world_agent_audit_redactions" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
+
+-- worlds.world_agent_audit_redactions: grants for the app role
+GRANT SELECT ON TABLE "worlds"."world_agent_audit_redactions" TO "primitives_app";
+
+-- worlds.world_agent_audit_redactions: grants for the auditor role
+GRANT SELECT ON TABLE "worlds"."world_agent_audit_redactions" TO "primitives_auditor";
 
 -- worlds.world_agent_audit_policy_coverage: view
 CREATE OR REPLACE VIEW "worlds"."world_agent_audit_policy_coverage" WITH (security_invoker = true) AS

@@ -6,10 +6,8 @@ crossing is asked for with ``mem.cross`` and read back from ``audit_sanitization
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -89,21 +87,6 @@ def _team() -> dict[str, str]:
     return {"team_id": f"team-{uuid.uuid4().hex[:10]}", "project_id": "apollo"}
 
 
-@dataclass(frozen=True)
-class _Span:
-    kind: str
-    start: int
-    end: int
-
-
-class _EmailFinder:
-    """A stand-in detector with the PII detector's ``find`` (emails only)."""
-
-    def find(self, text: str) -> list[_Span]:
-        return [_Span("email", m.start(), m.end())
-                for m in re.finditer(r"[\w.+-]+@[\w-]+\.[\w.]+", text)]
-
-
 def _audit(auditor: psycopg.Connection[Any], spec: AgentSpec, tenant: str
            ) -> list[tuple[Any, ...]]:
     tables = agent_tables(spec)
@@ -153,7 +136,7 @@ def test_strip_identifiers_replaces_what_the_pii_detector_finds(
     with engine.tenant(anchor) as mem:
         row = mem.observe("team", "escalations go to ops.lead@example.com within the hour",
                           typology="semantic")
-        [crossing] = mem.cross("strip_pii", [row.id], finder=lambda kinds: _EmailFinder())
+        [crossing] = mem.cross("strip_pii", [row.id])
     assert crossing.content == "escalations go to [pii] within the hour"
     assert crossing.stripped["pii"] == {"email": 1}
     [audited] = _audit(auditor_conn, spec, anchor["team_id"])

@@ -92,7 +92,7 @@ def test_cli_view_names_match_the_api() -> None:
 def test_shared_metadata_collects_several_agents_and_returns_existing_tables() -> None:
     metadata = sa.MetaData()
     first = [audit_tables(load_spec(p), metadata) for p in SPECS]
-    assert len(metadata.tables) == 7 * len(SPECS)
+    assert len(metadata.tables) == 8 * len(SPECS)
     again = audit_tables(load_spec(SPECS[0]), metadata)
     assert again.lineage is first[0].lineage
 

@@ -423,12 +423,12 @@ def test_tables_object_names_every_relation(spectral: AgentSpec) -> None:
     assert tables.tenant.as_string(None) == '"workspace_id"'
     assert tables.anchor_columns == ("workspace_id",)
     assert tables.checkpointer_schema == "langgraph"
-    assert len(tables.views) == 8
+    assert len(tables.views) == 9
     assert tables.active_memories not in tables.audit_views
     assert {v.name for v in tables.audit_views} == {
         f"spectral_{n}" for n in ("audit_lineage", "audit_supersession", "audit_action_basis",
                                   "audit_retention_state", "audit_erasures",
-                                  "audit_sanitization", "audit_policy_coverage")
+                                  "audit_sanitization", "audit_redactions", "audit_policy_coverage")
     }
 
 
