@@ -250,7 +250,8 @@ def test_a_spec_without_an_outbox_refuses_a_claim(pg: PostgresHandle) -> None:
 
 
 def test_spectral_promotion_publishes_a_world_signal_without_the_workspace(
-        pg: PostgresHandle, spectral: AgentSpec) -> None:
+        pg: PostgresHandle, spectral: AgentSpec,
+        auditor_conn: psycopg.Connection[Any]) -> None:
     """The reference spec end to end: three scanners observe one thing, the run ends, the
     promoted semantic row is published as platform.t3_memory.written, stripped."""
     ws = f"ws-{uuid.uuid4().hex[:10]}"
@@ -268,3 +269,22 @@ def test_spectral_promotion_publishes_a_world_signal_without_the_workspace(
     assert entry.payload["typology"] == "semantic"
     assert entry.payload["provenance_tier"] == "corroborated"
     assert ws not in json.dumps(entry.payload)
+    # both crossings are in the audit view: the promotion through the gate, then publication
+    tables = agent_tables(spectral)
+    crossings = auditor_conn.execute(sql.SQL(
+        "SELECT gate, from_ref, to_ref, stripped, payload FROM {} WHERE {} = %s ORDER BY seq"
+    ).format(tables.audit_sanitization.ident, tables.tenant), (ws,)).fetchall()
+    assert [(c[0], c[1], c[2], c[4]["via"], c[4]["outcome"]) for c in crossings] == [
+        ("strip_workspace_identifiers", "workspace.episodic", "workspace.semantic",
+         "promotion", "crossed"),
+        ("strip_workspace_identifiers", "workspace.semantic", "world_signal", "outbox",
+         "crossed")]
+    # the workspace id and ws-billing both match the policy's ws- pattern in the episode
+    assert crossings[0][3] == {"keys": ["workspace_id"], "patterns": 2}
+    assert ws not in json.dumps([c[4] for c in crossings])
+
+
+def test_an_event_driven_gate_that_strips_pii_is_refused_at_load() -> None:
+    pii = SanitizationPolicy(kind="sanitization", name="team_strip", strip_pii=["email"])
+    with pytest.raises(SpecError, match="strips PII .email.*discipline.pii"):
+        load_spec_text(OUTBOX_SPEC, policies={"team_strip": pii})
