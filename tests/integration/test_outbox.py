@@ -286,5 +286,5 @@ def test_spectral_promotion_publishes_a_world_signal_without_the_workspace(
 
 def test_an_event_driven_gate_that_strips_pii_is_refused_at_load() -> None:
     pii = SanitizationPolicy(kind="sanitization", name="team_strip", strip_pii=["email"])
-    with pytest.raises(SpecError, match="strips PII .email.*discipline.pii"):
+    with pytest.raises(SpecError, match=r"strips PII \(email\).*discipline\.pii"):
         load_spec_text(OUTBOX_SPEC, policies={"team_strip": pii})
