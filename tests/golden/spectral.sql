@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 244 statements
+-- primitives plan for agent 'spectral': 245 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -669,6 +669,9 @@ GRANT SELECT, INSERT, UPDATE ("delivered_at", "delivered_to") ON TABLE "platform
 
 -- platform.spectral_outbox: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_outbox" TO "primitives_auditor";
+
+-- platform.spectral_outbox: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("delivered_at", "delivered_to") ON TABLE "platform"."spectral_outbox" TO "primitives_maintainer";
 
 -- langgraph.spectral_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoints" (

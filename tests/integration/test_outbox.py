@@ -20,7 +20,7 @@ from primitives._project import migrate
 from primitives.compile import agent_tables
 from primitives.compile._outbox import outbox_channel
 from primitives.db import tenant_transaction
-from primitives.engine import Engine
+from primitives.engine import Engine, _sync
 from primitives.errors import SpecError
 from primitives.spec import AgentSpec, SanitizationPolicy, load_spec_text
 from tests.conftest import PostgresHandle
@@ -96,12 +96,17 @@ def _outbox(conn: psycopg.Connection[Any], spec: AgentSpec, tenant: str
 
 def test_a_write_of_the_gates_from_publishes_the_sanitized_payload(
         engine: Engine, spec: AgentSpec, app_conn: psycopg.Connection[Any],
-        auditor_conn: psycopg.Connection[Any]) -> None:
+        auditor_conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     anchor = _team()
     team = anchor["team_id"]
     # the one-statement write path (Engine.observe) publishes like any other
+    one_statement: list[Any] = []
+    send = _sync._run_call
+    monkeypatch.setattr(_sync, "_run_call",
+                        lambda conn, call: one_statement.append(call) or send(conn, call))
     row = engine.observe(anchor, "team", f"{team} deploys from web-7 stall on cold caches",
                          typology="semantic", envelope={"host": "web-7", "area": "deploy"})
+    assert len(one_statement) == 1
     with engine.tenant(anchor) as mem:
         mem.observe("team", "an episode is not published", typology="episodic")
     [(event, gate, to, memory_id, payload, delivered)] = _outbox(app_conn, spec, team)
@@ -288,3 +293,21 @@ def test_an_event_driven_gate_that_strips_pii_is_refused_at_load() -> None:
     pii = SanitizationPolicy(kind="sanitization", name="team_strip", strip_pii=["email"])
     with pytest.raises(SpecError, match=r"strips PII \(email\).*discipline\.pii"):
         load_spec_text(OUTBOX_SPEC, policies={"team_strip": pii})
+
+
+def test_a_promotion_by_maintain_publishes_as_the_maintainer(
+        pg: PostgresHandle, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    from primitives.lifecycle import maintain
+    ws = f"ws-{uuid.uuid4().hex[:10]}"
+    with Engine.connect(spectral, pg.app_dsn, max_connections=1) as engine:
+        with engine.tenant({"workspace_id": ws}) as mem:
+            row = mem.observe("workspace", f"search in {ws} ignores the locale",
+                              typology="episodic")
+        tables = agent_tables(spectral)
+        admin_conn.execute(sql.SQL("UPDATE {} SET provenance = %s WHERE id = %s").format(
+            tables.memories.ident), (psycopg.types.json.Jsonb(
+                {"corroborated_by": ["source:a", "source:b", "source:c"]}), row.id))
+        maintain([spectral], pg.admin_dsn)
+        with engine.tenant({"workspace_id": ws}) as mem:
+            [entry] = mem.claim_outbox(consumer="worlds")
+    assert entry.payload["content"] == "search in ignores the locale"
