@@ -24,6 +24,7 @@ from primitives.engine import Engine, _sync
 from primitives.errors import SpecError
 from primitives.spec import AgentSpec, SanitizationPolicy, load_spec_text
 from tests.conftest import PostgresHandle
+from tests.integration._awaiting import engine_sessions
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
 
@@ -311,3 +312,19 @@ def test_a_promotion_by_maintain_publishes_as_the_maintainer(
         with engine.tenant({"workspace_id": ws}) as mem:
             [entry] = mem.claim_outbox(consumer="worlds")
     assert entry.payload["content"] == "search in ignores the locale"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_cross_and_claim_are_one_contract_on_both_engines(
+        pg: PostgresHandle, spec: AgentSpec, mode: str) -> None:
+    anchor = _team()
+    async with engine_sessions(mode, spec, pg.app_dsn, max_connections=1) as session:
+        async with session(anchor) as mem:
+            row = await mem.observe("team", f"{anchor['team_id']} pins its base images",
+                                    typology="semantic")
+            [crossing] = await mem.cross("strip_team", [row.id])
+        async with session(anchor) as mem:
+            [entry] = await mem.claim_outbox(consumer=mode)
+            assert await mem.claim_outbox(consumer=mode) == []
+    assert crossing.content == entry.payload["content"] == "[team] pins its base images"
+    assert entry.memory_id == row.id
