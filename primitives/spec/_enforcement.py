@@ -58,6 +58,7 @@ _LB = "tests/integration/test_lifecycle_boundaries.py::"
 _EL = "tests/integration/test_engine_lifecycle.py::"
 _EN = "tests/integration/test_engine.py::"
 _GB = "tests/security/test_governance_bypass.py::"
+_PI = "tests/integration/test_pii.py::"
 _TI = "tests/security/test_tenant_isolation.py::"
 _MT = "tests/integration/test_maintain.py::"
 _CX = "tests/unit/test_context.py::"
@@ -299,11 +300,21 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "discipline.visibility.tools": (
         _AW + "test_ask_carries_only_memory_a_gate_lets_out",),
     "discipline.visibility.policy": (),
-    "discipline.pii": (),
-    "discipline.pii.policy": (),
-    "discipline.pii.before=persistent_write": (),
-    "discipline.pii.before=promotion": (),
-    "discipline.pii.before=any_write": (),
+    "discipline.pii": (
+        _PI + "test_each_kind_is_redacted_and_no_non_admin_read_returns_the_value",
+        _PI + "test_a_blocked_kind_refuses_the_write_and_writes_nothing",
+        _PI + "test_with_consent_the_raw_value_is_kept_for_the_privacy_admin_only"),
+    "discipline.pii.policy": (
+        _PI + "test_on_detect_block_refuses_every_kind",
+        _PI + "test_consent_is_refused_where_the_policy_never_keeps_raw_data"),
+    "discipline.pii.before=persistent_write": (
+        _PI + "test_the_checkpoints_decide_which_tiers_are_scanned",
+        _PI + "test_a_transient_tier_whose_rows_promotion_carries_into_a_persistent_one_is_"
+              "scanned"),
+    "discipline.pii.before=promotion": (
+        _PI + "test_the_checkpoints_decide_which_tiers_are_scanned",),
+    "discipline.pii.before=any_write": (
+        _PI + "test_the_checkpoints_decide_which_tiers_are_scanned",),
     # tiers: boundaries, retention, ticks -------------------------------------------------------
     "tiers[].boundary.lifecycle": (
         _EL + "test_end_scope_removes_unlinked_rows_keeps_linked_and_journals_both",),

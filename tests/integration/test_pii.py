@@ -54,9 +54,13 @@ anchor:
   keys: [user_id]
   required_at_write: [user_id]
 typology:
+  scratch: [procedural]
   session: [episodic]
   profile: [episodic, semantic]
 tiers:
+  - name: scratch
+    boundary: {{lifecycle: job_end}}
+    persistent: false
   - name: session
     boundary: {{lifecycle: session_end}}
     persistent: false
@@ -215,6 +219,25 @@ def test_a_transient_tier_whose_rows_promotion_carries_into_a_persistent_one_is_
     assert all(VALUES["email"] not in m.content for m in promoted)
 
 
+@pytest.mark.parametrize(("before", "scanned"), [
+    ("persistent_write", {"session", "profile"}),
+    ("promotion", {"session", "profile"}),
+    ("any_write", {"scratch", "session", "profile"}),
+])
+def test_the_checkpoints_decide_which_tiers_are_scanned(
+        tmp_path: Path, pg: PostgresHandle, before: str, scanned: set[str]) -> None:
+    # scratch holds procedural memory, which no promotion carries anywhere
+    spec = _spec(tmp_path, pg, before=before)
+    found = set()
+    with Engine.connect(spec, pg.app_dsn, max_connections=1) as engine, \
+            engine.tenant({"user_id": "u1"}) as mem:
+        for tier, typology in (("scratch", None), ("session", None), ("profile", "episodic")):
+            written = mem.observe(tier, SAMPLES["email"], typology=typology, scope_id="s1")
+            if VALUES["email"] not in written.content:
+                found.add(tier)
+    assert found == scanned
+
+
 @pytest.mark.parametrize("kind", ["credit_card", "secret", "ssn"])
 def test_a_blocked_kind_refuses_the_write_and_writes_nothing(
         tmp_path: Path, pg: PostgresHandle, admin_conn: psycopg.Connection[Any],
@@ -362,3 +385,45 @@ def test_observe_many_embeds_the_redacted_text(tmp_path: Path, pg: PostgresHandl
                            "content": SAMPLES["email"]}])
         mem.observe("profile", SAMPLES["phone"], typology="episodic")
     assert seen and all(VALUES["email"] not in t and VALUES["phone"] not in t for t in seen)
+
+
+def test_supersede_and_the_store_put_are_scanned_too(engine: Engine) -> None:
+    from primitives.langgraph import MemoryStore
+    with engine.tenant({"user_id": "u-s"}) as mem:
+        first = mem.observe("profile", "no personal data yet", typology="episodic")
+        second = mem.supersede(first.id, SAMPLES["iban"])
+    assert VALUES["iban"] not in second.content
+    store = MemoryStore(engine)
+    store.put(("u-s", "profile", "episodic"), "contact", {"text": SAMPLES["email"]})
+    item = store.get(("u-s", "profile", "episodic"), "contact")
+    assert item is not None and VALUES["email"] not in str(item.value)
+
+
+def test_a_transient_row_removed_at_its_scopes_end_takes_its_raw_copy(
+        tmp_path: Path, pg: PostgresHandle, admin_conn: psycopg.Connection[Any]) -> None:
+    spec = _spec(tmp_path, pg, before="any_write")
+    with Engine.connect(spec, pg.app_dsn, max_connections=1) as engine:
+        with engine.tenant({"user_id": "u1"}) as mem:
+            consent = mem.record_consent(reason="keep")
+            mem.observe("scratch", SAMPLES["email"], scope_id="j1", consent=consent)
+        assert len(_raw_rows(admin_conn, spec)) == 1
+        with engine.tenant({"user_id": "u1"}) as mem:
+            ended = mem.end_scope("scratch", "j1")
+    assert ended.removed == 1
+    assert _raw_rows(admin_conn, spec) == []
+
+
+def test_the_privacy_admin_reads_only_the_bound_tenants_raw_rows(
+        tmp_path: Path, pg: PostgresHandle) -> None:
+    spec = _spec(tmp_path, pg)
+    with Engine.connect(spec, pg.app_dsn, max_connections=1) as engine, \
+            engine.tenant({"user_id": "u-a"}) as mem:
+        consent = mem.record_consent(reason="keep")
+        written = mem.observe("profile", SAMPLES["email"], typology="episodic",
+                              consent=consent)
+    with Engine.connect(spec, privacy_admin_dsn(pg.admin_dsn), max_connections=1) as admin:
+        with admin.tenant({"user_id": "u-b"}) as mem:
+            assert mem.read_raw(written.id, reason="wrong tenant") is None
+        with admin.tenant({"user_id": "u-a"}) as mem:
+            raw = mem.read_raw(written.id, reason="right tenant")
+    assert raw is not None and raw["content"] == SAMPLES["email"]
