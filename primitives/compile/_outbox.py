@@ -33,6 +33,7 @@ from primitives.compile._ddl import (
     TableDef,
     primary_key,
 )
+from primitives.compile._definer import erase_functions
 from primitives.compile._gates import Gate, crossing_payload, gate_sql, gates, stage_columns
 from primitives.compile._names import Table, Tables
 from primitives.compile._tables import tenant_column
@@ -151,7 +152,7 @@ def _publish_trigger(spec: AgentSpec, tables: Tables) -> sql.Composed:
     ).format(memories=tables.memories.ident, pairs=pairs, function=publish_function(tables))
 
 
-def outbox_table(spec: AgentSpec, tables: Tables) -> TableDef:
+def outbox_table(spec: AgentSpec, tables: Tables, *, embedding: bool = False) -> TableDef:
     """``<prefix>_outbox``: sanitized crossings waiting for (or handed to) a consumer, with
     the publish trigger on the memories table that writes them."""
     table = _required(tables.outbox)
@@ -190,6 +191,10 @@ def outbox_table(spec: AgentSpec, tables: Tables) -> TableDef:
                  publish_function(tables))),
             (f"{tables.memories.qualified}: trigger primitives_publish",
              _publish_trigger(spec, tables)),
+            *((f"{what} (again: erasure also scrubs the row's published payloads)", statement)
+              for what, statement in erase_functions(
+                  tables, embedding=embedding, raw=tables.pii_raw is not None,
+                  outbox=True)[1:]),
         ),
     )
 

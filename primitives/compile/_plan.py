@@ -179,7 +179,7 @@ def table_definitions(
     if tables.pii_raw is not None:
         definitions.append(pii_raw_table(tables, embedding=capabilities.vector))
     if tables.outbox is not None:
-        definitions.append(outbox_table(spec, tables))
+        definitions.append(outbox_table(spec, tables, embedding=capabilities.vector))
     definitions += checkpointer_definitions(spec, tables)
     return tuple(definitions)
 

@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 245 statements
+-- primitives plan for agent 'spectral': 248 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -627,6 +627,21 @@ REVOKE ALL ON FUNCTION "platform"."spectral_publish"() FROM PUBLIC;
 
 -- platform.spectral_outbox: platform.spectral_memories: trigger primitives_publish
 CREATE OR REPLACE TRIGGER primitives_publish AFTER INSERT ON "platform"."spectral_memories" FOR EACH ROW WHEN ((NEW.tier, NEW.typology) IN (('workspace', 'semantic'))) EXECUTE FUNCTION "platform"."spectral_publish"();
+
+-- platform.spectral_outbox: function platform.spectral_erase_row (SECURITY DEFINER) (again: erasure also scrubs the row's published payloads)
+CREATE OR REPLACE FUNCTION "platform"."spectral_erase_row"(uuid, text, uuid, text, jsonb) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH scrubbed AS (UPDATE "platform"."spectral_outbox" AS o SET payload = '{"erased": true}'::jsonb WHERE o."workspace_id" = primitives.current_tenant() AND o.memory_id = $1), erased AS (UPDATE "platform"."spectral_memories" AS m SET content = 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex'), value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, embedding = NULL, erased_at = now(), erasure_reason = $2, updated_at = now() WHERE m."workspace_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING m.id)
+INSERT INTO "platform"."spectral_memory_events" ("workspace_id", event_id, kind, memory_id, actor, payload) SELECT primitives.current_tenant(), $3, 'erased', erased.id, $4, $5 FROM erased RETURNING true
+$fn$;
+
+-- platform.spectral_outbox: function platform.spectral_erase_row: not callable by PUBLIC (again: erasure also scrubs the row's published payloads)
+REVOKE ALL ON FUNCTION "platform"."spectral_erase_row"(uuid, text, uuid, text, jsonb) FROM PUBLIC;
+
+-- platform.spectral_outbox: function platform.spectral_erase_row: callable by the app role (again: erasure also scrubs the row's published payloads)
+GRANT EXECUTE ON FUNCTION "platform"."spectral_erase_row"(uuid, text, uuid, text, jsonb) TO "primitives_app";
 
 -- platform.spectral_outbox: comment
 COMMENT ON TABLE "platform"."spectral_outbox" IS 'Outbox of agent ''spectral'': memory that crossed a sanitization gate, sanitized, one entry per event (platform.t3_memory.written); written by platform.spectral_publish() in the transaction of the write, announced by NOTIFY on <prefix>.<event>, claimed by consumers of the tenant.';

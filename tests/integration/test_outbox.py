@@ -328,3 +328,17 @@ async def test_cross_and_claim_are_one_contract_on_both_engines(
             assert await mem.claim_outbox(consumer=mode) == []
     assert crossing.content == entry.payload["content"] == "[team] pins its base images"
     assert entry.memory_id == row.id
+
+
+def test_erasing_a_subject_scrubs_what_was_published_from_its_rows(
+        engine: Engine, spec: AgentSpec, app_conn: psycopg.Connection[Any]) -> None:
+    anchor = _team()
+    engine.observe(anchor, "team", "dana reviews every release on thursdays",
+                   typology="semantic", envelope={"subject": "dana"})
+    kept = engine.observe(anchor, "team", "releases ship on fridays", typology="semantic")
+    with engine.tenant(anchor) as mem:
+        assert mem.erase("dana", approvals=["dpo"], reason="subject request") == 1
+    entries = _outbox(app_conn, spec, anchor["team_id"])
+    assert [e[4] for e in entries if e[3] != kept.id] == [{"erased": True}]
+    assert [e[4]["content"] for e in entries if e[3] == kept.id] == ["releases ship on fridays"]
+    assert "dana" not in json.dumps([e[4] for e in entries])
