@@ -43,11 +43,16 @@ from primitives.spec import AgentSpec
 __all__ = [
     "DELIVERED_EVENT_KIND",
     "OUTBOX_COLUMNS",
+    "PUBLISH_TRIGGER",
     "claim_statement",
+    "drop_publish_trigger_sql",
     "outbox_channel",
     "outbox_table",
     "publishing_gates",
 ]
+
+PUBLISH_TRIGGER: Final = "primitives_publish"
+"""The row trigger on ``<prefix>_memories`` that publishes (absent without an outbox)."""
 
 DELIVERED_EVENT_KIND: Final = "outbox_delivered"
 """Journal ``kind`` of a consumer's claim: which entries it took (ids only)."""
@@ -146,10 +151,17 @@ def _publish_trigger(spec: AgentSpec, tables: Tables) -> sql.Composed:
         sql.SQL("({}, {})").format(sql.Literal(g.from_tier), sql.Literal(g.from_typology))
         for g in publishing_gates(spec))
     return sql.SQL(
-        "CREATE OR REPLACE TRIGGER primitives_publish AFTER INSERT ON {memories} "
+        "CREATE OR REPLACE TRIGGER {trigger} AFTER INSERT ON {memories} "
         "FOR EACH ROW WHEN ((NEW.tier, NEW.typology) IN ({pairs})) "
         "EXECUTE FUNCTION {function}()"
-    ).format(memories=tables.memories.ident, pairs=pairs, function=publish_function(tables))
+    ).format(trigger=sql.Identifier(PUBLISH_TRIGGER), memories=tables.memories.ident,
+             pairs=pairs, function=publish_function(tables))
+
+
+def drop_publish_trigger_sql(tables: Tables) -> sql.Composed:
+    """``DROP TRIGGER IF EXISTS``: a spec that no longer publishes stops publishing."""
+    return sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(
+        sql.Identifier(PUBLISH_TRIGGER), tables.memories.ident)
 
 
 def outbox_table(spec: AgentSpec, tables: Tables, *, embedding: bool = False) -> TableDef:

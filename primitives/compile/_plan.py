@@ -54,7 +54,7 @@ from primitives.compile._optional_tables import (
     pii_raw_table,
     sessions_table,
 )
-from primitives.compile._outbox import outbox_table
+from primitives.compile._outbox import PUBLISH_TRIGGER, drop_publish_trigger_sql, outbox_table
 from primitives.compile._rls import (
     auditor_policy_name,
     auditor_policy_sql,
@@ -322,6 +322,10 @@ def compile_plan(spec: AgentSpec, *, capabilities: Capabilities = DEFAULT_CAPABI
     steps += _schema_steps(tables)
     for definition in definitions:
         steps += _table_steps(tables, definition)
+    if tables.outbox is None:
+        steps.append(Step(f"{tables.memories.qualified}: drop trigger {PUBLISH_TRIGGER} if an "
+                          "earlier plan published (this spec publishes nothing)",
+                          drop_publish_trigger_sql(tables)))
     steps += _view_steps(spec, tables, definitions[0], capabilities)
     return Plan(
         agent=spec.agent,

@@ -626,7 +626,7 @@ $fn$;
 REVOKE ALL ON FUNCTION "platform"."spectral_publish"() FROM PUBLIC;
 
 -- platform.spectral_outbox: platform.spectral_memories: trigger primitives_publish
-CREATE OR REPLACE TRIGGER primitives_publish AFTER INSERT ON "platform"."spectral_memories" FOR EACH ROW WHEN ((NEW.tier, NEW.typology) IN (('workspace', 'semantic'))) EXECUTE FUNCTION "platform"."spectral_publish"();
+CREATE OR REPLACE TRIGGER "primitives_publish" AFTER INSERT ON "platform"."spectral_memories" FOR EACH ROW WHEN ((NEW.tier, NEW.typology) IN (('workspace', 'semantic'))) EXECUTE FUNCTION "platform"."spectral_publish"();
 
 -- platform.spectral_outbox: function platform.spectral_erase_row (SECURITY DEFINER) (again: erasure also scrubs the row's published payloads)
 CREATE OR REPLACE FUNCTION "platform"."spectral_erase_row"(uuid, text, uuid, text, jsonb) RETURNS boolean

@@ -342,3 +342,20 @@ def test_erasing_a_subject_scrubs_what_was_published_from_its_rows(
     assert [e[4] for e in entries if e[3] != kept.id] == [{"erased": True}]
     assert [e[4]["content"] for e in entries if e[3] == kept.id] == ["releases ship on fridays"]
     assert "dana" not in json.dumps([e[4] for e in entries])
+
+
+def test_a_spec_that_stops_publishing_drops_its_publish_trigger(pg: PostgresHandle) -> None:
+    publishing = OUTBOX_SPEC.replace("prefix: ob", "prefix: ob_drop")
+    quiet = publishing.replace("cross_context: event_driven", "cross_context: none")
+    anchor = _team()
+    before = load_spec_text(publishing, policies=dict(POLICIES))
+    migrate([before], dsn=pg.admin_dsn)
+    with Engine.connect(before, pg.app_dsn, max_connections=1) as engine:
+        engine.observe(anchor, "team", "caches warm in ten minutes", typology="semantic")
+    after = load_spec_text(quiet, policies=dict(POLICIES))
+    migrate([after], dsn=pg.admin_dsn)
+    with Engine.connect(after, pg.app_dsn, max_connections=1) as engine:
+        engine.observe(anchor, "team", "caches warm faster now", typology="semantic")
+    with psycopg.connect(pg.admin_dsn) as admin:
+        row = admin.execute("SELECT count(*) FROM outbox_test.ob_drop_outbox").fetchone()
+    assert row == (1,)  # the first write only
