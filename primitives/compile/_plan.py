@@ -283,6 +283,14 @@ def _grant_steps(relation: Table, definition: TableDef | None = None,
         yield Step(f"{name}: grants for the maintainer role", maintainer)
 
 
+def _unpublish_steps(tables: Tables) -> Iterator[Step]:
+    """Without an outbox: drop the publish trigger an earlier plan of the spec created."""
+    if tables.outbox is None:
+        yield Step(f"{tables.memories.qualified}: drop trigger {PUBLISH_TRIGGER} if an "
+                   "earlier plan published (this spec publishes nothing)",
+                   drop_publish_trigger_sql(tables))
+
+
 def _view_steps(
     spec: AgentSpec, tables: Tables, memories: TableDef, capabilities: Capabilities
 ) -> Iterator[Step]:
@@ -322,10 +330,7 @@ def compile_plan(spec: AgentSpec, *, capabilities: Capabilities = DEFAULT_CAPABI
     steps += _schema_steps(tables)
     for definition in definitions:
         steps += _table_steps(tables, definition)
-    if tables.outbox is None:
-        steps.append(Step(f"{tables.memories.qualified}: drop trigger {PUBLISH_TRIGGER} if an "
-                          "earlier plan published (this spec publishes nothing)",
-                          drop_publish_trigger_sql(tables)))
+    steps += _unpublish_steps(tables)
     steps += _view_steps(spec, tables, definitions[0], capabilities)
     return Plan(
         agent=spec.agent,
