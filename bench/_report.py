@@ -229,10 +229,40 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
     pii = _read(folder / "pii.json")
     if pii:
         lines += _pii_lines(pii)
+    deferred = _read(folder / "embed_deferred.json")
+    if deferred:
+        lines += _embed_deferred_lines(deferred)
     outbox = _read(folder / "outbox.json")
     if outbox:
         lines += _outbox_lines(outbox)
     return lines if len(lines) > 2 else []
+
+
+def _embed_deferred_lines(result: dict[str, Any]) -> list[str]:
+    """A deferred write against a write without an embedder, and the embedding worker
+    against the model encoding the same texts in one call (``python -m
+    bench.embed_deferred``)."""
+    writes, worker = result["writes"], result["worker"]
+    lines = [f"Deferred embedding on the assistant spec with {result['embedder']} "
+             "(`python -m bench.embed_deferred`, `bench/results/embed_deferred.json`; what it "
+             "measures is in [retrieval.md](retrieval.md#deferred-embedding)):", "",
+             "| measurement | value | target |", "|---|---:|---:|",
+             f"| write p50: no embedder / deferred / inline (ms) | "
+             f"{writes['none']['p50_ms']:.2f} / {writes['deferred']['p50_ms']:.2f} / "
+             f"{writes['inline']['p50_ms']:.2f} | |",
+             f"| write p50, deferred / no embedder | "
+             f"{writes['p50_ratio_deferred_over_none']:.2f}x | <= {writes['target']:g}x |",
+             f"| `embed_pending` rows/s / one `embed_documents` call over the same "
+             f"{worker['rows']} texts (batches of {worker['batch']}), median (worst) | "
+             f"{worker['median']:.2f}x ({worker['worst']:.2f}x) | >= {worker['target']:g}x |",
+             ""]
+    machine = result.get("machine", {})
+    if machine.get("cores"):
+        lines[-1:] = ["", f"Measured on {machine['cores']} cores with a 1-minute load average of "
+                      f"{machine['load_average_at_start'][0]:.1f} (taken at the end of the "
+                      "run): each round's two timings run back to back, so a busy neighbour "
+                      "moves single rounds, and the median is the figure to read.", ""]
+    return lines
 
 
 def _pii_lines(result: dict[str, Any]) -> list[str]:

@@ -374,6 +374,19 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 # maintain ---------------------------------------------------------------------------------------
+def _maintain_embedder(specs: Sequence[AgentSpec]) -> object:
+    """``maintain --embed``: the default embedder of the specs, which must agree on their
+    embedding model and dimensions (one embedder serves the run)."""
+    from primitives.embeddings import default_embedder
+
+    configs = {(s.retrieval.embedding.model, s.retrieval.embedding.dims) for s in specs}
+    if len(configs) > 1:
+        raise SpecError("maintain --embed: these specs embed with different models or "
+                        f"dimensions ({', '.join(sorted(f'{m} {d}' for m, d in configs))}); "
+                        "run maintain --embed once per model")
+    return default_embedder(specs[0])
+
+
 def cmd_maintain(args: argparse.Namespace) -> int:
     import psycopg
 
@@ -396,10 +409,11 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         else:
             errors.print(line, markup=False)
 
+    embedder = _maintain_embedder(specs) if args.embed else None
     try:
         report = maintain(specs, resolve_dsn(), batch_tenants=args.batch_tenants,
                           progress=progress, duty=args.duty,
-                          list_dispositions=args.list_dispositions)
+                          list_dispositions=args.list_dispositions, embedder=embedder)
     except psycopg.Error as err:
         raise StorageError(f"maintain failed: {err}") from err
     if args.json:
@@ -531,6 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-dispositions", type=int, default=0, metavar="N",
                    help="also name up to N rows per agent that await disposition (promote, "
                         "mark exempt or archive), oldest first; the count is always reported")
+    p.add_argument("--embed", action="store_true",
+                   help="also embed rows waiting for a vector (retrieval.embedding.embed: "
+                        "deferred, or written without an embedder) with the default embedder, "
+                        "in batches, journalled")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_maintain)
     return parser

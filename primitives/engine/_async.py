@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
 
@@ -26,6 +27,7 @@ from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _core as core
 from primitives.engine import _graph as graph
+from primitives.engine import _pending as pending
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, aschema_features, render
@@ -211,6 +213,7 @@ class AsyncEngine(EngineBase):
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
             yield AsyncTenantMemory(ctx, conn, self.access)
+        self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
 
@@ -275,17 +278,49 @@ class AsyncEngine(EngineBase):
                     if call is not None:
                         memory = await _arun_call(conn, call)
                         if memory is not None:
+                            if self.defers_embedding:
+                                self.pending.note(resolved)
                             return memory
                     ctx = self.context(resolved, actor)
-                    return await _arun_once(
+                    memory = await _arun_once(
                         conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
                         after_last="refuse")
+                    self.note_pending(ctx)
+                    return memory
                 finally:
                     await pool.putconn(conn)
             except RETRYABLE as err:
                 await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
                                                  tenant=resolved.tenant))
         raise AssertionError("unreachable")
+
+    async def embed_pending(self, anchor: Mapping[str, object] | None = None, *,
+                            batch_size: int = pending.DEFAULT_BATCH, limit: int | None = None,
+                            actor: str = "embedder") -> int:
+        """Like :meth:`Engine.embed_pending`: one transaction per batch, the model run in a
+        worker thread. (The sync engine alone has a background thread for it: schedule this
+        coroutine as a task instead.)"""
+        anchors = ([resolve_anchor(self.spec, anchor)] if anchor is not None
+                   else self.pending.take())
+        total = 0
+        failed: BaseException | None = None
+        for resolved in anchors:
+            done = 0
+            try:
+                while limit is None or done < limit:
+                    wanted = batch_size if limit is None else min(batch_size, limit - done)
+                    stored = await self.write(resolved.as_dict(), partial(
+                        AsyncTenantMemory.embed_pending, batch_size=wanted, limit=wanted),
+                        actor=actor)
+                    done += stored
+                    if stored < wanted:
+                        break
+            except Exception as err:
+                failed = failed or err
+            total += done
+        if failed is not None:
+            raise failed
+        return total
 
     async def write(self, anchor: Mapping[str, object],
                     fn: Callable[[AsyncTenantMemory], Awaitable[T]], *, actor: str = "agent",
@@ -372,6 +407,12 @@ class AsyncTenantMemory:
 
     async def reembed(self, *, batch_size: int = 256) -> int:
         return await arun_op(self._conn, core.reembed(self.ctx, batch_size=batch_size))
+
+    async def embed_pending(self, *, batch_size: int = pending.DEFAULT_BATCH,
+                            limit: int | None = None) -> int:
+        """Like :meth:`TenantMemory.embed_pending`."""
+        return await arun_op(self._conn, pending.embed_pending(
+            self.ctx, batch_size=batch_size, limit=limit))
 
     @overload
     async def search(self, query: str = "", *, explain: Literal[False] = False,

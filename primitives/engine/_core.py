@@ -137,15 +137,25 @@ class Context:
     """pg_trgm is installed: tier boundaries measure near-duplicate text with it."""
     decay: DecayModels | None = None
     """The spec's decay models (None: taken from the spec when a search needs them)."""
+    left_pending: list[UUID] = field(default_factory=list)
+    """Rows this transaction wrote without a vector for a worker to embed
+    (``retrieval.embedding.embed: deferred``, on a table with an embedding column)."""
 
     @property
     def tenant(self) -> str:
         return self.anchor.tenant
 
     @property
+    def deferred(self) -> bool:
+        """The spec defers embedding (``retrieval.embedding.embed: deferred``): writes store
+        no vector; a worker embeds them later."""
+        return self.spec.retrieval.embedding.embed == "deferred"
+
+    @property
     def embeds(self) -> bool:
-        """Writes store vectors: an embedder and an embedding column (pgvector) exist."""
-        return self.embedder is not None and self.has_embedding
+        """Writes store vectors inline: an embedder and an embedding column (pgvector)
+        exist, and the spec does not defer embedding."""
+        return self.embedder is not None and self.has_embedding and not self.deferred
 
 
 DEFAULT_RERANK_TOP_N = 20
@@ -574,6 +584,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         yield Step(q.temporal_edge(ctx.tables), {
             "tenant": ctx.tenant, "tier": tier, "scope_id": scope_id, "id": new_id,
             "event_time": when, "actor": ctx.actor}, last=final)
+    if not vector and ctx.has_embedding and ctx.deferred:
+        ctx.left_pending.append(new_id)  # the row waits for the embedding worker
     # The insert read back what the server set or normalized; the rest is what it wrote.
     return Memory.from_written({
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
@@ -1041,12 +1053,13 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         "cap": cap, "k": config.fusion.k, "limit": fetched, "as_of": as_of,
     }
     vector: list[float] | None = None
+    pending: int | None = None
     if "semantic" in signals:
         assert ctx.embedder is not None
         vector = (yield Embed(ctx.embedder, (query,), query=True))[0]
         # ef_search bounds the candidate list; pgvector allows at most 1000.
         switch = config.semantic_exact_below
-        row = yield Step(retrieval.hnsw_settings(ctx.tables), {
+        row = yield Step(retrieval.hnsw_settings(ctx.tables, pending=ctx.deferred), {
             "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000)), "tiers": chosen,
             "exact_below": -1 if switch == "auto" else switch, "cap": cap}, "one")
         yield from check_model(ctx, row[2] if row else None, fetch=False)
@@ -1056,6 +1069,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         params.update(qvec=retrieval.vector_literal(vector), model=ctx.embedder.model_id,
                       small=row is not None and row[4] == "force_generic_plan",
                       scope_rows=row[5] if row is not None and as_of is None else None)
+        if ctx.deferred and row is not None:
+            pending = int(row[6])
     intent = None
     if ctx.classifier is not None and query.strip():
         intent = ctx.classifier.classify(query, vector)
@@ -1099,7 +1114,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         hits = list((yield Rerank(ctx.reranker, query, tuple(hits), top_n)))
         reranked = min(top_n, len(hits))
     message = abstain.message if abstained and abstain is not None else None
-    return Explanation(SearchResult(hits[:limit], abstained=abstained, message=message),
+    return Explanation(SearchResult(hits[:limit], abstained=abstained, message=message,
+                                    pending_embeddings=pending),
                        signals, {s: int(counts.get(s, 0)) for s in signals},
                        mode, config.fusion.k, weights, dropped, intent,
                        routed.edge_types if "graph" in signals else (), reranked,
@@ -1148,7 +1164,7 @@ def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Me
 def reembed(ctx: Context, *, batch_size: int = 256) -> Op[int]:
     """Embed the tenant's rows that have no vector or another model's, with this engine's
     embedder; returns how many rows changed. One journal event per batch."""
-    if not ctx.embeds:
+    if ctx.embedder is None or not ctx.has_embedding:
         raise ModelMismatch("re-embedding needs an engine connected with an embedder, on a "
                             "server with pgvector", tenant=ctx.tenant)
     assert ctx.embedder is not None

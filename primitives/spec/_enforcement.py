@@ -74,6 +74,7 @@ _AB = "tests/integration/test_abstain.py::"
 _AT = "tests/integration/test_access_tracking.py::"
 _MP = "tests/integration/test_maintain_passes.py::"
 _RL = "tests/integration/test_reference_lifecycles.py::"
+_ED = "tests/integration/test_embed_deferred.py::"
 _SG = "tests/integration/test_sanitization_gates.py::"
 _OB = "tests/integration/test_outbox.py::"
 _AW = "tests/integration/test_ask_world_agent.py::"
@@ -362,6 +363,12 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "retrieval.intents.traverse": (
         _IN + "test_a_route_replaces_the_weights_it_names_and_picks_the_edges",
         _GR + "test_a_why_query_walks_causal_edges_from_the_text_matches"),
+    "retrieval.embedding.embed=inline": (
+        _ED + "test_an_inline_spec_still_embeds_inside_the_write",),
+    "retrieval.embedding.embed=deferred": (
+        _ED + "test_a_deferred_write_stores_no_vector_and_a_query_finds_it_lexically_at_once",
+        _ED + "test_embed_pending_makes_one_model_call_and_one_statement_per_batch_journalled_per_row",
+        _ED + "test_maintain_embeds_every_tenants_waiting_rows_as_the_maintainer_once"),
     # determinism (seed 001) --------------------------------------------------------------------
     "determinism.clock=wall": (),
     "determinism.clock=ticks": (),

@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 296 statements
+-- primitives plan for agent 'assistant': 297 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -172,6 +172,9 @@ CREATE INDEX IF NOT EXISTS "assistant_memories_tsv_match_idx" ON "memory"."assis
 
 -- memory.assistant_memories: index assistant_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "assistant_memories_embedding_idx" ON "memory"."assistant_memories" USING hnsw (embedding halfvec_cosine_ops);
+
+-- memory.assistant_memories: index assistant_memories_embedding_pending_idx
+CREATE INDEX IF NOT EXISTS "assistant_memories_embedding_pending_idx" ON "memory"."assistant_memories" USING btree ("user_id", "created_at", "id") WHERE "embedding" IS NULL AND "erased_at" IS NULL;
 
 -- memory.assistant_memories: function memory.assistant_delete_transient (SECURITY DEFINER)
 CREATE OR REPLACE FUNCTION "memory"."assistant_delete_transient"(uuid) RETURNS boolean
