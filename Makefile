@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) -m bench.pii
 	$(PY) -m bench.consolidation
 	$(PY) -m bench.embed_deferred --rounds 15 --block 60 --rows 128
+	$(PY) -m bench.outbox
 	$(PY) -m bench.run
 
 golden: $(STAMP)

@@ -233,6 +233,9 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
     deferred = _read(folder / "embed_deferred.json")
     if deferred:
         lines += _embed_deferred_lines(deferred)
+    outbox = _read(folder / "outbox.json")
+    if outbox:
+        lines += _outbox_lines(outbox)
     consolidation = _read(folder / "consolidation.json")
     if consolidation:
         lines += _consolidation_lines(consolidation)
@@ -278,6 +281,25 @@ def _pii_lines(result: dict[str, Any]) -> list[str]:
                                ("with_pii", "an email and a phone number (redacted)", "")):
         r = result[key]
         lines.append(f"| {label} | {r['plain_p50_ms']:.3f} / {r['guarded_p50_ms']:.3f} | "
+                     f"{r['ratio']:.2f}x | {target} |")
+    lines.append("")
+    return lines
+
+
+def _outbox_lines(result: dict[str, Any]) -> list[str]:
+    """A write of an event-driven agent against the same write of one without an outbox
+    (``python -m bench.outbox``)."""
+    lines = ["A one-statement write of an agent that publishes through an outbox "
+             "(`cross_context: event_driven`) against the same write of one that does not "
+             f"(`{result['command']}`, `bench/results/outbox.json`; "
+             "[cross-context.md](cross-context.md)):", "",
+             "| write | p50 without / with the outbox ms | ratio | target |",
+             "|---|---:|---:|---:|"]
+    for key, label, target in (
+            ("unpublished", "episodic, outside the gate's from", f"<= {result['target']:g}x"),
+            ("published", "semantic, published (outbox entry, journal event, NOTIFY)", "")):
+        r = result[key]
+        lines.append(f"| {label} | {r['private_p50_ms']:.3f} / {r['published_p50_ms']:.3f} | "
                      f"{r['ratio']:.2f}x | {target} |")
     lines.append("")
     return lines

@@ -451,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="primitives",
         description="Declare an agent's memory in YAML; get a tenant-isolated, auditable store.",
     )
+    from primitives import __version__
+    parser.add_argument("--version", action="version", version=f"primitives {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check specs; report every problem with file and line")

@@ -32,6 +32,7 @@ __all__ = [
     "agent_tables",
     "check_name_length",
     "framework_function",
+    "has_outbox",
     "is_governed",
 ]
 
@@ -95,7 +96,8 @@ class Tables:
     Optional tables are ``None`` when the spec does not need them (``edges``, ``entities``,
     ``node_entities`` and ``sessions`` need ``graph:``; ``action_requests`` and ``approvals``
     need a write policy in mode ``governed``; the ``checkpoint*`` tables, in the checkpointer
-    schema, need ``persistence.checkpointer.enabled``).
+    schema, need ``persistence.checkpointer.enabled``; ``outbox`` needs
+    ``discipline.visibility.cross_context: event_driven`` with events and a gate).
     """
 
     agent: str
@@ -117,6 +119,7 @@ class Tables:
     action_requests: Table | None
     approvals: Table | None
     pii_raw: Table | None
+    outbox: Table | None
     checkpoints: Table | None
     checkpoint_blobs: Table | None
     checkpoint_writes: Table | None
@@ -187,6 +190,7 @@ CHAIN_FUNCTION_SUFFIX: Final = "chain_event"
 _TABLE_SUFFIXES = (
     "memories", "memory_events", "action_links", "scopes", "promotions",
     "edges", "entities", "node_entities", "sessions", "action_requests", "approvals", "pii_raw",
+    "outbox", "publish",
 )
 _VIEW_SUFFIXES = (
     "active_memories", "audit_lineage", "audit_supersession", "audit_action_basis",
@@ -220,6 +224,14 @@ def keeps_raw_pii(spec: AgentSpec) -> bool:
 def is_governed(spec: AgentSpec) -> bool:
     """Whether some typology's write policy is ``governed`` (needs requests and approvals)."""
     return any(p.mode == "governed" for p in spec.behavior.write_policy.values())
+
+
+def has_outbox(spec: AgentSpec) -> bool:
+    """Whether the spec publishes crossings through an outbox (``cross_context:
+    event_driven`` with events and at least one sanitization gate)."""
+    visibility = spec.discipline.visibility
+    return (visibility.cross_context == "event_driven" and bool(visibility.events)
+            and bool(spec.discipline.sanitization))
 
 
 def _checkpointer_table(spec: AgentSpec, suffix: str) -> Table | None:
@@ -270,6 +282,7 @@ def agent_tables(spec: AgentSpec) -> Tables:
         action_requests=table("action_requests") if governed else None,
         approvals=table("approvals") if governed else None,
         pii_raw=table("pii_raw") if keeps_raw_pii(spec) else None,
+        outbox=table("outbox") if has_outbox(spec) else None,
         checkpoints=_checkpointer_table(spec, "checkpoints"),
         checkpoint_blobs=_checkpointer_table(spec, "checkpoint_blobs"),
         checkpoint_writes=_checkpointer_table(spec, "checkpoint_writes"),

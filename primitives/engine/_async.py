@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 from primitives.db import app_dsn, atenant_transaction, resolve_dsn, use_fast_json
 from primitives.db._oneshot import NOT_SENT, AsyncOnceTransaction, afetch_rows
 from primitives.db._session import aruntime_conninfo
+from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _consolidate as consolidation
@@ -493,3 +494,15 @@ class AsyncTenantMemory:
     async def stats(self) -> dict[str, Any]:
         """Counts of this tenant's memory by typology, tier and state, and of its journal."""
         return await arun_op(self._conn, store_ops.memory_stats(self.ctx))
+
+    # discipline: sanitization gates and the outbox ----------------------------------------------
+    async def cross(self, gate: str, memory_ids: Sequence[UUID | str] | None = None,
+                    **options: Any) -> list[gates.Crossing]:
+        """The async twin of :meth:`TenantMemory.cross`."""
+        return await arun_op(self._conn, gates.cross(self.ctx, gate, memory_ids, **options))
+
+    async def claim_outbox(self, *, consumer: str, event: str | None = None,
+                           limit: int = 100) -> list[gates.OutboxEntry]:
+        """The async twin of :meth:`TenantMemory.claim_outbox`."""
+        return await arun_op(self._conn, gates.claim_outbox(self.ctx, consumer=consumer,
+                                                            event=event, limit=limit))

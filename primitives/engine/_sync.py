@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from primitives.db import app_dsn, resolve_dsn, tenant_transaction, use_fast_json
 from primitives.db._oneshot import NOT_SENT, OnceTransaction, fetch_rows
 from primitives.db._session import runtime_conninfo
+from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _consolidate as consolidation
@@ -568,3 +569,17 @@ class TenantMemory:
     def stats(self) -> dict[str, Any]:
         """Counts of this tenant's memory by typology, tier and state, and of its journal."""
         return run_op(self._conn, store_ops.memory_stats(self.ctx))
+
+    # discipline: sanitization gates and the outbox ----------------------------------------------
+    def cross(self, gate: str, memory_ids: Sequence[UUID | str] | None = None,
+              **options: Any) -> list[gates.Crossing]:
+        """Carry rows across the sanitization gate ``gate`` (see
+        :func:`primitives.discipline.cross`): what crossed, what stayed and why."""
+        return run_op(self._conn, gates.cross(self.ctx, gate, memory_ids, **options))
+
+    def claim_outbox(self, *, consumer: str, event: str | None = None,
+                     limit: int = 100) -> list[gates.OutboxEntry]:
+        """Claim the tenant's undelivered outbox entries (see
+        :func:`primitives.discipline.claim_outbox`)."""
+        return run_op(self._conn, gates.claim_outbox(self.ctx, consumer=consumer,
+                                                     event=event, limit=limit))

@@ -77,6 +77,9 @@ _RL = "tests/integration/test_reference_lifecycles.py::"
 _CN = "tests/integration/test_consolidation.py::"
 _EX = "tests/unit/test_extraction.py::"
 _ED = "tests/integration/test_embed_deferred.py::"
+_SG = "tests/integration/test_sanitization_gates.py::"
+_OB = "tests/integration/test_outbox.py::"
+_AW = "tests/integration/test_ask_world_agent.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -274,25 +277,51 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "discipline.non_mirror[].backstop=workshop_discipline": (),
     "discipline.non_mirror[].similarity_threshold": (),
     # 14. sanitization gates --------------------------------------------------------------------
-    "discipline.sanitization[].from": (),
-    "discipline.sanitization[].to": (),
+    "discipline.sanitization[].from": (
+        _SG + "test_a_crossing_carries_only_the_gates_from_rows_of_its_own_tenant",
+        _OB + "test_a_write_of_the_gates_from_publishes_the_sanitized_payload"),
+    "discipline.sanitization[].to": (
+        _SG + "test_strip_identifiers_removes_keys_and_their_values_from_what_crosses",
+        _OB + "test_spectral_promotion_publishes_a_world_signal_without_the_workspace"),
     "discipline.sanitization[].strip": (
-        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
+        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",
+        _SG + "test_strip_identifiers_removes_keys_and_their_values_from_what_crosses"),
     "discipline.sanitization[].transform=strip_identifiers": (
-        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
-    "discipline.sanitization[].transform=hedge_map": (),
-    "discipline.sanitization[].transform=aggregate_only": (),
-    "discipline.sanitization[].transform=none": (),
-    "discipline.sanitization[].policy": (),
+        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",
+        _SG + "test_strip_identifiers_removes_keys_and_their_values_from_what_crosses",
+        _SG + "test_strip_identifiers_replaces_the_policys_patterns",
+        _SG + "test_strip_identifiers_replaces_what_the_pii_detector_finds"),
+    "discipline.sanitization[].transform=hedge_map": (
+        _SG + "test_hedge_map_phrases_each_provenance_tier",
+        _AW + "test_ask_world_agent_answers_hedged_by_provenance_tier"),
+    "discipline.sanitization[].transform=aggregate_only": (
+        _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",),
+    "discipline.sanitization[].transform=none": (
+        _SG + "test_transform_none_crosses_unchanged_and_is_journalled",),
+    "discipline.sanitization[].policy": (
+        _SG + "test_strip_identifiers_replaces_the_policys_patterns",
+        _SG + "test_strip_identifiers_replaces_what_the_pii_detector_finds",
+        _SG + "test_hedge_map_phrases_each_provenance_tier"),
     "discipline.sanitization[].keep_if_specific": (
-        _LB + "test_keep_if_specific_decides_whether_a_row_short_once_stripped_is_promoted",),
+        _LB + "test_keep_if_specific_decides_whether_a_row_short_once_stripped_is_promoted",
+        _SG + "test_keep_if_specific_keeps_a_row_that_means_nothing_once_stripped",
+        _OB + "test_a_row_the_gate_keeps_behind_publishes_nothing"),
+    "discipline.sanitization[].min_sources": (
+        _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",),
     # 15. visibility and PII --------------------------------------------------------------------
     "discipline.visibility.rls=session_var": (_TI + "test_cross_tenant_read_returns_nothing",),
-    "discipline.visibility.cross_context=event_driven": (),
-    "discipline.visibility.cross_context=tool_mediated": (),
-    "discipline.visibility.cross_context=none": (),
-    "discipline.visibility.events": (),
-    "discipline.visibility.tools": (),
+    "discipline.visibility.cross_context=event_driven": (
+        _OB + "test_a_write_of_the_gates_from_publishes_the_sanitized_payload",
+        _OB + "test_spectral_promotion_publishes_a_world_signal_without_the_workspace"),
+    "discipline.visibility.cross_context=tool_mediated": (
+        _AW + "test_ask_world_agent_reads_only_the_world_it_is_bound_to",
+        _AW + "test_ask_carries_only_memory_a_gate_lets_out"),
+    "discipline.visibility.cross_context=none": (
+        _OB + "test_a_spec_without_an_outbox_refuses_a_claim",),
+    "discipline.visibility.events": (
+        _OB + "test_the_publication_is_announced_on_the_events_channel_with_ids_only",),
+    "discipline.visibility.tools": (
+        _AW + "test_ask_carries_only_memory_a_gate_lets_out",),
     "discipline.visibility.policy": (),
     "discipline.pii": (
         _PI + "test_each_kind_is_redacted_and_no_non_admin_read_returns_the_value",

@@ -346,6 +346,11 @@ class SanitizationGate(SpecModel):
         default=True,
         description="an observation that needs the stripped detail to mean anything stays put",
     )
+    min_sources: int = Field(
+        default=2, ge=1,
+        description="aggregate_only: distinct sources of one tenant (the row's source and the "
+                    "evidence keys in provenance.corroborated_by) a fact needs to cross",
+    )
 
 
 class Visibility(SpecModel):
