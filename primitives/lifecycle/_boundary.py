@@ -565,7 +565,10 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     source's evidence, and (through the rule's gate) the stripped anchor values removed from
     the content and the stripped keys from the envelope. A row that keeps too little once
     stripped stays, journalled ``kept_specific``; either way the ledger records the source,
-    so a repeat is refused. Returns one row: the number promoted."""
+    so a repeat is refused. A persistent source whose typology archives on ``disposition``
+    (``behavior.lifecycle.<typology>.archive_on``; episodic by default) is archived once
+    promoted, journalled ``archived`` with the cause ``disposition``: the promoted row now
+    stands for it. Returns one row: the number promoted."""
     t = tables.tenant
     mem = tables.memories.ident
     content: sql.Composable = sql.SQL("c.content")
@@ -595,6 +598,10 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     anchor_cols = sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in anchors)
     anchor_select = sql.SQL("").join(sql.SQL(", s.{}").format(sql.Identifier(c))
                                      for c in anchors)
+    lifecycle = spec.behavior.lifecycle.get(rule.from_typology)  # type: ignore[call-overload]
+    # archive_on: disposition: a persistent row promoted is disposed of, so it is archived
+    disposes = (spec.tier(rule.from_tier).persistent and lifecycle is not None
+                and "disposition" in lifecycle.archive_on)
     vector_cols = sql.SQL(", embedding, embedding_model") if embedding else sql.SQL("")
     vector_select = sql.SQL(
         ", CASE WHEN s.new_content = s.content THEN s.embedding END, "
@@ -629,7 +636,7 @@ ledger AS (
   INSERT INTO {promotions} ({t}, rule, source_id, target_id)
   SELECT s.{t}, {rule}, s.id, CASE WHEN s.specific THEN NULL ELSE s.new_id END FROM sorted AS s
   ON CONFLICT DO NOTHING RETURNING 1),
-{edges}journal AS (
+{edges}{disposed}journal AS (
   INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
   SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload FROM (
     SELECT s.{t} AS tenant, CASE WHEN s.specific THEN 'kept_specific' ELSE 'promoted' END
@@ -642,10 +649,10 @@ ledger AS (
                               'changed', s.new_content <> s.content
                                          OR s.new_envelope <> s.envelope) AS payload,
            0 AS n
-    FROM sorted AS s{crossings}) AS e ORDER BY e.tenant, e.memory_id, e.n
+    FROM sorted AS s{crossings}{disposals}) AS e ORDER BY e.tenant, e.memory_id, e.n
   RETURNING 1)
 SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
-       + (SELECT count(*) FROM journal))""").format(
+       + (SELECT count(*) FROM journal){disposed_count})""").format(
         content=content, envelope=envelope, mem=mem, t=t,
         from_tier=sql.Literal(rule.from_tier), from_typ=sql.Literal(rule.from_typology),
         to_tier=sql.Literal(rule.to_tier), to_typ=sql.Literal(rule.to_typology),
@@ -670,6 +677,22 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
                 patterns=sql.SQL(" + ").join(
                     [sql.SQL("regexp_count(s.content, {})").format(sql.Literal(p))
                      for p in rule.patterns]) if rule.patterns else sql.SQL("0")),
+        disposed=sql.SQL(
+            "disposed AS (\n"
+            "  UPDATE {mem} AS d SET archived_at = now(), updated_at = now()\n"
+            "  FROM sorted AS s WHERE NOT s.specific AND d.{t} = s.{t} AND d.id = s.id\n"
+            "    AND d.archived_at IS NULL\n"
+            "  RETURNING d.{t} AS tenant, d.id, s.new_id),\n").format(mem=mem, t=t)
+        if disposes else sql.SQL(""),
+        disposals=sql.SQL(
+            "\n    UNION ALL\n"
+            "    SELECT d.tenant, 'archived', d.id, jsonb_build_object("
+            "'column', 'archived_at', 'cause', 'disposition', 'promoted', d.new_id::text, "
+            "'rule', {rule}), 2\n"
+            "    FROM disposed AS d").format(rule=sql.Literal(rule.name))
+        if disposes else sql.SQL(""),
+        disposed_count=sql.SQL(" + (SELECT count(*) FROM disposed)") if disposes
+        else sql.SQL(""),
         edges=sql.SQL(
             "derived_edges AS (\n"
             "  INSERT INTO {edges} ({t}, source_id, target_id, relation_type)\n"

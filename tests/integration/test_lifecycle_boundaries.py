@@ -157,6 +157,32 @@ def test_three_independent_observations_promote_a_semantic_row_stripped_of_the_w
                 if r[1] == "semantic"]) == 1
 
 
+def test_a_promoted_persistent_episode_is_archived_as_disposed_only_where_its_lifecycle_says(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any]) -> None:
+    kept_spec = _custom(tmp_path, pg, "derivations_kept", _GRAPH.replace(
+        "      transient: archive_at_scope_end\n",
+        "      transient: archive_at_scope_end\n      archive_on: [explicit_invalidation]\n"
+    ).replace("agent: derivations", "agent: derivations_kept").replace(
+        "prefix: der}", "prefix: derk}"))
+    for spec, disposed in ((_custom(tmp_path, pg, "derivations", _GRAPH), True),
+                           (kept_spec, False)):
+        team = f"team-{uuid.uuid4().hex[:8]}"
+        with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
+                engine.tenant({"team_id": team}) as mem:
+            for n in (1, 2, 3):
+                mem.observe("session", "the nightly export skips archived invoices",
+                            scope_id=f"s{n}", source=f"reviewer-{n}")
+                ended = mem.end_scope("session", f"s{n}")
+            assert ended.corroboration_promoted == 1
+        [episode] = [r for r in _rows(admin_conn, spec, team, "team") if r[1] == "episodic"]
+        assert episode[4] is disposed
+        from primitives.compile import agent_tables
+        events = admin_conn.execute(sql.SQL(
+            "SELECT payload FROM {} WHERE memory_id = %s AND kind = 'archived'").format(
+            agent_tables(spec).events.ident), (episode[0],)).fetchall()
+        assert [e[0]["cause"] for e in events] == (["disposition"] if disposed else [])
+
+
 def test_two_observations_are_not_enough_for_promotion(
         spectral_engine: Engine, spectral: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
     anchor = _ws()
@@ -351,7 +377,8 @@ def test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edge
             ended = mem.end_scope("session", f"s{n}")
         assert ended.corroboration_promoted == 1
     rows = {(r[1], r[4]): r for r in _rows(admin_conn, spec, team, "team")}
-    episode, semantic = rows[("episodic", False)], rows[("semantic", False)]
+    # the team episode, once promoted, is disposed of (episodic archives on disposition)
+    episode, semantic = rows[("episodic", True)], rows[("semantic", False)]
     edges = admin_conn.execute(
         "SELECT source_id, target_id FROM derivations.der_edges WHERE team_id = %s "
         "AND relation_type = 'derived_from'", (team,)).fetchall()
