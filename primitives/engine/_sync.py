@@ -26,6 +26,7 @@ from primitives.db._oneshot import NOT_SENT, OnceTransaction, fetch_rows
 from primitives.db._session import runtime_conninfo
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
+from primitives.engine import _canonical as canonical
 from primitives.engine import _core as core
 from primitives.engine import _graph as graph
 from primitives.engine import _store_ops as store_ops
@@ -369,6 +370,18 @@ class TenantMemory:
 
     def link_action(self, action_id: str, memory_ids: list[UUID], kind: str) -> int:
         return run_op(self._conn, core.link_action(self.ctx, action_id, memory_ids, kind))
+
+    def reference(self, memory_id: UUID | str, category: str, key: str, *,
+                  version: str | None = None) -> canonical.CanonicalRef:
+        """Point ``memory_id`` to the canonical row ``key`` of non-mirror ``category``, pinned
+        to ``version`` (default: the row's current one); journalled as
+        ``canonical_referenced``. Notes reference canonical text instead of copying it."""
+        return run_op(self._conn, canonical.reference(self.ctx, memory_id, category, key,
+                                                      version=version))
+
+    def references(self, memory_id: UUID | str) -> list[canonical.CanonicalRef]:
+        """The canonical references of ``memory_id``; ``stale`` when the row moved on."""
+        return run_op(self._conn, canonical.references(self.ctx, memory_id))
 
     def record_consent(self, *, kinds: Sequence[str] = (), reason: str | None = None) -> UUID:
         """Journal the subject's consent to keep raw personal data of ``kinds`` (all the
