@@ -152,6 +152,10 @@ def minimal_row(spec: AgentSpec, tables: Tables, relation: Table, tenant: str,
                               "task_id": f"task-{unique}", "idx": 0, "channel": "messages",
                               "blob": b"{}"},
     }
+    if spec.discipline.non_mirror:
+        rows["canonical_refs"] = {"memory_id": refs.memory_id,
+                                  "category": spec.discipline.non_mirror[0].category,
+                                  "canonical_key": f"key-{unique}", "canonical_version": "1"}
     if spec.graph is not None:
         entity_type = spec.graph.entity_types[0] if spec.graph.entity_types else "concept"
         rows |= {
