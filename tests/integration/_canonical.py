@@ -36,9 +36,12 @@ anchor:
   keys: [world_id]
   required_at_write: [world_id]
 typology:
+  scratch: [episodic]
   session: [episodic]
   world: [semantic, procedural]
 tiers:
+  - name: scratch
+    boundary: {{lifecycle: interaction_end}}
   - name: session
     boundary: {{lifecycle: session_end}}
   - name: world

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from primitives._doctor import run_doctor
 from primitives._project import migrate
 from primitives.compile import agent_tables
 from primitives.db import tenant_transaction
@@ -129,6 +130,23 @@ def test_supersede_with_a_copy_is_refused_and_the_note_stays(
     with engine.tenant({"world_id": "w-1"}) as mem:
         kept = mem.get(note.id)
     assert kept is not None and kept.content == REAL_NOTE and kept.superseded_at is None
+
+
+def test_a_copy_carried_up_at_a_scope_end_is_refused_and_nothing_moves(
+        engine: Engine, spec: AgentSpec, canon: str,
+        admin_conn: psycopg.Connection[Any]) -> None:
+    # written before the platform added the rule it now copies; the boundary's set-based
+    # insert into the session tier meets the guard
+    text = "Artillery must stay in the deployment zone on the first turn of every scenario."
+    with engine.tenant({"world_id": "w-1"}) as mem:
+        mem.observe("scratch", text, scope_id="x1")
+    admin_conn.execute(sql.SQL("INSERT INTO {} (id, body_text) VALUES (13, %s)").format(
+        sql.Identifier(*canon.split("."))), (text,))
+    before = _counts(admin_conn, spec, "w-1")
+    with pytest.raises(NonMirrorViolation) as refused, engine.tenant({"world_id": "w-1"}) as mem:
+        mem.end_scope("scratch", "x1", into_scope="s1")
+    assert refused.value.context["canonical_key"] == "13"
+    assert _counts(admin_conn, spec, "w-1") == before
 
 
 def test_the_guard_is_global_every_tenant_is_refused(
@@ -280,3 +298,30 @@ def test_without_pg_trgm_migrate_warns_and_the_guard_is_off(
         guards = conn.execute("SELECT count(*) FROM pg_trigger "
                               "WHERE tgname = 'primitives_non_mirror_guard'").fetchone()
     assert guards == (0,)
+
+
+def test_doctor_requires_the_guard_and_warns_of_a_missing_canonical_table(
+        tmp_path: Path, spec: AgentSpec, pg: PostgresHandle,
+        admin_conn: psycopg.Connection[Any], auditor_conn: psycopg.Connection[Any]) -> None:
+    late = make_spec(tmp_path, "not_yet_there.rules")
+    migrate([late], dsn=pg.admin_dsn)
+    report = run_doctor(auditor_conn, [spec, late])
+    assert report.ok, report.findings
+    assert [w for w in report.warnings if late.agent in w] == [
+        f"agent {late.agent}: non-mirror category rule_content (canonical source "
+        "not_yet_there.rules.body_text): table not_yet_there.rules does not exist yet; the "
+        "guard compares nothing and references carry no foreign key to it until it does "
+        "(migrate again once the platform creates it)"]
+    assert not [w for w in report.warnings if spec.agent in w]
+    memories = agent_tables(spec).memories.ident
+    admin_conn.execute(sql.SQL("ALTER TABLE {} DISABLE TRIGGER primitives_non_mirror_guard"
+                               ).format(memories))
+    try:
+        report = run_doctor(auditor_conn, [spec])
+    finally:
+        admin_conn.execute(sql.SQL("ALTER TABLE {} ENABLE TRIGGER primitives_non_mirror_guard"
+                                   ).format(memories))
+    assert [(f.check, f.problem) for f in report.findings] == [
+        ("triggers", f"the BEFORE INSERT trigger calling nm_tests.{spec.persistence.store.prefix}"
+                     "_non_mirror_guard() is disabled")]
+
