@@ -89,7 +89,6 @@ def _source(item: NonMirror) -> tuple[sql.Identifier, sql.Literal]:
 
 
 _CHECK = sql.SQL("""\
-    -- {category}: {source}, refused at word_similarity >= {threshold}
     IF pg_catalog.to_regclass({table_name}) IS NOT NULL THEN
         SELECT m.k, m.s INTO hit_key, hit_similarity
         FROM (SELECT c.{key}::text AS k, {trgm}.word_similarity(c.{column}, NEW.content) AS s
@@ -122,7 +121,6 @@ def _guard_body(items: tuple[NonMirror, ...], capabilities: Capabilities) -> sql
         table, name = _source(item)
         assert item.canonical_column is not None and item.canonical_source is not None
         checks.append(_CHECK.format(
-            category=sql.SQL(item.category), source=sql.SQL(item.canonical_source),
             table_name=name, table=table, key=sql.Identifier(item.canonical_key),
             column=sql.Identifier(item.canonical_column),
             trgm=sql.Identifier(capabilities.trigram_schema),

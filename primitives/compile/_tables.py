@@ -261,7 +261,10 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         functions=(*memory_functions(tables), *guard_functions(spec, tables, capabilities)),
         retired_indexes=(
             *((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
-            (name("memories_content_trgm_idx"), _NOT_THE_GUARD)),
+            # earlier plans built it for a trigram_trigger defense
+            *(((name("memories_content_trgm_idx"), _NOT_THE_GUARD),) if any(
+                "trigram_trigger" in item.defenses for item in spec.discipline.non_mirror)
+              else ())),
         bounds=MEMORY_BOUNDS_COLUMNS,
     )
 
