@@ -61,8 +61,8 @@ def test_references_get_a_canonical_foreign_key_only_where_the_table_is_referabl
 ])
 def test_canonical_sources_are_checked(tmp_path: Path, entries: str, message: str) -> None:
     text = (ROOT / "agents" / "spectral_agent.yaml").read_text(encoding="utf-8")
-    start = text.index("  non_mirror:")
-    end = text.index("  sanitization:")
+    start = text.index("\n  non_mirror:") + 1
+    end = text.index("\n  sanitization:") + 1
     path = tmp_path / "spec.yaml"
     path.write_text(text[:start] + "  non_mirror:\n    " + entries + "\n" + text[end:],
                     encoding="utf-8")
