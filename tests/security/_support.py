@@ -263,6 +263,9 @@ def seed_tenant(engine: Engine, tenant: str) -> Seeded:
                                           scope_id=scope_id, key="draft",
                                           envelope={"marker": marker}).id)
         mem.link_action(f"action-{marker}", [latest.id], "basis")
+        unsourced = [i.category for i in spec.discipline.non_mirror if not i.canonical_source]
+        if unsourced:  # the canonical tables do not exist here: a category without one
+            mem.reference(latest.id, unsourced[0], f"ref-{marker}", version="1")
         doomed = mem.observe(tier, f"{marker} about a data subject", typology=typology,
                              envelope={"subject": subject})
         assert mem.erase(subject, approvals=APPROVERS, reason="security suite") == 1
