@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(PY) -m bench.locomo --sweep
 	$(PY) -m bench.ceiling
 	$(PY) -m bench.maintain
+	$(PY) -m bench.pii
 	$(PY) -m bench.run
 
 golden: $(STAMP)

@@ -226,7 +226,27 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
     maintain = _read(folder / "maintain.json")
     if maintain:
         lines += _maintain_lines(maintain)
+    pii = _read(folder / "pii.json")
+    if pii:
+        lines += _pii_lines(pii)
     return lines if len(lines) > 2 else []
+
+
+def _pii_lines(result: dict[str, Any]) -> list[str]:
+    """A write under a PII policy against the same write without one (``python -m bench.pii``)."""
+    lines = [f"A write of {result['content_chars']} characters under a PII policy (all twelve "
+             "kinds, `before: [any_write]`) against the same write without one "
+             f"(`{result['command']}`, `bench/results/pii.json`; "
+             "[privacy.md](privacy.md)):", "",
+             "| content | p50 without / with the policy ms | ratio | target |",
+             "|---|---:|---:|---:|"]
+    for key, label, target in (("clean", "no personal data", f"<= {result['target']:g}x"),
+                               ("with_pii", "an email and a phone number (redacted)", "")):
+        r = result[key]
+        lines.append(f"| {label} | {r['plain_p50_ms']:.3f} / {r['guarded_p50_ms']:.3f} | "
+                     f"{r['ratio']:.2f}x | {target} |")
+    lines.append("")
+    return lines
 
 
 def _maintain_lines(result: dict[str, Any]) -> list[str]:

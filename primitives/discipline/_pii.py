@@ -71,18 +71,40 @@ def placeholder(kind: str) -> str:
     return f"[{kind.replace('_', ' ')} redacted]"
 
 
+_DIGIT_RUN = re.compile(r"\d[\d ().\-/]{5,}\d")
+"""A run of seven characters or more of digits and the separators numbers are written with:
+every number-shaped kind (phone, card, SSN, ITIN, NHS number) lies inside one, so their gates
+read these runs instead of the whole text."""
+
+
 @dataclass(frozen=True)
 class _Kind:
-    gate: re.Pattern[str]
+    gate: re.Pattern[str] | None
+    """Matched against the whole text (None: the kind has only a ``run_gate``)."""
     recognizers: Callable[[], list[Any]]
     context: tuple[str, ...] = ()
     """Context words one of which must precede a match (empty: the match stands alone)."""
     keep: Callable[[str], bool] | None = None
     """Which gate hits count (None: all)."""
+    literals: tuple[str, ...] = ()
+    """Substrings one of which any match contains (lower-cased text is searched when they
+    are lower case): a plain substring search rules most text out before the gate runs."""
+    run_gate: re.Pattern[str] | None = None
+    """Matched against each digit run (:data:`_DIGIT_RUN`) only."""
 
-    def hits(self, text: str) -> list[tuple[int, int]]:
-        return [m.span() for m in self.gate.finditer(text)
-                if self.keep is None or self.keep(m.group())]
+    def hits(self, text: str, lowered: str,
+             runs: list[tuple[int, str]]) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        if self.gate is not None:
+            haystack = lowered if self.literals and self.literals[0].islower() else text
+            if not self.literals or any(literal in haystack for literal in self.literals):
+                found += [m.span() for m in self.gate.finditer(text)
+                          if self.keep is None or self.keep(m.group())]
+        if self.run_gate is not None:
+            for at, run in runs:
+                found += [(at + m.start(), at + m.end()) for m in self.run_gate.finditer(run)
+                          if self.keep is None or self.keep(m.group())]
+        return sorted(found)
 
 
 _DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}")
@@ -141,29 +163,36 @@ def _secret() -> list[Any]:
 
 
 _KINDS: dict[str, _Kind] = {
-    "email": _Kind(re.compile("@"), _email),
-    "phone": _Kind(re.compile(r"[+(]?\d[\d ().\-/]{5,}\d"), _predefined("PhoneRecognizer"),
-                   keep=_phone_like),
-    "credit_card": _Kind(re.compile(r"(?:\d[ -]?){12,}\d"),
-                         _predefined("CreditCardRecognizer")),
-    "iban": _Kind(re.compile(r"[A-Za-z]{2}\d{2}"), _predefined("IbanRecognizer")),
-    "us_itin": _Kind(re.compile(r"9\d{2}[- ]?[5-9]\d[- ]?\d{4}"), _predefined("UsItinRecognizer")),
-    "ssn": _Kind(re.compile(r"\d{3}[- .]?\d{2}[- .]?\d{4}"), _predefined("UsSsnRecognizer")),
-    "ip_address": _Kind(re.compile(r"\d{1,3}\.\d{1,3}\.\d|[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:"),
+    "email": _Kind(re.compile("@"), _email, literals=("@",)),
+    "phone": _Kind(None, _predefined("PhoneRecognizer"), keep=_phone_like,
+                   run_gate=re.compile(r".+", re.DOTALL)),
+    "credit_card": _Kind(None, _predefined("CreditCardRecognizer"),
+                         keep=lambda run: sum(c.isdigit() for c in run) >= 13,
+                         run_gate=re.compile(r"\d[\d -]{11,}\d")),
+    "iban": _Kind(re.compile(r"[A-Z]{2}\d{2}"), _predefined("IbanRecognizer")),
+    "us_itin": _Kind(None, _predefined("UsItinRecognizer"),
+                     run_gate=re.compile(r"9\d{2}[- ]?[5-9]\d[- ]?\d{4}")),
+    "ssn": _Kind(None, _predefined("UsSsnRecognizer"),
+                 run_gate=re.compile(r"\d{3}[- .]?\d{2}[- .]?\d{4}")),
+    "ip_address": _Kind(re.compile(r"[.:](?:(?<=\.)\d{1,3}\.\d{1,3}\.\d"
+                                   r"|(?<=:)(?:[0-9A-Fa-f]{0,4}:){2}|(?<=:):)"),
                         _predefined("IpRecognizer")),
-    "passport": _Kind(re.compile(r"(?i)passport"),
+    "passport": _Kind(re.compile(r"(?i:passport)"),
                       _predefined("UsPassportRecognizer", "UkPassportRecognizer"),
-                      context=("passport",)),
-    "national_id": _Kind(re.compile(r"\b\d{3}\s?\d{3}\s?\d{4}\b"
-                                    r"|\b[A-Za-z]{2}\s?\d{2}\s?\d{2}\s?\d{2}\s?[A-Da-d]\b"),
-                         _predefined("NhsRecognizer", "UkNinoRecognizer")),
-    "driver_license": _Kind(re.compile(r"(?i)licen[cs]e"),
+                      context=("passport",), literals=("passport",)),
+    "national_id": _Kind(re.compile(r"[A-Z]{2}\s?\d{2}\s?\d{2}\s?\d{2}\s?[A-D]"),
+                         _predefined("NhsRecognizer", "UkNinoRecognizer"),
+                         run_gate=re.compile(r"\d{3}\s?\d{3}\s?\d{4}")),
+    "driver_license": _Kind(re.compile(r"(?i:licen[cs]e)"),
                             _predefined("UsLicenseRecognizer", "UkDrivingLicenceRecognizer"),
-                            context=("license", "licence", "driver", "driving")),
-    "crypto_wallet": _Kind(re.compile(r"\b(?:[13][a-km-zA-HJ-NP-Z1-9]{25}|bc1)"),
+                            context=("license", "licence", "driver", "driving"),
+                            literals=("licen",)),
+    "crypto_wallet": _Kind(re.compile(r"[13][a-km-zA-HJ-NP-Z1-9]{25}|bc1[a-z0-9]{20}"),
                            _predefined("CryptoRecognizer")),
     "secret": _Kind(re.compile(r"AKIA|ASIA|gh[pousr]_|glpat-|xox[abposr]-|[rs]k_(?:live|test)_"
-                               r"|AIza|sk-|eyJ|PRIVATE KEY"), _secret),
+                               r"|AIza|sk-|eyJ|PRIVATE KEY"), _secret,
+                    literals=("AKIA", "ASIA", "gh", "glpat-", "xox", "k_live_", "k_test_",
+                              "AIza", "sk-", "eyJ", "PRIVATE KEY")),
 }
 
 PII_KINDS: tuple[str, ...] = tuple(_KINDS)
@@ -216,8 +245,10 @@ class PiiDetector:
         """Every value of the detector's kinds in ``text``, in order of position; where two
         overlap, the longer (then the higher-scoring) one."""
         found: list[PiiFinding] = []
+        lowered = text.lower()
+        runs = [(m.start(), m.group()) for m in _DIGIT_RUN.finditer(text)]
         for name, kind, recognizers in self._kinds:
-            hits = kind.hits(text)
+            hits = kind.hits(text, lowered, runs)
             if not hits:
                 continue
             for start, end in _windows(text, hits):

@@ -411,3 +411,19 @@ def test_a_transient_row_removed_at_its_scopes_end_takes_its_raw_copy(
             ended = mem.end_scope("scratch", "j1")
     assert ended.removed == 1
     assert _raw_rows(admin_conn, spec) == []
+
+
+def test_the_privacy_admin_reads_only_the_bound_tenants_raw_rows(
+        tmp_path: Path, pg: PostgresHandle) -> None:
+    spec = _spec(tmp_path, pg)
+    with Engine.connect(spec, pg.app_dsn, max_connections=1) as engine, \
+            engine.tenant({"user_id": "u-a"}) as mem:
+        consent = mem.record_consent(reason="keep")
+        written = mem.observe("profile", SAMPLES["email"], typology="episodic",
+                              consent=consent)
+    with Engine.connect(spec, privacy_admin_dsn(pg.admin_dsn), max_connections=1) as admin:
+        with admin.tenant({"user_id": "u-b"}) as mem:
+            assert mem.read_raw(written.id, reason="wrong tenant") is None
+        with admin.tenant({"user_id": "u-a"}) as mem:
+            raw = mem.read_raw(written.id, reason="right tenant")
+    assert raw is not None and raw["content"] == SAMPLES["email"]

@@ -60,8 +60,12 @@ AUDIT_VIEW_PARAMS = _params("audit")
 RELATION_PARAMS = TABLE_PARAMS + VIEW_PARAMS
 TENANT_RELATION_PARAMS = [
     p for p in RELATION_PARAMS if suffix(TABLES_BY_AGENT[p.values[0]], p.values[1]) != COVERAGE
+    and p.values[1] != TABLES_BY_AGENT[p.values[0]].pii_raw
 ]
-"""Every table and view that holds tenant rows (all but the catalog-reading coverage view)."""
+"""Every table and view that holds tenant rows and the app role reads: all but the
+catalog-reading coverage view and the raw-PII table, which no runtime role may SELECT at all
+(tests/integration/test_pii.py: the app role is refused, and the privacy admin's read
+function returns only the bound tenant's rows)."""
 
 SPEC_PARAMS = [pytest.param(spec.agent, id=spec.agent) for spec in SPECS]
 
@@ -141,6 +145,8 @@ def minimal_row(spec: AgentSpec, tables: Tables, relation: Table, tenant: str,
         "promotions": {"rule": f"rule-{unique}", "source_id": refs.other_memory_id,
                        "target_id": refs.memory_id},
         "sessions": {"session_id": f"session-{unique}"},
+        "pii_raw": {"memory_id": refs.memory_id, "content": f"raw {unique}",
+                    "consent_event": uuid.uuid4()},
         "action_requests": {"id": refs.request_id, "kind": "memory_promote_request"},
         "approvals": {"request_id": refs.request_id, "approver": f"approver-{unique}",
                       "decision": "approve"},
@@ -274,12 +280,22 @@ def seed_tenant(engine: Engine, tenant: str) -> Seeded:
         for relation in tables.tables:
             if suffix(tables, relation) in _RAW:
                 insert_row(mem.connection, spec.agent, relation, tenant, refs)
+        # audit_redactions reads pii_* events; agents without a PII policy never write one
+        mem.connection.execute(sql.SQL(
+            "INSERT INTO {} ({}, event_id, kind, memory_id, actor, payload) "
+            "VALUES (%s, %s, 'pii_redacted', %s, 'security-test', %s)").format(
+            tables.events.ident, tables.tenant), (tenant, uuid.uuid4(), latest.id, Jsonb({
+                "policy": "security", "kinds": {"email": 1}, "fields": ["content"],
+                "action": "redacted", "consent_event": None})))
     return Seeded(tenant, marker, (note.id, first.id, latest.id, doomed.id, *drafts),
                   scope_id, subject, refs)
 
 
 def relation_counts(conn: psycopg.Connection[Any], tables: Tables,
                     tenant: str) -> Iterator[tuple[str, int]]:
-    """(table name, rows of ``tenant``) for every table, read in the current transaction."""
+    """(table name, rows of ``tenant``) for every table, read in the current transaction; the
+    raw-PII table, which the app role may not read, as the privacy admin's function would
+    see it is not counted (its own tests: tests/integration/test_pii.py)."""
     for relation in tables.tables:
-        yield relation.name, count(conn, relation, tables.tenant_column, tenant)
+        if relation != tables.pii_raw:
+            yield relation.name, count(conn, relation, tables.tenant_column, tenant)
