@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) -m bench.ceiling
 	$(PY) -m bench.maintain
 	$(PY) -m bench.pii
+	$(PY) -m bench.non_mirror
 	$(PY) -m bench.run
 
 golden: $(STAMP)
