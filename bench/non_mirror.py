@@ -1,10 +1,11 @@
 """A write under the non-mirror trigram guard against the same write without it.
 
 ``python -m bench.non_mirror`` (``--canonical``, ``--writes``, ``--rounds`` for a smaller run)
-creates a platform table of canonical rule texts (about 300 characters each) in a fresh
-database and migrates two agents that differ only in the defense of their non-mirror category
-on it: ``trigram_trigger`` (every insert is compared with every canonical row,
-``word_similarity``) and ``reference_only`` (nothing is compared). For each canonical table
+creates a platform table of canonical rule texts (about 300 characters each, with the GIN
+``gin_trgm_ops`` index on the text that docs/non-mirror.md asks for) in a fresh database and
+migrates two agents that differ only in the defense of their non-mirror category
+on it: ``trigram_trigger`` (every insert is compared with the canonical rows the index
+selects) and ``reference_only`` (nothing is compared). For each canonical table
 size, interleaved over ``--rounds`` rounds, it times ``Engine.observe`` of a 300-character note
 that copies nothing (so every write is accepted) on each.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -64,9 +66,15 @@ _NOTE = ("Operators of world {n} keep asking how the end of a round is scored wh
          "that ties go to whoever moved last, and link the scoring sheet the team shares.")
 
 
-def _rule(rng: random.Random, n: int) -> str:
-    words = [rng.choice(_WORDS) for _ in range(48)]
-    return f"Rule {n}: " + " ".join(words)[:290] + "."
+def _vocabulary() -> list[str]:
+    """Words of this project's concepts page, as often as they occur there: English text's
+    trigram statistics, without a corpus to download."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "concepts.md").read_text("utf-8")
+    return [*re.findall(r"[a-z]{2,}", text.lower()), *_WORDS]
+
+
+def _rule(rng: random.Random, words: Sequence[str], n: int) -> str:
+    return f"Rule {n}: " + " ".join(rng.choice(words) for _ in range(60))[:290] + "."
 
 
 def _specs(folder: Path, source: str, size: int) -> tuple[AgentSpec, AgentSpec]:
@@ -93,14 +101,16 @@ def _time_writes(engine: Engine, tenant: str, start: int, count: int) -> list[fl
 def _measure(dsn: str, folder: Path, size: int, *, writes: int, rounds: int
              ) -> dict[str, float]:
     table = sql.Identifier("bench_canon", f"rules_{size}")
-    rng = random.Random(size)
+    rng, words = random.Random(size), _vocabulary()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE TABLE {} (id integer PRIMARY KEY, body_text text NOT NULL)"
                              ).format(table))
         with conn.cursor() as cur, cur.copy(sql.SQL("COPY {} (id, body_text) FROM STDIN").format(
                 table)) as copy:
             for n in range(size):
-                copy.write_row((n, _rule(rng, n)))
+                copy.write_row((n, _rule(rng, words, n)))
+        conn.execute(sql.SQL("CREATE INDEX ON {} USING gin (body_text gin_trgm_ops)").format(
+            table))
         conn.execute(sql.SQL("GRANT SELECT, REFERENCES ON {} TO primitives_owner").format(table))
     plain, guarded = _specs(folder, f"bench_canon.rules_{size}.body_text", size)
     migrate([plain, guarded], dsn=dsn, progress=lambda _: None)
@@ -149,7 +159,7 @@ def run(*, sizes: Sequence[int], writes: int, rounds: int, out: Path,
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--canonical", default="100,1000",
+    parser.add_argument("--canonical", default="100,1000,10000",
                         help="canonical table sizes, comma-separated")
     parser.add_argument("--writes", type=int, default=200, help="writes per engine per round")
     parser.add_argument("--rounds", type=int, default=6)

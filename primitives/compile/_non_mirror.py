@@ -8,6 +8,12 @@ naming the category, the canonical source and the matching row's key. Every inse
 through it: the engine's writes, the one-round-trip observe, boundary compounding, promotion
 and a raw ``INSERT`` of the application role alike.
 
+Which rows it reads: those the ``%`` operator selects at ``threshold / (PADDING + 1)``
+(the function sets ``pg_trgm.similarity_threshold`` while it runs), so a GIN ``gin_trgm_ops``
+index on the canonical column serves the guard; ``word_similarity`` is computed for those
+rows only. A copy padded to more than ``PADDING`` times the canonical text's length is not
+found (see :data:`PADDING`).
+
 Why ``word_similarity`` with the canonical text first: it measures how much of the canonical
 text appears, in one stretch, in the note. A verbatim or near copy scores close to 1 whether
 or not the note wraps it in words of its own, where ``similarity`` of the whole note falls
@@ -51,6 +57,7 @@ from primitives.spec import AgentSpec, NonMirror
 
 __all__ = [
     "NON_MIRROR_SQLSTATE",
+    "PADDING",
     "canonical_fk_column",
     "canonical_refs_table",
     "canonical_version_function",
@@ -62,6 +69,17 @@ __all__ = [
 
 NON_MIRROR_SQLSTATE = "PM005"
 """The guard's refusal: a write copies canonical text."""
+
+PADDING = 2
+"""How much longer than the canonical text a copying note may be and still be found: the
+guard reads only the canonical rows whose ``similarity`` with the note reaches
+``threshold / (PADDING + 1)`` (the ``%`` operator, which a GIN ``gin_trgm_ops`` index on the
+canonical column serves), and ``word_similarity(canonical, note) >= threshold`` implies that
+bound whenever the note has at most ``PADDING`` times the canonical text's trigrams (a
+verbatim copy is found in a note of up to ``(PADDING + 1) / threshold`` times them). A lower
+bound would let more padding through the search, but trigram similarity at that level no
+longer tells unrelated texts apart, and the index then selects nearly every row
+(``python -m bench.non_mirror``)."""
 
 
 def guarded(spec: AgentSpec, capabilities: Capabilities) -> tuple[NonMirror, ...]:
@@ -92,7 +110,8 @@ _CHECK = sql.SQL("""\
     IF pg_catalog.to_regclass({table_name}) IS NOT NULL THEN
         SELECT m.k, m.s INTO hit_key, hit_similarity
         FROM (SELECT c.{key}::text AS k, {trgm}.word_similarity(c.{column}, NEW.content) AS s
-              FROM {table} AS c) AS m
+              FROM {table} AS c
+              WHERE c.{column} OPERATOR({trgm}.%) NEW.content) AS m
         WHERE m.s >= {threshold}
         ORDER BY m.s DESC, m.k
         LIMIT 1;
@@ -139,8 +158,15 @@ AS $fn$
 DECLARE
     hit_key        text;
     hit_similarity real;
+    threshold_was  text;
 BEGIN
-{checks}    RETURN NEW;
+    -- the % operator below selects the candidate rows at this threshold (a refusal aborts
+    -- the statement, which undoes the setting; otherwise it is put back before returning)
+    PERFORM {trgm}.similarity('', '');  -- loads pg_trgm, whose setting this is
+    threshold_was := pg_catalog.current_setting('pg_trgm.similarity_threshold');
+    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', {candidates}, true);
+{checks}    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', threshold_was, true);
+    RETURN NEW;
 END
 $fn$""")
 
@@ -154,9 +180,12 @@ def guard_functions(spec: AgentSpec, tables: Tables, capabilities: Capabilities
         return ()
     function = guard_function(tables)
     label = f"non-mirror guard {tables.schema}.{tables.object_name('non_mirror_guard')}"
+    candidates = min(item.similarity_threshold for item in items) / (PADDING + 1)
     return (
         (f"{label} (SECURITY DEFINER)",
-         _GUARD.format(function=function, checks=_guard_body(items, capabilities))),
+         _GUARD.format(function=function, checks=_guard_body(items, capabilities),
+                       trgm=sql.Identifier(capabilities.trigram_schema),
+                       candidates=sql.Literal(str(round(candidates, 4))))),
         (f"{label}: not callable by PUBLIC",
          sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(function)),
     )

@@ -30,7 +30,11 @@ SELECT c.oid IS NOT NULL,
        EXISTS (SELECT 1 FROM pg_catalog.pg_index AS i
                WHERE i.indrelid = c.oid AND i.indisunique AND i.indpred IS NULL
                  AND i.indnkeyatts = 1 AND i.indkey[0] = k.attnum),
-       v.attnum IS NOT NULL
+       v.attnum IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_catalog.pg_index AS i
+               JOIN pg_catalog.pg_opclass AS o ON o.oid = i.indclass[0]
+               WHERE i.indrelid = c.oid AND i.indkey[0] = t.attnum AND i.indpred IS NULL
+                 AND o.opcname IN ('gin_trgm_ops', 'gist_trgm_ops'))
 FROM (SELECT 1) AS one
 LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = %(schema)s
 LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = %(table)s
@@ -64,7 +68,7 @@ def canonical_problems(conn: psycopg.Connection[Any], spec: AgentSpec, caps: Cap
             "column": item.canonical_column, "key": item.canonical_key,
             "version": item.canonical_version or ""}).fetchone()
         assert row is not None
-        exists, has_column, key_type, readable, referable, unique, has_version = row
+        exists, has_column, key_type, readable, referable, unique, has_version, indexed = row
         if not exists:
             notes.append(f"{where}: table {schema}.{table} does not exist yet; the guard "
                          "compares nothing and references carry no foreign key to it until "
@@ -73,6 +77,11 @@ def canonical_problems(conn: psycopg.Connection[Any], spec: AgentSpec, caps: Cap
         if not has_column:
             notes.append(f"{where}: {schema}.{table} has no column {item.canonical_column}; "
                          "the guard refuses every write until it does")
+        elif item.trigram_guarded and caps.trigram and not indexed:
+            notes.append(f"{where}: {schema}.{table} has no trigram index on "
+                         f"{item.canonical_column}, so the guard reads every canonical row on "
+                         f"each write; CREATE INDEX ON {schema}.{table} USING gin "
+                         f"({item.canonical_column} gin_trgm_ops)")
         if not readable:
             notes.append(f"{where}: the owner role {OWNER_ROLE} may not read {schema}.{table}; "
                          f"GRANT SELECT ON {schema}.{table} TO {OWNER_ROLE}, or the guard "

@@ -198,11 +198,18 @@ AS $fn$
 DECLARE
     hit_key        text;
     hit_similarity real;
+    threshold_was  text;
 BEGIN
+    -- the % operator below selects the candidate rows at this threshold (a refusal aborts
+    -- the statement, which undoes the setting; otherwise it is put back before returning)
+    PERFORM "public".similarity('', '');  -- loads pg_trgm, whose setting this is
+    threshold_was := pg_catalog.current_setting('pg_trgm.similarity_threshold');
+    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', '0.2', true);
     IF pg_catalog.to_regclass('worlds.rules') IS NOT NULL THEN
         SELECT m.k, m.s INTO hit_key, hit_similarity
         FROM (SELECT c."id"::text AS k, "public".word_similarity(c."body_text", NEW.content) AS s
-              FROM "worlds"."rules" AS c) AS m
+              FROM "worlds"."rules" AS c
+              WHERE c."body_text" OPERATOR("public".%) NEW.content) AS m
         WHERE m.s >= 0.6
         ORDER BY m.s DESC, m.k
         LIMIT 1;
@@ -222,6 +229,7 @@ BEGIN
                 SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME;
         END IF;
     END IF;
+    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', threshold_was, true);
     RETURN NEW;
 END
 $fn$;

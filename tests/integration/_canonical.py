@@ -75,6 +75,7 @@ def canonical_table(admin_conn: psycopg.Connection[Any]) -> Iterator[str]:
     admin_conn.execute(sql.SQL(
         "CREATE SCHEMA {s}; CREATE TABLE {s}.rules (id integer PRIMARY KEY, "
         "body_text text NOT NULL, version integer NOT NULL DEFAULT 1); "
+        "CREATE INDEX ON {s}.rules USING gin (body_text gin_trgm_ops); "
         "GRANT USAGE ON SCHEMA {s} TO primitives_owner; "
         "GRANT SELECT, REFERENCES ON {s}.rules TO primitives_owner").format(
             s=sql.Identifier(schema)))

@@ -5,6 +5,7 @@ exist yet, and a server without pg_trgm, degrade with a warning."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from psycopg import sql
 from primitives._doctor import run_doctor
 from primitives._project import migrate
 from primitives.compile import agent_tables
+from primitives.compile._non_mirror import PADDING
 from primitives.db import tenant_transaction
 from primitives.engine import Engine
 from primitives.errors import NonMirrorViolation, PolicyViolation, StorageError, TenancyError
@@ -104,11 +106,30 @@ def test_near_copy_embedded_in_a_longer_note_is_refused_where_similarity_would_p
     assert _counts(admin_conn, spec, "w-1") == (0, 0)
 
 
+def test_a_copy_padded_past_the_bound_is_not_found(
+        engine: Engine, spec: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    # the documented limit (docs/non-mirror.md): the guard reads the canonical rows whose
+    # similarity with the note reaches threshold / (PADDING + 1); a note of more than PADDING
+    # times the canonical text's length that copies it is past that
+    # distinct trigrams: ticket codes of a long session log
+    padding = "Tickets closed today: " + " ".join(
+        hashlib.sha256(str(n).encode()).hexdigest()[:12] for n in range(80))
+    note = padding + ". " + RULE_7
+    row = admin_conn.execute("SELECT similarity(%s, %s), word_similarity(%s, %s)",
+                             (RULE_7, note, RULE_7, note)).fetchone()
+    assert row is not None and row[0] < 0.6 / (PADDING + 1) and row[1] >= 0.6
+    engine.observe({"world_id": "w-1"}, "world", note, typology="procedural")
+    assert _counts(admin_conn, spec, "w-1") == (1, 1)
+
+
 def test_a_real_note_about_the_rule_is_accepted_and_references_it(
         engine: Engine, spec: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
     assert _similarities(admin_conn, REAL_NOTE)[1] < 0.6
     with engine.tenant({"world_id": "w-1"}) as mem:
         note = mem.observe("world", REAL_NOTE, typology="procedural")
+        # the guard put back the threshold it set for its candidate search
+        assert mem.connection.execute(
+            "SELECT current_setting('pg_trgm.similarity_threshold')").fetchone() == ("0.3",)
         ref = mem.reference(note.id, "rule_content", "12")
         assert (ref.key, ref.version, ref.current_version, ref.stale) == ("12", "1", "1", False)
         assert mem.references(note.id) == [ref]
@@ -278,6 +299,10 @@ def test_a_canonical_table_created_after_migrate_is_guarded_at_once(
             # migrate again: the plan changed (the table is there), references gain its key
             again = migrate([spec], dsn=pg.admin_dsn)
             assert again.plans[0].applied
+            assert [w.split(": ", 2)[2] for w in again.warnings if spec.agent in w] == [
+                f"{schema}.rules has no trigram index on body_text, so the guard reads every "
+                f"canonical row on each write; CREATE INDEX ON {schema}.rules USING gin "
+                "(body_text gin_trgm_ops)"]
             assert admin_conn.execute(fk, (tables.canonical_refs.qualified,)).fetchone() == (2,)
         finally:
             admin_conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
