@@ -9,7 +9,9 @@ through it: the engine's writes, the one-round-trip observe, boundary compoundin
 and a raw ``INSERT`` of the application role alike.
 
 Which rows it reads: those the ``%`` operator selects at ``threshold / (PADDING + 1)``
-(the function sets ``pg_trgm.similarity_threshold`` while it runs), so a GIN ``gin_trgm_ops``
+(the function sets ``pg_trgm.similarity_threshold`` while it runs, and turns sequential
+scans off for itself: the planner prices ``%`` like a cheap operator and would read a small
+canonical table whole, where each row's trigrams cost tens of microseconds), so a GIN ``gin_trgm_ops``
 index on the canonical column serves the guard; ``word_similarity`` is computed for those
 rows only. A copy padded to more than ``PADDING`` times the canonical text's length is not
 found (see :data:`PADDING`).
@@ -154,6 +156,7 @@ _GUARD = sql.SQL("""\
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $fn$
 DECLARE
     hit_key        text;

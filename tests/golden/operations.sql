@@ -194,6 +194,7 @@ GRANT EXECUTE ON FUNCTION "platform"."operations_delete_transient"(uuid) TO "pri
 CREATE OR REPLACE FUNCTION "platform"."operations_non_mirror_guard"() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $fn$
 DECLARE
     hit_key        text;

@@ -194,6 +194,7 @@ GRANT EXECUTE ON FUNCTION "worlds"."world_agent_delete_transient"(uuid) TO "prim
 CREATE OR REPLACE FUNCTION "worlds"."world_agent_non_mirror_guard"() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $fn$
 DECLARE
     hit_key        text;
