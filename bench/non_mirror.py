@@ -159,10 +159,10 @@ def run(*, sizes: Sequence[int], writes: int, rounds: int, out: Path,
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--canonical", default="100,1000,10000",
+    parser.add_argument("--canonical", default="100,1000",
                         help="canonical table sizes, comma-separated")
-    parser.add_argument("--writes", type=int, default=200, help="writes per engine per round")
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--writes", type=int, default=100, help="writes per engine per round")
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--out", type=Path, default=RESULTS / RESULT)
     args = parser.parse_args(argv)
     given = list(argv) if argv is not None else sys.argv[1:]
