@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,15 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
     pii = _read(folder / "pii.json")
     if pii:
         lines += _pii_lines(pii)
+    deferred = _read(folder / "embed_deferred.json")
+    if deferred:
+        lines += _embed_deferred_lines(deferred)
+    outbox = _read(folder / "outbox.json")
+    if outbox:
+        lines += _outbox_lines(outbox)
+    consolidation = _read(folder / "consolidation.json")
+    if consolidation:
+        lines += _consolidation_lines(consolidation)
     non_mirror = _read(folder / "non_mirror.json")
     if non_mirror:
         lines += _non_mirror_lines(non_mirror)
@@ -250,6 +260,33 @@ def _non_mirror_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _embed_deferred_lines(result: dict[str, Any]) -> list[str]:
+    """A deferred write against a write without an embedder, and the embedding worker
+    against the model encoding the same texts in one call (``python -m
+    bench.embed_deferred``)."""
+    writes, worker = result["writes"], result["worker"]
+    lines = [f"Deferred embedding on the assistant spec with {result['embedder']} "
+             "(`python -m bench.embed_deferred`, `bench/results/embed_deferred.json`; what it "
+             "measures is in [retrieval.md](retrieval.md#deferred-embedding)):", "",
+             "| measurement | value | target |", "|---|---:|---:|",
+             f"| write p50: no embedder / deferred / inline (ms) | "
+             f"{writes['none']['p50_ms']:.2f} / {writes['deferred']['p50_ms']:.2f} / "
+             f"{writes['inline']['p50_ms']:.2f} | |",
+             f"| write p50, deferred / no embedder | "
+             f"{writes['p50_ratio_deferred_over_none']:.2f}x | <= {writes['target']:g}x |",
+             f"| `embed_pending` rows/s / one `embed_documents` call over the same "
+             f"{worker['rows']} texts (batches of {worker['batch']}), median (worst) | "
+             f"{worker['median']:.2f}x ({worker['worst']:.2f}x) | >= {worker['target']:g}x |",
+             ""]
+    machine = result.get("machine", {})
+    if machine.get("cores"):
+        lines[-1:] = ["", f"Measured on {machine['cores']} cores with a 1-minute load average of "
+                      f"{machine['load_average_at_start'][0]:.1f} (taken at the end of the "
+                      "run): each round's two timings run back to back, so a busy neighbour "
+                      "moves single rounds, and the median is the figure to read.", ""]
+    return lines
+
+
 def _pii_lines(result: dict[str, Any]) -> list[str]:
     """A write under a PII policy against the same write without one (``python -m bench.pii``)."""
     lines = [f"A write of {result['content_chars']} characters under a PII policy (all twelve "
@@ -262,6 +299,25 @@ def _pii_lines(result: dict[str, Any]) -> list[str]:
                                ("with_pii", "an email and a phone number (redacted)", "")):
         r = result[key]
         lines.append(f"| {label} | {r['plain_p50_ms']:.3f} / {r['guarded_p50_ms']:.3f} | "
+                     f"{r['ratio']:.2f}x | {target} |")
+    lines.append("")
+    return lines
+
+
+def _outbox_lines(result: dict[str, Any]) -> list[str]:
+    """A write of an event-driven agent against the same write of one without an outbox
+    (``python -m bench.outbox``)."""
+    lines = ["A one-statement write of an agent that publishes through an outbox "
+             "(`cross_context: event_driven`) against the same write of one that does not "
+             f"(`{result['command']}`, `bench/results/outbox.json`; "
+             "[cross-context.md](cross-context.md)):", "",
+             "| write | p50 without / with the outbox ms | ratio | target |",
+             "|---|---:|---:|---:|"]
+    for key, label, target in (
+            ("unpublished", "episodic, outside the gate's from", f"<= {result['target']:g}x"),
+            ("published", "semantic, published (outbox entry, journal event, NOTIFY)", "")):
+        r = result[key]
+        lines.append(f"| {label} | {r['private_p50_ms']:.3f} / {r['published_p50_ms']:.3f} | "
                      f"{r['ratio']:.2f}x | {target} |")
     lines.append("")
     return lines
@@ -286,6 +342,25 @@ def _maintain_lines(result: dict[str, Any]) -> list[str]:
                      f"| | <= {search['target']:g}x |")
     lines.append("")
     return lines
+
+
+def _consolidation_lines(result: dict[str, Any]) -> list[str]:
+    """A session's consolidation against writing it (``python -m bench.consolidation``)."""
+    rounds = result["rounds"]
+    median = {k: statistics.median(r[k] for r in rounds)
+              for k in ("write_ms", "consolidate_ms", "rerun_ms")}
+    ratio, rerun = result["consolidate_vs_write"], result["rerun_vs_write"]
+    return [f"Consolidating a session of {result['episodes']} episodes with the rule-based "
+            f"extractor, {result['sessions']} sessions per round (`python -m "
+            "bench.consolidation`, `bench/results/consolidation.json`; what it measures is in "
+            "[extraction.md](extraction.md)):", "",
+            "| per session | median ms | / writing the session, median | worst |",
+            "|---|---:|---:|---:|",
+            f"| write the episodes (`observe`) | {median['write_ms']:.1f} | | |",
+            f"| consolidate, then end the session | {median['consolidate_ms']:.1f} | "
+            f"{ratio['median']:.2f}x | {ratio['worst']:.2f}x |",
+            f"| end it again (nothing to claim) | {median['rerun_ms']:.1f} | "
+            f"{rerun['median']:.3f}x | {rerun['worst']:.3f}x |", ""]
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -377,6 +377,28 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 # maintain ---------------------------------------------------------------------------------------
+def _extractor(name: str | None) -> Any:
+    """The consolidation extractor ``--extractor`` names (None: each spec's own default)."""
+    if name is None:
+        return None
+    from primitives.extraction import RuleBasedExtractor
+
+    return RuleBasedExtractor()
+
+
+def _maintain_embedder(specs: Sequence[AgentSpec]) -> object:
+    """``maintain --embed``: the default embedder of the specs, which must agree on their
+    embedding model and dimensions (one embedder serves the run)."""
+    from primitives.embeddings import default_embedder
+
+    configs = {(s.retrieval.embedding.model, s.retrieval.embedding.dims) for s in specs}
+    if len(configs) > 1:
+        raise SpecError("maintain --embed: these specs embed with different models or "
+                        f"dimensions ({', '.join(sorted(f'{m} {d}' for m, d in configs))}); "
+                        "run maintain --embed once per model")
+    return default_embedder(specs[0])
+
+
 def cmd_maintain(args: argparse.Namespace) -> int:
     import psycopg
 
@@ -399,10 +421,12 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         else:
             errors.print(line, markup=False)
 
+    embedder = _maintain_embedder(specs) if args.embed else None
     try:
         report = maintain(specs, resolve_dsn(), batch_tenants=args.batch_tenants,
                           progress=progress, duty=args.duty,
-                          list_dispositions=args.list_dispositions)
+                          list_dispositions=args.list_dispositions, embedder=embedder,
+                          extractor=_extractor(args.extractor))
     except psycopg.Error as err:
         raise StorageError(f"maintain failed: {err}") from err
     if args.json:
@@ -430,6 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="primitives",
         description="Declare an agent's memory in YAML; get a tenant-isolated, auditable store.",
     )
+    from primitives import __version__
+    parser.add_argument("--version", action="version", version=f"primitives {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check specs; report every problem with file and line")
@@ -534,6 +560,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-dispositions", type=int, default=0, metavar="N",
                    help="also name up to N rows per agent that await disposition (promote, "
                         "mark exempt or archive), oldest first; the count is always reported")
+    p.add_argument("--extractor", choices=["rule_based"], default=None,
+                   help="consolidate missed sessions with this extractor, whatever the spec "
+                        "says (default: the spec's; a spec that asks for an LLM is skipped: "
+                        "an LLM extractor is passed from Python, maintain(..., "
+                        "extractor=LLMExtractor(model)))")
+    p.add_argument("--embed", action="store_true",
+                   help="also embed rows waiting for a vector (retrieval.embedding.embed: "
+                        "deferred, or written without an embedder) with the default embedder, "
+                        "in batches, journalled")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_maintain)
     return parser

@@ -55,6 +55,7 @@ from primitives.compile._plan import (
     Step,
     _schema_steps,
     _table_steps,
+    _unpublish_steps,
     _view_steps,
     compile_plan,
 )
@@ -288,6 +289,7 @@ def compile_citus(
         ))
     for definition in definitions:
         steps += _foreign_key_steps(definition)
+    steps += _unpublish_steps(tables)
     steps += _view_steps(spec, tables, definitions[0], base.capabilities)
     return Plan(
         agent=spec.agent,

@@ -123,19 +123,25 @@ def pii_raw_functions(tables: Tables, *, embedding: bool = False
                     read, label, role=PRIVACY_ADMIN_ROLE))
 
 
-def erase_functions(tables: Tables, *, embedding: bool = False, raw: bool = False
-                    ) -> tuple[tuple[str, sql.Composed], ...]:
+def erase_functions(tables: Tables, *, embedding: bool = False, raw: bool = False,
+                    outbox: bool = False) -> tuple[tuple[str, sql.Composed], ...]:
     """Erase one memory row (``$1``): its content becomes ``sha256:<hex>`` of itself,
     computed here so that no caller can write text through the function; value, envelope,
     tags, provenance, source and the vector are cleared; ``$2`` is the stored reason. The
     same statement appends the row's ``erased`` event (``$3`` event id, ``$4`` actor, ``$5``
     payload), so no row is erased without one. The app role needs no UPDATE on the columns
     it clears. Created with the journal, which it writes; with ``raw`` (created again once the
-    raw-PII table exists) it also deletes the row's raw copy."""
+    raw-PII table exists) it also deletes the row's raw copy; with ``outbox`` (created again
+    with the outbox of an event-driven agent) the payloads published from the row become
+    ``{"erased": true}``."""
     vector = sql.SQL(", embedding = NULL") if embedding else sql.SQL("")
     copy = sql.SQL("gone AS (DELETE FROM {} AS p WHERE p.{} = {} AND p.memory_id = $1), "
                    ).format(tables.pii_raw.ident, tables.tenant, _TENANT) if (
         raw and tables.pii_raw is not None) else sql.SQL("")
+    if outbox and tables.outbox is not None:
+        copy = sql.SQL("{}scrubbed AS (UPDATE {} AS o SET payload = '{{\"erased\": true}}'::jsonb "
+                       "WHERE o.{} = {} AND o.memory_id = $1), ").format(
+            copy, tables.outbox.ident, tables.tenant, _TENANT)
     erase = sql.SQL(
         "WITH {}erased AS (UPDATE {} AS m SET "
         "content = 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex'), "

@@ -18,6 +18,7 @@ __all__ = [
     "active_predicate",
     "column",
     "current_tenant_expr",
+    "pending_embedding_predicate",
 ]
 
 ACTIVE_STATE_COLUMNS: Final = ("superseded_at", "invalidated_at", "archived_at", "tombstoned_at")
@@ -45,6 +46,13 @@ def active_predicate(alias: str | None = None) -> sql.Composed:
     return sql.SQL(" AND ").join(
         sql.SQL("{} IS NULL").format(column(name, alias)) for name in ACTIVE_STATE_COLUMNS
     )
+
+
+def pending_embedding_predicate(alias: str | None = None) -> sql.Composed:
+    """``embedding IS NULL AND erased_at IS NULL``: rows waiting for a vector (the
+    pending-embedding index's predicate; queries that want the index repeat it)."""
+    return sql.SQL("{} IS NULL AND {} IS NULL").format(column("embedding", alias),
+                                                       column("erased_at", alias))
 
 
 def current_tenant_expr() -> sql.Composed:

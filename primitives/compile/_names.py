@@ -32,6 +32,7 @@ __all__ = [
     "agent_tables",
     "check_name_length",
     "framework_function",
+    "has_outbox",
     "is_governed",
 ]
 
@@ -96,7 +97,8 @@ class Tables:
     ``node_entities`` and ``sessions`` need ``graph:``; ``canonical_refs`` needs a
     ``discipline.non_mirror`` category; ``action_requests`` and ``approvals``
     need a write policy in mode ``governed``; the ``checkpoint*`` tables, in the checkpointer
-    schema, need ``persistence.checkpointer.enabled``).
+    schema, need ``persistence.checkpointer.enabled``; ``outbox`` needs
+    ``discipline.visibility.cross_context: event_driven`` with events and a gate).
     """
 
     agent: str
@@ -119,6 +121,7 @@ class Tables:
     approvals: Table | None
     pii_raw: Table | None
     canonical_refs: Table | None
+    outbox: Table | None
     checkpoints: Table | None
     checkpoint_blobs: Table | None
     checkpoint_writes: Table | None
@@ -190,6 +193,7 @@ _TABLE_SUFFIXES = (
     "memories", "memory_events", "action_links", "scopes", "promotions",
     "edges", "entities", "node_entities", "sessions", "action_requests", "approvals", "pii_raw",
     "canonical_refs",
+    "outbox", "publish",
 )
 _VIEW_SUFFIXES = (
     "active_memories", "audit_lineage", "audit_supersession", "audit_action_basis",
@@ -223,6 +227,14 @@ def keeps_raw_pii(spec: AgentSpec) -> bool:
 def is_governed(spec: AgentSpec) -> bool:
     """Whether some typology's write policy is ``governed`` (needs requests and approvals)."""
     return any(p.mode == "governed" for p in spec.behavior.write_policy.values())
+
+
+def has_outbox(spec: AgentSpec) -> bool:
+    """Whether the spec publishes crossings through an outbox (``cross_context:
+    event_driven`` with events and at least one sanitization gate)."""
+    visibility = spec.discipline.visibility
+    return (visibility.cross_context == "event_driven" and bool(visibility.events)
+            and bool(spec.discipline.sanitization))
 
 
 def _checkpointer_table(spec: AgentSpec, suffix: str) -> Table | None:
@@ -274,6 +286,7 @@ def agent_tables(spec: AgentSpec) -> Tables:
         approvals=table("approvals") if governed else None,
         pii_raw=table("pii_raw") if keeps_raw_pii(spec) else None,
         canonical_refs=table("canonical_refs") if spec.discipline.non_mirror else None,
+        outbox=table("outbox") if has_outbox(spec) else None,
         checkpoints=_checkpointer_table(spec, "checkpoints"),
         checkpoint_blobs=_checkpointer_table(spec, "checkpoint_blobs"),
         checkpoint_writes=_checkpointer_table(spec, "checkpoint_writes"),

@@ -55,6 +55,7 @@ from primitives.compile._optional_tables import (
     pii_raw_table,
     sessions_table,
 )
+from primitives.compile._outbox import PUBLISH_TRIGGER, drop_publish_trigger_sql, outbox_table
 from primitives.compile._rls import (
     auditor_policy_name,
     auditor_policy_sql,
@@ -180,6 +181,8 @@ def table_definitions(
         definitions.append(pii_raw_table(tables, embedding=capabilities.vector))
     if tables.canonical_refs is not None:
         definitions.append(canonical_refs_table(spec, tables, capabilities))
+    if tables.outbox is not None:
+        definitions.append(outbox_table(spec, tables, embedding=capabilities.vector))
     definitions += checkpointer_definitions(spec, tables)
     return tuple(definitions)
 
@@ -283,6 +286,14 @@ def _grant_steps(relation: Table, definition: TableDef | None = None,
         yield Step(f"{name}: grants for the maintainer role", maintainer)
 
 
+def _unpublish_steps(tables: Tables) -> Iterator[Step]:
+    """Without an outbox: drop the publish trigger an earlier plan of the spec created."""
+    if tables.outbox is None:
+        yield Step(f"{tables.memories.qualified}: drop trigger {PUBLISH_TRIGGER} if an "
+                   "earlier plan published (this spec publishes nothing)",
+                   drop_publish_trigger_sql(tables))
+
+
 def _view_steps(
     spec: AgentSpec, tables: Tables, memories: TableDef, capabilities: Capabilities
 ) -> Iterator[Step]:
@@ -322,6 +333,7 @@ def compile_plan(spec: AgentSpec, *, capabilities: Capabilities = DEFAULT_CAPABI
     steps += _schema_steps(tables)
     for definition in definitions:
         steps += _table_steps(tables, definition)
+    steps += _unpublish_steps(tables)
     steps += _view_steps(spec, tables, definitions[0], capabilities)
     return Plan(
         agent=spec.agent,

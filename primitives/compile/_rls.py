@@ -172,9 +172,11 @@ def maintainer_policy_sql(tables: Tables, table: Table) -> sql.Composed:
              sql.Identifier(MAINTAINER_ROLE))
 
 
-MAINTAINER_WRITES: tuple[str, ...] = ("memories", "events", "scopes", "promotions", "edges")
+MAINTAINER_WRITES: tuple[str, ...] = ("memories", "events", "scopes", "promotions", "edges",
+                                     "outbox")
 """The tables maintenance passes write (``Tables`` attribute names): the app role's privileges
-there (DELETE too on memories); on the rest of ``MAINTAINER_READS`` SELECT, elsewhere none."""
+there (DELETE too on memories; the outbox, because a promotion into a gate's ``from``
+publishes); on the rest of ``MAINTAINER_READS`` SELECT, elsewhere none."""
 
 MAINTAINER_READS: tuple[str, ...] = ("action_links", "entities", "node_entities")
 """Tables maintenance passes only read: action links (never remove a linked row), entity

@@ -38,7 +38,7 @@ from primitives.compile._ddl import (
     primary_key,
 )
 from primitives.compile._definer import erase_functions, memory_functions
-from primitives.compile._expr import active_predicate
+from primitives.compile._expr import active_predicate, pending_embedding_predicate
 from primitives.compile._names import Tables, framework_function
 from primitives.compile._non_mirror import guard_functions, guard_trigger
 from primitives.spec import AgentSpec
@@ -245,6 +245,13 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         # HNSW cannot lead with the tenant; retrieval filters by tenant with iterative scans.
         indexes.append(Index(name("memories_embedding_idx"), "hnsw",
                              (sql.SQL("embedding halfvec_cosine_ops"),), None))
+        if spec.retrieval.embedding.embed == "deferred":
+            # The rows a deferred write left for the embedding worker, oldest first: finding
+            # them, and counting them for a search, reads this index alone, which stays as
+            # small as the worker's backlog.
+            indexes.append(Index(name("memories_embedding_pending_idx"), "btree",
+                                 (tenant, sql.Identifier("created_at"), sql.Identifier("id")),
+                                 t, where=pending_embedding_predicate()))
     guard = Trigger(
         "primitives_guard_delete", "BEFORE", "DELETE", "ROW",
         framework_function("guard_memory_delete"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
 
@@ -21,11 +22,14 @@ from psycopg_pool import AsyncConnectionPool
 from primitives.db import app_dsn, atenant_transaction, resolve_dsn, use_fast_json
 from primitives.db._oneshot import NOT_SENT, AsyncOnceTransaction, afetch_rows
 from primitives.db._session import aruntime_conninfo
+from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
+from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _graph as graph
+from primitives.engine import _pending as pending
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, aschema_features, render
@@ -211,6 +215,7 @@ class AsyncEngine(EngineBase):
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
             yield AsyncTenantMemory(ctx, conn, self.access)
+        self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
 
@@ -275,17 +280,49 @@ class AsyncEngine(EngineBase):
                     if call is not None:
                         memory = await _arun_call(conn, call)
                         if memory is not None:
+                            if self.defers_embedding:
+                                self.pending.note(resolved)
                             return memory
                     ctx = self.context(resolved, actor)
-                    return await _arun_once(
+                    memory = await _arun_once(
                         conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
                         after_last="refuse")
+                    self.note_pending(ctx)
+                    return memory
                 finally:
                     await pool.putconn(conn)
             except RETRYABLE as err:
                 await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
                                                  tenant=resolved.tenant))
         raise AssertionError("unreachable")
+
+    async def embed_pending(self, anchor: Mapping[str, object] | None = None, *,
+                            batch_size: int = pending.DEFAULT_BATCH, limit: int | None = None,
+                            actor: str = "embedder") -> int:
+        """Like :meth:`Engine.embed_pending`: one transaction per batch, the model run in a
+        worker thread. (The sync engine alone has a background thread for it: schedule this
+        coroutine as a task instead.)"""
+        anchors = ([resolve_anchor(self.spec, anchor)] if anchor is not None
+                   else self.pending.take())
+        total = 0
+        failed: BaseException | None = None
+        for resolved in anchors:
+            done = 0
+            try:
+                while limit is None or done < limit:
+                    wanted = batch_size if limit is None else min(batch_size, limit - done)
+                    stored = await self.write(resolved.as_dict(), partial(
+                        AsyncTenantMemory.embed_pending, batch_size=wanted, limit=wanted),
+                        actor=actor)
+                    done += stored
+                    if stored < wanted:
+                        break
+            except Exception as err:
+                failed = failed or err
+            total += done
+        if failed is not None:
+            raise failed
+        return total
 
     async def write(self, anchor: Mapping[str, object],
                     fn: Callable[[AsyncTenantMemory], Awaitable[T]], *, actor: str = "agent",
@@ -358,11 +395,20 @@ class AsyncTenantMemory:
         return await arun_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
 
     async def end_scope(self, tier: str, scope_id: str, *,
-                        into_scope: str | None = None) -> ScopeEnd:
-        """End a transient tier's scope: compounding upward, then removal or archive
+                        into_scope: str | None = None, extractor: Any = None) -> ScopeEnd:
+        """End a transient tier's scope: consolidation where the spec extracts at its end,
+        compounding upward, then removal or archive
         (see :func:`primitives.engine._core.end_scope`)."""
         return await arun_op(self._conn, core.end_scope(self.ctx, tier, scope_id,
-                                                        into_scope=into_scope))
+                                                        into_scope=into_scope,
+                                                        extractor=extractor))
+
+    async def consolidate(self, scope_id: str, *,
+                          extractor: Any = None) -> list[consolidation.Consolidation]:
+        """Consolidate one scope's episodes by every extraction rule of the spec (see
+        :func:`primitives.engine._consolidate.consolidate`); a second call changes nothing."""
+        return await arun_op(self._conn, consolidation.consolidate(self.ctx, scope_id,
+                                                                   extractor=extractor))
 
     async def erase(self, subject: str, *, approvals: list[str], reason: str,
                     memory_ids: list[UUID] | None = None,
@@ -382,6 +428,12 @@ class AsyncTenantMemory:
 
     async def reembed(self, *, batch_size: int = 256) -> int:
         return await arun_op(self._conn, core.reembed(self.ctx, batch_size=batch_size))
+
+    async def embed_pending(self, *, batch_size: int = pending.DEFAULT_BATCH,
+                            limit: int | None = None) -> int:
+        """Like :meth:`TenantMemory.embed_pending`."""
+        return await arun_op(self._conn, pending.embed_pending(
+            self.ctx, batch_size=batch_size, limit=limit))
 
     @overload
     async def search(self, query: str = "", *, explain: Literal[False] = False,
@@ -453,3 +505,15 @@ class AsyncTenantMemory:
     async def stats(self) -> dict[str, Any]:
         """Counts of this tenant's memory by typology, tier and state, and of its journal."""
         return await arun_op(self._conn, store_ops.memory_stats(self.ctx))
+
+    # discipline: sanitization gates and the outbox ----------------------------------------------
+    async def cross(self, gate: str, memory_ids: Sequence[UUID | str] | None = None,
+                    **options: Any) -> list[gates.Crossing]:
+        """The async twin of :meth:`TenantMemory.cross`."""
+        return await arun_op(self._conn, gates.cross(self.ctx, gate, memory_ids, **options))
+
+    async def claim_outbox(self, *, consumer: str, event: str | None = None,
+                           limit: int = 100) -> list[gates.OutboxEntry]:
+        """The async twin of :meth:`TenantMemory.claim_outbox`."""
+        return await arun_op(self._conn, gates.claim_outbox(self.ctx, consumer=consumer,
+                                                            event=event, limit=limit))

@@ -10,6 +10,7 @@ from primitives.compile import Tables, agent_tables
 from primitives.embeddings import Embedder, cached
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
+from primitives.engine._pending import PendingTenants
 from primitives.errors import ModelMismatch
 from primitives.lifecycle._access import AccessLog
 from primitives.lifecycle._decay import decay_models
@@ -124,6 +125,9 @@ class EngineBase:
         self.trigram = trigram
         self.access = AccessLog()
         """Read marks waiting for their batched write (``primitives.lifecycle._access``)."""
+        self.pending = PendingTenants()
+        """Tenants this engine's deferred writes left rows without a vector for
+        (``retrieval.embedding.embed: deferred``), until ``embed_pending()`` takes them."""
         self.tables: Tables = agent_tables(spec)
         self.decay = decay_models(spec)
         if embedder is not None and embedder.dims != spec.retrieval.embedding.dims:
@@ -143,6 +147,19 @@ class EngineBase:
                 f"agent '{spec.agent}': retrieval.reranker is declared but this engine has no "
                 "reranker, so fused results are not reranked (Engine.connect(..., "
                 "reranker=default_reranker(spec)) turns it on)")
+
+    @property
+    def defers_embedding(self) -> bool:
+        """Writes leave their vector to a worker that this engine can run: the spec defers
+        embedding, the table has an embedding column and the engine an embedder."""
+        return (self.embedder is not None and self.has_embedding
+                and self.spec.retrieval.embedding.embed == "deferred")
+
+    def note_pending(self, ctx: Context) -> None:
+        """After a commit: remember the tenant when the transaction left rows waiting for a
+        vector that this engine can embed."""
+        if ctx.left_pending and self.embedder is not None:
+            self.pending.note(ctx.anchor)
 
     @staticmethod
     def tables_for(spec: AgentSpec) -> Tables:

@@ -137,15 +137,25 @@ class Context:
     """pg_trgm is installed: tier boundaries measure near-duplicate text with it."""
     decay: DecayModels | None = None
     """The spec's decay models (None: taken from the spec when a search needs them)."""
+    left_pending: list[UUID] = field(default_factory=list)
+    """Rows this transaction wrote without a vector for a worker to embed
+    (``retrieval.embedding.embed: deferred``, on a table with an embedding column)."""
 
     @property
     def tenant(self) -> str:
         return self.anchor.tenant
 
     @property
+    def deferred(self) -> bool:
+        """The spec defers embedding (``retrieval.embedding.embed: deferred``): writes store
+        no vector; a worker embeds them later."""
+        return self.spec.retrieval.embedding.embed == "deferred"
+
+    @property
     def embeds(self) -> bool:
-        """Writes store vectors: an embedder and an embedding column (pgvector) exist."""
-        return self.embedder is not None and self.has_embedding
+        """Writes store vectors inline: an embedder and an embedding column (pgvector)
+        exist, and the spec does not defer embedding."""
+        return self.embedder is not None and self.has_embedding and not self.deferred
 
 
 DEFAULT_RERANK_TOP_N = 20
@@ -233,16 +243,19 @@ def refuse_append_only(spec: AgentSpec, tier: str, typology: str, memory_id: UUI
             memory_id=str(memory_id))
 
 
-def check_write_policy(spec: AgentSpec, tier: str, typology: str) -> None:
+def check_write_policy(spec: AgentSpec, tier: str, typology: str, *,
+                       promotion: bool = False) -> None:
     """Refuse writes the spec's write policy routes elsewhere; say which path to take.
 
     It holds for every write a caller can start, a supersession included: the paths that
     may write governed or ``promotion_only`` memory (promotion, the approval flow, the
-    sanitization crossing) are the engine's own operations, never an argument of a write."""
+    sanitization crossing) are the engine's own operations, never an argument of a write.
+    ``promotion``: the write is one of those operations of the engine's own (consolidation),
+    which may write ``promotion_only`` memory; governed memory still needs its approval."""
     policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
     if policy is None:
         return
-    if policy.mode == "promotion_only":
+    if policy.mode == "promotion_only" and not promotion:
         raise GovernanceError(
             f"{typology} memory of agent '{spec.agent}' is written only by the promotion "
             "engine (behavior.write_policy: promotion_only); observe episodic memory and let "
@@ -360,7 +373,8 @@ class WriteInput(NamedTuple):
 def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | None,
                   key: str | None, namespace: Sequence[str], value: Mapping[str, Any] | None,
                   envelope: Mapping[str, Any] | None, tags: Sequence[str],
-                  scope_id: str | None, source: str | None = None) -> WriteInput:
+                  scope_id: str | None, source: str | None = None,
+                  promotion: bool = False) -> WriteInput:
     """Check a write against the spec (tier, typology, write policy, limits on every field)
     and turn its fields into what the row will hold: plain strings (the memory returned is
     built from them, :meth:`Memory.from_written`), lists of labels, the value's canonical
@@ -373,7 +387,7 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
     limits = spec.persistence.store.limits
     tier, content = clean_text(tier, "tier"), clean_text(content, "content")
     typ = _text(_typology(spec, tier, typology), "typology")
-    check_write_policy(spec, tier, typ)
+    check_write_policy(spec, tier, typ, promotion=promotion)
     value, envelope = check_object(value, "value"), check_object(envelope, "envelope")
     # JSON checks before canonical_json, which would recurse into a deep value
     check_json(value, "value", depth=limits.json_depth)
@@ -474,9 +488,11 @@ def observe(
 
 def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: str | None,
            memory_id: UUID | str | None, embedding: Sequence[float] | None, final: bool,
-           via: str, consent: UUID | str | None = None) -> Op[Memory]:
+           via: str, consent: UUID | str | None = None,
+           provenance: Mapping[str, Any] | None = None) -> Op[Memory]:
     """Write the checked ``w`` (see :func:`observe`); ``via`` is the engine's path, kept in
-    the journal."""
+    the journal; ``provenance``: what the engine's own path records of where the row came
+    from (consolidation: ``derived_from``), beside the PII guard's hashes."""
     spec = ctx.spec
     consent_id = (yield from _consent(ctx, consent)) if w.pii is not None else None
     tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
@@ -504,7 +520,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content,
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": tag_list,
-        "provenance": Jsonb(w.pii.provenance() if w.pii is not None else {}),
+        "provenance": Jsonb({**(provenance or {}),
+                             **(w.pii.provenance() if w.pii is not None else {})}),
         "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
         "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
@@ -574,6 +591,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         yield Step(q.temporal_edge(ctx.tables), {
             "tenant": ctx.tenant, "tier": tier, "scope_id": scope_id, "id": new_id,
             "event_time": when, "actor": ctx.actor}, last=final)
+    if not vector and ctx.has_embedding and ctx.deferred:
+        ctx.left_pending.append(new_id)  # the row waits for the embedding worker
     # The insert read back what the server set or normalized; the rest is what it wrote.
     return Memory.from_written({
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
@@ -829,14 +848,19 @@ def link_action(ctx: Context, action_id: str, memory_ids: Sequence[UUID], kind: 
 
 
 def end_scope(ctx: Context, tier: str, scope_id: str, *,
-              into_scope: str | None = None) -> Op[ScopeEnd]:
+              into_scope: str | None = None, extractor: Any = None) -> Op[ScopeEnd]:
     """End one scope of a transient tier at its boundary (:mod:`primitives.lifecycle._boundary`):
     its rows compound into the next tier (corroborating near-duplicates there, promoting the
     rest), then leave as their typology's lifecycle declares (removed or archived);
     action-linked rows stay. Corroboration promotions then run for the tenant. Every change is
     a journal event. ``into_scope`` names the scope of the next tier that compounded rows land
     in, needed when that tier is transient. Returns a :class:`ScopeEnd`, a ``(removed, kept)``
-    pair with the other counts as attributes."""
+    pair with the other counts as attributes.
+
+    Where the spec's extraction rules (``behavior.promotion`` criteria ``extraction``) run
+    at this tier's end, the scope's episodes are consolidated first, before any leave
+    (:func:`primitives.engine._consolidate.consolidate_scope`), with ``extractor`` (an
+    :class:`~primitives.extraction.Extractor`; the spec's default when None)."""
     spec = ctx.spec
     if tier not in spec.tier_names:
         raise TenancyError(f"unknown tier '{tier}'; tiers: {', '.join(spec.tier_names)}")
@@ -855,6 +879,10 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
             tier=tier, field="into_scope")
     if into_scope is not None:
         into_scope = _text(into_scope, "into_scope")
+    from primitives.engine import _consolidate
+    for rule in _consolidate.extraction_rules(spec):
+        if rule.runs_at_end_of(tier):
+            yield from _consolidate.consolidate_scope(ctx, rule, scope_id, extractor)
     # Corroboration rules out of this tier run first (its rows are about to leave), the
     # boundary next, then the rules out of other tiers (the evidence it just moved up).
     rules = [r for r in boundary.corroboration_rules(spec) if r.at_end_of(tier)]
@@ -1041,12 +1069,13 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         "cap": cap, "k": config.fusion.k, "limit": fetched, "as_of": as_of,
     }
     vector: list[float] | None = None
+    pending: int | None = None
     if "semantic" in signals:
         assert ctx.embedder is not None
         vector = (yield Embed(ctx.embedder, (query,), query=True))[0]
         # ef_search bounds the candidate list; pgvector allows at most 1000.
         switch = config.semantic_exact_below
-        row = yield Step(retrieval.hnsw_settings(ctx.tables), {
+        row = yield Step(retrieval.hnsw_settings(ctx.tables, pending=ctx.deferred), {
             "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000)), "tiers": chosen,
             "exact_below": -1 if switch == "auto" else switch, "cap": cap}, "one")
         yield from check_model(ctx, row[2] if row else None, fetch=False)
@@ -1056,6 +1085,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         params.update(qvec=retrieval.vector_literal(vector), model=ctx.embedder.model_id,
                       small=row is not None and row[4] == "force_generic_plan",
                       scope_rows=row[5] if row is not None and as_of is None else None)
+        if ctx.deferred and row is not None:
+            pending = int(row[6])
     intent = None
     if ctx.classifier is not None and query.strip():
         intent = ctx.classifier.classify(query, vector)
@@ -1099,7 +1130,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         hits = list((yield Rerank(ctx.reranker, query, tuple(hits), top_n)))
         reranked = min(top_n, len(hits))
     message = abstain.message if abstained and abstain is not None else None
-    return Explanation(SearchResult(hits[:limit], abstained=abstained, message=message),
+    return Explanation(SearchResult(hits[:limit], abstained=abstained, message=message,
+                                    pending_embeddings=pending),
                        signals, {s: int(counts.get(s, 0)) for s in signals},
                        mode, config.fusion.k, weights, dropped, intent,
                        routed.edge_types if "graph" in signals else (), reranked,
@@ -1148,7 +1180,7 @@ def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Me
 def reembed(ctx: Context, *, batch_size: int = 256) -> Op[int]:
     """Embed the tenant's rows that have no vector or another model's, with this engine's
     embedder; returns how many rows changed. One journal event per batch."""
-    if not ctx.embeds:
+    if ctx.embedder is None or not ctx.has_embedding:
         raise ModelMismatch("re-embedding needs an engine connected with an embedder, on a "
                             "server with pgvector", tenant=ctx.tenant)
     assert ctx.embedder is not None

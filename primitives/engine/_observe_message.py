@@ -5,16 +5,18 @@ bound tenant, the execution of the prepared insert (row, journal event, scope ma
 values bound in text form, ``COMMIT; RESET ALL``. The general path gets there through the
 core operation: :func:`~primitives.engine._core.observe` yields a step with a parameter dict,
 and :class:`~primitives.db._oneshot.OnceTransaction` works out each parameter's SQL type and
-text form. For the common write (no key, no embedder, no temporal edge) every parameter's
+text form. For the common write (no key, no vector made inline, no temporal edge) every parameter's
 type is known in advance, so :func:`observe_call` checks the fields with the same function as
 the core operation (:func:`~primitives.engine._core.checked_write`) and writes the values
 itself: the same prepared statement and the same values
 (``tests/integration/test_observe_message.py`` compares the two), for less of the client's
 CPU per write.
 
-Anything else returns ``None`` and takes the general path, which also raises what the write's
-errors are: a key, an embedder, a temporal edge, a typology whose conflict strategy looks
-for a similar row it contradicts, personal data the PII policy redacted, an unknown field, a value written here
+A deferred write (``retrieval.embedding.embed: deferred``) stores no vector, so it takes this
+path with an embedder too. Anything else returns ``None`` and takes the general path, which
+also raises what the write's errors are: a key, an embedder that embeds inline, a temporal
+edge, a typology whose conflict strategy looks for a similar row it contradicts, personal data
+the PII policy redacted, an unknown field, a value written here
 differently (text with a NUL, a naive event time, an envelope JSON cannot encode), a
 connection with a row factory of its own.
 """
@@ -138,7 +140,8 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
     on ``conn``, or ``None`` when the general path must take it (module docstring). The
     spec's checks run here and raise as they do on the general path."""
     if (not _FIELDS.issuperset(fields) or fields.get("key") is not None
-            or (engine.embedder is not None and engine.has_embedding)
+            or (engine.embedder is not None and engine.has_embedding
+                and engine.spec.retrieval.embedding.embed == "inline")
             or type(actor) is not str or conn.row_factory is not tuple_row):
         return None
     source, event_time = fields.get("source"), fields.get("event_time")

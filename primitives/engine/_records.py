@@ -162,18 +162,25 @@ class SearchResult(list[T], Generic[T]):
     answer ("I don't know"), so the caller can tell "nothing matched well enough" from an
     empty memory. Otherwise ``abstained`` is False and ``message`` None.
 
+    ``pending_embeddings``: with ``retrieval.embedding.embed: deferred``, how many of the
+    tenant's active rows in the searched tiers were still waiting for their vector when the
+    semantic signal ran (the other signals found them; semantic could not rank them yet).
+    None when the spec embeds inline or the search ran no semantic signal.
+
     >>> SearchResult([], abstained=True, message="I don't know.").abstained
     True
     """
 
     abstained: bool
     message: str | None
+    pending_embeddings: int | None
 
     def __init__(self, items: Any = (), *, abstained: bool = False,
-                 message: str | None = None) -> None:
+                 message: str | None = None, pending_embeddings: int | None = None) -> None:
         super().__init__(items)
         self.abstained = abstained
         self.message = message
+        self.pending_embeddings = pending_embeddings
 
     def __repr__(self) -> str:
         if self.abstained:

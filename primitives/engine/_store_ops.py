@@ -36,6 +36,7 @@ from primitives.engine._core import Context, Op, Step
 from primitives.engine._input import bounded_labels, bounded_text, check_json
 from primitives.engine._records import MEMORY_COLUMNS, Memory, SearchResult
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
+from primitives.lifecycle._embed import pending_count_statement
 from primitives.retrieval import Restriction
 
 __all__ = [
@@ -298,13 +299,14 @@ def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
                                   limit=min(wanted, MAX_SEARCH_CANDIDATES),
                                   restrict=_restriction(ctx, op))
     if not hits:  # an abstention (retrieval.abstain) says so
-        return SearchResult(abstained=hits.abstained, message=hits.message)
+        return SearchResult(abstained=hits.abstained, message=hits.message,
+                            pending_embeddings=hits.pending_embeddings)
     rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
                                   prefix_len=len(op.prefix), where=where, by_ids=True),
                       {**params, "ids": [h.memory.id for h in hits]}, "all")
     found = {item.memory.id: item for item in map(StoredItem.from_row, rows)}
     kept = [replace(found[h.memory.id], score=h.score) for h in hits if h.memory.id in found]
-    return kept[op.offset:wanted]
+    return SearchResult(kept[op.offset:wanted], pending_embeddings=hits.pending_embeddings)
 
 
 def _refresh(items: Sequence[StoredItem], ctx: Context) -> Op[None]:
@@ -386,6 +388,10 @@ def memory_stats(ctx: Context) -> Op[dict[str, Any]]:
             typologies[typology] = typologies.get(typology, 0) + count
             tiers[tier] = tiers.get(tier, 0) + count
     events, last_event, open_scopes, scopes = summary
-    return {"nodes": typologies, "tiers": tiers, "states": states,
-            "active": sum(typologies.values()), "journal_events": events,
-            "last_write": last_event, "open_scopes": open_scopes, "scopes": scopes}
+    stats = {"nodes": typologies, "tiers": tiers, "states": states,
+             "active": sum(typologies.values()), "journal_events": events,
+             "last_write": last_event, "open_scopes": open_scopes, "scopes": scopes}
+    if ctx.deferred and ctx.has_embedding:  # rows still waiting for the embedding worker
+        waiting = yield Step(pending_count_statement(ctx.tables), {"tenant": ctx.tenant}, "one")
+        stats["pending_embeddings"] = int(waiting[0]) if waiting else 0
+    return stats

@@ -15,6 +15,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
 
@@ -24,18 +25,22 @@ from psycopg_pool import ConnectionPool
 from primitives.db import app_dsn, resolve_dsn, tenant_transaction, use_fast_json
 from primitives.db._oneshot import NOT_SENT, OnceTransaction, fetch_rows
 from primitives.db._session import runtime_conninfo
+from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
+from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _graph as graph
+from primitives.engine import _pending as pending
 from primitives.engine import _store_ops as store_ops
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, render, schema_features
 from primitives.engine._observe_message import ObserveCall, observe_call
+from primitives.engine._pending import EmbedWorker
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
-from primitives.errors import StorageError
+from primitives.errors import EmbedderUnavailable, StorageError
 from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
@@ -127,6 +132,7 @@ class Engine(EngineBase):
         self._pool = pool
         self._flusher: threading.Thread | None = None
         self._flush_lock = threading.Lock()
+        self._embed_worker: EmbedWorker | None = None
         for message in self.warnings:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
 
@@ -166,6 +172,8 @@ class Engine(EngineBase):
 
     def close(self) -> None:
         try:
+            if self._embed_worker is not None:
+                self._embed_worker.stop()
             self.wait_access()
             self.flush_access()
         finally:
@@ -227,6 +235,7 @@ class Engine(EngineBase):
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
             yield TenantMemory(ctx, conn, self.access)
+        self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
 
@@ -310,16 +319,78 @@ class Engine(EngineBase):
                     if call is not None:
                         memory = _run_call(conn, call)
                         if memory is not None:
+                            if self.defers_embedding:
+                                self.pending.note(resolved)
                             return memory
                     ctx = self.context(resolved, actor)
-                    return _run_once(conn, ctx.tenant,
-                                     core.observe(ctx, tier, content, final=True, **fields),
-                                     after_last="refuse")
+                    memory = _run_once(conn, ctx.tenant,
+                                       core.observe(ctx, tier, content, final=True, **fields),
+                                       after_last="refuse")
+                    self.note_pending(ctx)
+                    return memory
                 finally:
                     pool.putconn(conn)
             except RETRYABLE as err:
                 sleep(before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant))
         raise AssertionError("unreachable")
+
+    def embed_pending(self, anchor: Mapping[str, object] | None = None, *,
+                      batch_size: int = pending.DEFAULT_BATCH, limit: int | None = None,
+                      actor: str = "embedder") -> int:
+        """Embed rows waiting for a vector (``retrieval.embedding.embed: deferred``): the
+        tenant of ``anchor``, or else every tenant this engine's deferred writes left rows
+        for. One transaction per batch of ``batch_size`` rows (one model call, one statement
+        storing and journalling the batch), retried like :meth:`write`; at most ``limit``
+        rows per tenant. Returns the rows embedded. A tenant that fails (another model's
+        vectors: ``ModelMismatch``) keeps its rows waiting; the others are still embedded,
+        then the first error is raised."""
+        anchors = ([resolve_anchor(self.spec, anchor)] if anchor is not None
+                   else self.pending.take())
+        total = 0
+        failed: BaseException | None = None
+        for resolved in anchors:
+            done = 0
+            try:
+                while limit is None or done < limit:
+                    wanted = batch_size if limit is None else min(batch_size, limit - done)
+                    stored = self.write(resolved.as_dict(), partial(
+                        TenantMemory.embed_pending, batch_size=wanted, limit=wanted),
+                        actor=actor)
+                    done += stored
+                    if stored < wanted:
+                        break
+            except Exception as err:
+                failed = failed or err
+            total += done
+        if failed is not None:
+            raise failed
+        return total
+
+    def start_embedding(self, *, batch_size: int = pending.DEFAULT_BATCH) -> None:
+        """Run :meth:`embed_pending` on a background thread whenever a deferred write of this
+        engine leaves rows waiting, until :meth:`close` (which lets it finish what is
+        noted). Errors are kept in ``embedding_errors``; their rows stay waiting."""
+        if self._embed_worker is not None:
+            return
+        if not self.defers_embedding:
+            raise EmbedderUnavailable(
+                f"agent '{self.spec.agent}': a background embedding worker needs "
+                "retrieval.embedding.embed: deferred, an embedder and pgvector")
+        worker = EmbedWorker(self.pending, lambda: self.embed_pending(batch_size=batch_size))
+        self._embed_worker = worker
+        worker.start()
+
+    def wait_embedded(self, timeout: float | None = None) -> bool:
+        """Wait until the background worker has embedded what this engine's writes left
+        waiting (True), or ``timeout`` seconds passed (False)."""
+        if self._embed_worker is None:
+            return not len(self.pending)
+        return self._embed_worker.wait(timeout)
+
+    @property
+    def embedding_errors(self) -> list[BaseException]:
+        """The background worker's recent errors (the rows they concern stay waiting)."""
+        return list(self._embed_worker.errors) if self._embed_worker is not None else []
 
     def write(self, anchor: Mapping[str, object], fn: Callable[[TenantMemory], T], *,
               actor: str = "agent", seed: str | None = None,
@@ -395,11 +466,20 @@ class TenantMemory:
         return run_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
 
     def end_scope(self, tier: str, scope_id: str, *,
-                  into_scope: str | None = None) -> ScopeEnd:
-        """End a transient tier's scope: compounding upward, then removal or archive
+                  into_scope: str | None = None, extractor: Any = None) -> ScopeEnd:
+        """End a transient tier's scope: consolidation where the spec extracts at its end
+        (``extractor``: an :class:`~primitives.extraction.Extractor`, the spec's default
+        when None), compounding upward, then removal or archive
         (see :func:`primitives.engine._core.end_scope`)."""
         return run_op(self._conn, core.end_scope(self.ctx, tier, scope_id,
-                                                 into_scope=into_scope))
+                                                 into_scope=into_scope, extractor=extractor))
+
+    def consolidate(self, scope_id: str, *,
+                    extractor: Any = None) -> list[consolidation.Consolidation]:
+        """Consolidate one scope's episodes by every extraction rule of the spec (see
+        :func:`primitives.engine._consolidate.consolidate`); a second call changes nothing."""
+        return run_op(self._conn, consolidation.consolidate(self.ctx, scope_id,
+                                                            extractor=extractor))
 
     def erase(self, subject: str, *, approvals: list[str], reason: str,
               memory_ids: list[UUID] | None = None,
@@ -422,6 +502,13 @@ class TenantMemory:
     def reembed(self, *, batch_size: int = 256) -> int:
         """Re-embed this tenant's rows that lack a vector of this engine's model."""
         return run_op(self._conn, core.reembed(self.ctx, batch_size=batch_size))
+
+    def embed_pending(self, *, batch_size: int = pending.DEFAULT_BATCH,
+                      limit: int | None = None) -> int:
+        """Embed this tenant's rows waiting for a vector, ``batch_size`` per model call, at
+        most ``limit`` (see :func:`primitives.engine._pending.embed_pending`)."""
+        return run_op(self._conn, pending.embed_pending(self.ctx, batch_size=batch_size,
+                                                        limit=limit))
 
     @overload
     def search(self, query: str = "", *, explain: Literal[False] = False,
@@ -495,3 +582,17 @@ class TenantMemory:
     def stats(self) -> dict[str, Any]:
         """Counts of this tenant's memory by typology, tier and state, and of its journal."""
         return run_op(self._conn, store_ops.memory_stats(self.ctx))
+
+    # discipline: sanitization gates and the outbox ----------------------------------------------
+    def cross(self, gate: str, memory_ids: Sequence[UUID | str] | None = None,
+              **options: Any) -> list[gates.Crossing]:
+        """Carry rows across the sanitization gate ``gate`` (see
+        :func:`primitives.discipline.cross`): what crossed, what stayed and why."""
+        return run_op(self._conn, gates.cross(self.ctx, gate, memory_ids, **options))
+
+    def claim_outbox(self, *, consumer: str, event: str | None = None,
+                     limit: int = 100) -> list[gates.OutboxEntry]:
+        """Claim the tenant's undelivered outbox entries (see
+        :func:`primitives.discipline.claim_outbox`)."""
+        return run_op(self._conn, gates.claim_outbox(self.ctx, consumer=consumer,
+                                                     event=event, limit=limit))

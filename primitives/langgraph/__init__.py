@@ -5,6 +5,8 @@
 - :class:`Checkpointer` / :class:`AsyncCheckpointer`: LangGraph's Postgres saver semantics,
   tenant-isolated; the tenant is the anchor's tenant key in ``config["configurable"]``.
 - :func:`memory_tools`: the six memory tools of seed 002 for one tenant.
+- :func:`ask_agent_tools`: the tools another context asks a ``tool_mediated`` agent with
+  (``ask_world_agent``), answered through that agent's tenancy and sanitization gates.
 - :func:`compile_agent`: a spec with its plan and all of the above as factories.
 
 Example::
@@ -21,6 +23,7 @@ See ``docs/langgraph.md`` for the namespace layout and where the store departs f
 """
 
 from primitives.langgraph._agent import CompiledAgent, compile_agent
+from primitives.langgraph._ask import ask_agent_tools
 from primitives.langgraph._checkpointer import AsyncCheckpointer, Checkpointer
 from primitives.langgraph._content import item_content
 from primitives.langgraph._namespaces import Address, NamespaceLayout, Scope
@@ -38,6 +41,7 @@ __all__ = [
     "MemoryStore",
     "NamespaceLayout",
     "Scope",
+    "ask_agent_tools",
     "compile_agent",
     "event_time_fields",
     "item_content",

@@ -192,9 +192,12 @@ class _Translator:
             items = [SearchItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
                                 s.memory.key, s.memory.value, s.created_at,
                                 s.memory.updated_at, s.score) for s in found]
-            if isinstance(found, SearchResult) and found.abstained:
-                # retrieval.abstain: a list still, that says the search abstained
-                return SearchResult(items, abstained=True, message=found.message)
+            if isinstance(found, SearchResult) and (found.abstained or
+                                                    found.pending_embeddings is not None):
+                # a list still, that says the search abstained (retrieval.abstain) or how
+                # many rows wait for their vector (retrieval.embedding.embed: deferred)
+                return SearchResult(items, abstained=found.abstained, message=found.message,
+                                    pending_embeddings=found.pending_embeddings)
             return items
         return convert
 

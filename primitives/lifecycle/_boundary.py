@@ -42,7 +42,9 @@ from psycopg import sql
 
 from primitives.compile._definer import transient_delete_function
 from primitives.compile._expr import active_predicate
+from primitives.compile._gates import resolve_gate
 from primitives.compile._names import Tables
+from primitives.compile._views import SANITIZED_EVENT_KIND
 from primitives.lifecycle._passes import MaintenancePass, Similarity
 from primitives.spec import AgentSpec
 from primitives.spec._common import split_ref
@@ -507,6 +509,12 @@ class CorroborationRule:
     strip_envelope: tuple[str, ...]
     keep_if_specific: bool
     at: str = "continuous"
+    patterns: tuple[str, ...] = ()
+    """The gate policy's ``strip_patterns`` (as PostgreSQL reads them), replaced by
+    :attr:`replacement` in the promoted content."""
+    replacement: str = ""
+    from_ref: str = ""
+    to_ref: str = ""
     """``continuous``: at every scope end and maintain pass (as soon as evidence suffices);
     ``tier_boundary`` (``session_end``, ``job_end``): only when a scope of the source tier
     ends; any other value: never (not enforced yet)."""
@@ -530,14 +538,18 @@ def corroboration_rules(spec: AgentSpec) -> list[CorroborationRule]:
         from_tier, from_typ = split_ref(rule.from_)
         to_tier, to_typ = split_ref(rule.to)
         gate = gates.get(rule.sanitization) if rule.sanitization else None
-        strip = tuple(gate.strip) if gate and gate.transform == "strip_identifiers" else ()
+        resolved = resolve_gate(spec, gate.name) if gate else None
+        stripping = resolved is not None and resolved.transform == "strip_identifiers"
+        strip = resolved.strip_keys if resolved and stripping else ()
         rules.append(CorroborationRule(
             name=rule_name(rule.from_, rule.to), from_tier=from_tier, from_typology=from_typ,
             to_tier=to_tier, to_typology=to_typ, min_corroborations=rule.min_corroborations,
             gate=gate.name if gate else None,
             strip_anchors=tuple(k for k in strip if k in spec.anchor.keys),
             strip_envelope=strip, keep_if_specific=gate.keep_if_specific if gate else False,
-            at=rule.at))
+            at=rule.at, patterns=resolved.patterns if resolved and stripping else (),
+            replacement=resolved.replacement if resolved else "",
+            from_ref=rule.from_, to_ref=rule.to))
     return rules
 
 
@@ -562,15 +574,21 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
             content, sql.Identifier(key))
     if rule.strip_anchors:
         content = sql.SQL("btrim(regexp_replace({}, '\\s+', ' ', 'g'))").format(content)
+    for pattern in rule.patterns:
+        content = sql.SQL("regexp_replace({}, {}, {}, 'g')").format(
+            content, sql.Literal(pattern), sql.Literal(rule.replacement))
     envelope: sql.Composable = sql.SQL("c.envelope")
     if rule.strip_envelope:
         envelope = sql.SQL("c.envelope - {}::text[]").format(
             sql.Literal(list(rule.strip_envelope)))
     specific: sql.Composable = sql.SQL("FALSE")
-    if rule.keep_if_specific and rule.strip_anchors:
-        specific = sql.SQL("length(regexp_replace(s.new_content, '\\W', '', 'g')) < {}").format(
-            sql.Literal(SPECIFIC_BELOW))
-    elif rule.strip_anchors:
+    bare: sql.Composable = sql.SQL("s.new_content")
+    if rule.patterns and rule.replacement:
+        bare = sql.SQL("replace(s.new_content, {}, '')").format(sql.Literal(rule.replacement))
+    if rule.keep_if_specific and (rule.strip_anchors or rule.patterns):
+        specific = sql.SQL("length(regexp_replace({}, '\\W', '', 'g')) < {}").format(
+            bare, sql.Literal(SPECIFIC_BELOW))
+    elif rule.strip_anchors or rule.patterns:
         # without keep_if_specific a stripped row still needs some text to be a memory
         specific = sql.SQL("s.new_content = ''")
     anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
@@ -622,8 +640,9 @@ ledger AS (
                               jsonb_array_length(s.provenance -> 'corroborated_by'),
                               'sanitization', {gate}::text, 'stripped', {stripped}::jsonb,
                               'changed', s.new_content <> s.content
-                                         OR s.new_envelope <> s.envelope) AS payload
-    FROM sorted AS s) AS e ORDER BY e.tenant, e.memory_id
+                                         OR s.new_envelope <> s.envelope) AS payload,
+           0 AS n
+    FROM sorted AS s{crossings}) AS e ORDER BY e.tenant, e.memory_id, e.n
   RETURNING 1)
 SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
        + (SELECT count(*) FROM journal))""").format(
@@ -636,6 +655,21 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
         vector_select=vector_select, events=tables.events.ident,
         gate=sql.Literal(rule.gate),
         stripped=sql.Literal(_json_list(rule.strip_envelope)),
+        crossings=sql.SQL("") if rule.gate is None else sql.SQL(
+            "\n    UNION ALL\n"
+            "    SELECT s.{t}, {kind}, s.id, jsonb_build_object("
+            "'gate', {gate}::text, 'from', {frm}::text, 'to', {to}::text, "
+            "'transform', 'strip_identifiers', 'outcome', CASE WHEN s.specific "
+            "THEN 'kept_specific' ELSE 'crossed' END, 'stripped', jsonb_build_object("
+            "'keys', {stripped}::jsonb, 'patterns', {patterns}), 'via', 'promotion', "
+            "'promoted', CASE WHEN s.specific THEN NULL ELSE s.new_id::text END), 1\n"
+            "    FROM sorted AS s").format(
+                t=t, kind=sql.Literal(SANITIZED_EVENT_KIND), gate=sql.Literal(rule.gate),
+                frm=sql.Literal(rule.from_ref), to=sql.Literal(rule.to_ref),
+                stripped=sql.Literal(_json_list(rule.strip_envelope)),
+                patterns=sql.SQL(" + ").join(
+                    [sql.SQL("regexp_count(s.content, {})").format(sql.Literal(p))
+                     for p in rule.patterns]) if rule.patterns else sql.SQL("0")),
         edges=sql.SQL(
             "derived_edges AS (\n"
             "  INSERT INTO {edges} ({t}, source_id, target_id, relation_type)\n"

@@ -108,9 +108,21 @@ class MaintenanceJob(NamedTuple):
 JobBuilder = Callable[[AgentSpec, Tables], list[MaintenanceJob]]
 """Builds a spec's jobs (an empty list when the spec declares nothing they do)."""
 
-job_builders: list[JobBuilder] = []
+
+def _consolidation(spec: AgentSpec, tables: Tables) -> list[MaintenanceJob]:
+    from primitives.lifecycle._consolidation import consolidation_jobs
+    return consolidation_jobs(spec, tables)
+
+
+def _embedding(spec: AgentSpec, tables: Tables) -> list[MaintenanceJob]:
+    from primitives.lifecycle._embed import embed_jobs
+    return embed_jobs(spec, tables)
+
+
+job_builders: list[JobBuilder] = [_consolidation, _embedding]
 """The job builders, in the order their jobs run after each batch's passes; a module with
-jobs appends its builder here."""
+jobs appends its builder here. Embedding stays last, so rows the other jobs write in a run
+are embedded in that run."""
 
 
 def jobs_for(spec: AgentSpec, tables: Tables) -> list[MaintenanceJob]:

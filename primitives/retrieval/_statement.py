@@ -22,6 +22,7 @@ from typing import Any
 from psycopg import sql
 
 from primitives.compile import Tables
+from primitives.compile._expr import pending_embedding_predicate
 from primitives.db import TEXT_MATCH_OPERATOR
 from primitives.lifecycle._decay import NOW, DecayModels
 
@@ -87,7 +88,7 @@ AUTO_SWITCH_FLOOR = 1000
 
 
 @lru_cache(maxsize=64)
-def hnsw_settings(tables: Tables) -> sql.Composed:
+def hnsw_settings(tables: Tables, *, pending: bool = False) -> sql.Composed:
     """Transaction-local settings for the search statement, and the embedding model of the
     tenant's stored rows (third column).
 
@@ -103,9 +104,18 @@ def hnsw_settings(tables: Tables) -> sql.Composed:
     off: it costs more than these plans run. The fifth column is the plan mode set
     (``force_generic_plan``: the tenant is below the switch point, the search statement's
     ``small`` parameter); the sixth the tenant's row count when below it (else NULL), which
-    BM25 takes as its N instead of counting again.
+    BM25 takes as its N instead of counting again. With ``pending`` (the spec defers
+    embedding), a seventh column counts the tenant's active rows in ``tiers`` still waiting
+    for a vector, on the pending-embedding index: rows the semantic signal cannot rank yet.
     Params: ``ef_search`` (text), ``tenant``, ``tiers``, ``exact_below``, ``cap``.
     """
+    waiting: sql.Composable = sql.SQL("")
+    if pending:
+        waiting = sql.SQL(
+            ", (SELECT count(*) FROM {mem} AS m WHERE m.{t} = %(tenant)s "
+            "AND {pending} AND m.tier = ANY(%(tiers)s) AND {active})").format(
+            mem=tables.memories.ident, t=tables.tenant, active=ACTIVE_ROWS,
+            pending=pending_embedding_predicate("m"))
     return sql.SQL(
         "WITH sw AS (SELECT CASE WHEN %(exact_below)s::bigint >= 0 THEN %(exact_below)s::bigint "
         "ELSE greatest({floor}, sqrt({factor} * %(cap)s::float8 * greatest(c.reltuples, 0)))"
@@ -119,8 +129,8 @@ def hnsw_settings(tables: Tables) -> sql.Composed:
         "set_config('jit', 'off', true), "
         "set_config('plan_cache_mode', CASE WHEN n.rows < sw.below THEN 'force_generic_plan' "
         "ELSE 'force_custom_plan' END, true), "
-        "CASE WHEN n.rows < sw.below THEN n.rows END FROM sw, n"
-    ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE_ROWS,
+        "CASE WHEN n.rows < sw.below THEN n.rows END{waiting} FROM sw, n"
+    ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE_ROWS, waiting=waiting,
              table=sql.Literal(tables.memories.qualified), floor=sql.Literal(AUTO_SWITCH_FLOOR),
              factor=sql.Literal(AUTO_SWITCH_FACTOR))
 

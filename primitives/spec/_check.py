@@ -164,6 +164,17 @@ def _discipline(spec: AgentSpec) -> Iterator[Problem]:
             if key not in known:
                 yield ((*loc, "strip", key_index),
                        f"'{key}' is not an anchor or provenance key{_hint(key, known)}")
+    visibility = spec.discipline.visibility
+    if visibility.cross_context == "event_driven" and not (
+            visibility.events and spec.discipline.sanitization):
+        yield (("discipline", "visibility", "events"),
+               "cross_context: event_driven publishes each gate's crossings under the events "
+               "it lists: declare at least one event and one sanitization gate")
+    if visibility.cross_context == "tool_mediated" and not (
+            visibility.tools and spec.discipline.sanitization):
+        yield (("discipline", "visibility", "tools"),
+               "cross_context: tool_mediated answers through the tools it lists and its "
+               "sanitization gates: declare at least one tool and one gate")
     categories = [item.category for item in spec.discipline.non_mirror]
     if len(set(categories)) != len(categories):
         yield ("discipline", "non_mirror"), "non-mirror categories must be distinct"

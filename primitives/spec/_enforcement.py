@@ -75,6 +75,12 @@ _AB = "tests/integration/test_abstain.py::"
 _AT = "tests/integration/test_access_tracking.py::"
 _MP = "tests/integration/test_maintain_passes.py::"
 _RL = "tests/integration/test_reference_lifecycles.py::"
+_CN = "tests/integration/test_consolidation.py::"
+_EX = "tests/unit/test_extraction.py::"
+_ED = "tests/integration/test_embed_deferred.py::"
+_SG = "tests/integration/test_sanitization_gates.py::"
+_OB = "tests/integration/test_outbox.py::"
+_AW = "tests/integration/test_ask_world_agent.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -137,9 +143,12 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _GB + "test_superseding_governed_memory_is_refused_naming_the_path"),
     "behavior.write_policy.*.mode=explicit": (
         _CF + "test_a_keyed_fact_update_ends_the_old_facts_validity",),
-    "behavior.write_policy.*.mode=mixed": (),
+    "behavior.write_policy.*.mode=mixed": (
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing",),
     "behavior.write_policy.*.sampling": (),
-    "behavior.write_policy.*.extract_threshold": (),
+    "behavior.write_policy.*.extract_threshold": (
+        _CN + "test_a_decision_below_the_extract_threshold_is_skipped",),
     "behavior.write_policy.*.governance": (
         _GB + "test_governed_memory_is_refused_without_via_naming_the_path_to_take",),
     "behavior.write_policy.*.governance.request_kind": (),
@@ -159,7 +168,13 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].criteria=references": (),
     "behavior.promotion[].criteria=summary": (),
     "behavior.promotion[].criteria=governed": (),
-    "behavior.promotion[].criteria=extraction": (),
+    "behavior.promotion[].criteria=extraction": (
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing",
+        _CN + "test_four_episodes_naming_companies_create_their_entities_with_the_default_"
+              "extractor",
+        _CN + "test_maintain_consolidates_a_missed_session_once_and_leaves_a_live_one",
+        _CN + "test_consolidation_writes_promotion_only_memory_that_observe_refuses"),
     "behavior.promotion[].at=tier_boundary": (
         _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",
         _RL + "test_a_corroboration_rule_at_the_tier_boundary_waits_for_its_scope_to_end"),
@@ -170,7 +185,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].at=job_end": (
         _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",),
     "behavior.promotion[].at=session_end": (
-        _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",),
+        _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",
+        _CN + "test_consolidation_writes_promotion_only_memory_that_observe_refuses"),
     "behavior.promotion[].at=on_approval": (),
     "behavior.promotion[].dedup_similarity": (
         _LB + "test_embedding_similarity_compounds_when_rows_have_vectors",),
@@ -203,18 +219,28 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     # 11. consolidation -------------------------------------------------------------------------
     "behavior.consolidation.*.method=compounding": (
         _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
-    "behavior.consolidation.*.method=merge": (),
+    "behavior.consolidation.*.method=merge": (
+        _CN + "test_a_merge_typology_folds_a_repeated_fact_into_the_one_it_repeats",),
     "behavior.consolidation.*.method=append_with_supersession": (),
     "behavior.consolidation.*.method=none": (
         _LB + "test_the_spec_threshold_and_method_decide_what_compounds",),
     "behavior.consolidation.*.trigger=tier_boundary": (),
-    "behavior.consolidation.*.trigger=session_end": (),
+    "behavior.consolidation.*.trigger=session_end": (
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing",
+        _CN + "test_both_executors_consolidate_at_the_session_end_and_only_once"),
     "behavior.consolidation.*.trigger=job_end": (),
-    "behavior.consolidation.*.trigger=nightly": (),
+    "behavior.consolidation.*.trigger=nightly": (
+        _CN + "test_an_llm_spec_needs_an_extractor_and_a_nightly_trigger_waits_for_maintain",),
     "behavior.consolidation.*.dedup_similarity": (
         _LB + "test_the_spec_threshold_and_method_decide_what_compounds",),
-    "behavior.consolidation.*.extractor=rule_based": (),
-    "behavior.consolidation.*.extractor=llm": (),
+    "behavior.consolidation.*.extractor=rule_based": (
+        _CN + "test_four_episodes_naming_companies_create_their_entities_with_the_default_"
+              "extractor",
+        _EX + "test_fact_preference_and_procedure_patterns_become_keyed_additions"),
+    "behavior.consolidation.*.extractor=llm": (
+        _CN + "test_an_llm_spec_needs_an_extractor_and_a_nightly_trigger_waits_for_maintain",
+        _EX + "test_a_json_reply_becomes_decisions"),
     "behavior.consolidation.*.idempotent": (),
     # 12. context budget ------------------------------------------------------------------------
     "behavior.context": (_CX + "test_spec_without_context_gives_an_empty_pack",),
@@ -271,25 +297,51 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "discipline.non_mirror[].similarity_threshold": (
         _NM + "test_the_threshold_is_respected_on_both_sides",),
     # 14. sanitization gates --------------------------------------------------------------------
-    "discipline.sanitization[].from": (),
-    "discipline.sanitization[].to": (),
+    "discipline.sanitization[].from": (
+        _SG + "test_a_crossing_carries_only_the_gates_from_rows_of_its_own_tenant",
+        _OB + "test_a_write_of_the_gates_from_publishes_the_sanitized_payload"),
+    "discipline.sanitization[].to": (
+        _SG + "test_strip_identifiers_removes_keys_and_their_values_from_what_crosses",
+        _OB + "test_spectral_promotion_publishes_a_world_signal_without_the_workspace"),
     "discipline.sanitization[].strip": (
-        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
+        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",
+        _SG + "test_strip_identifiers_removes_keys_and_their_values_from_what_crosses"),
     "discipline.sanitization[].transform=strip_identifiers": (
-        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
-    "discipline.sanitization[].transform=hedge_map": (),
-    "discipline.sanitization[].transform=aggregate_only": (),
-    "discipline.sanitization[].transform=none": (),
-    "discipline.sanitization[].policy": (),
+        _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",
+        _SG + "test_strip_identifiers_removes_keys_and_their_values_from_what_crosses",
+        _SG + "test_strip_identifiers_replaces_the_policys_patterns",
+        _SG + "test_strip_identifiers_replaces_what_the_pii_detector_finds"),
+    "discipline.sanitization[].transform=hedge_map": (
+        _SG + "test_hedge_map_phrases_each_provenance_tier",
+        _AW + "test_ask_world_agent_answers_hedged_by_provenance_tier"),
+    "discipline.sanitization[].transform=aggregate_only": (
+        _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",),
+    "discipline.sanitization[].transform=none": (
+        _SG + "test_transform_none_crosses_unchanged_and_is_journalled",),
+    "discipline.sanitization[].policy": (
+        _SG + "test_strip_identifiers_replaces_the_policys_patterns",
+        _SG + "test_strip_identifiers_replaces_what_the_pii_detector_finds",
+        _SG + "test_hedge_map_phrases_each_provenance_tier"),
     "discipline.sanitization[].keep_if_specific": (
-        _LB + "test_keep_if_specific_decides_whether_a_row_short_once_stripped_is_promoted",),
+        _LB + "test_keep_if_specific_decides_whether_a_row_short_once_stripped_is_promoted",
+        _SG + "test_keep_if_specific_keeps_a_row_that_means_nothing_once_stripped",
+        _OB + "test_a_row_the_gate_keeps_behind_publishes_nothing"),
+    "discipline.sanitization[].min_sources": (
+        _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",),
     # 15. visibility and PII --------------------------------------------------------------------
     "discipline.visibility.rls=session_var": (_TI + "test_cross_tenant_read_returns_nothing",),
-    "discipline.visibility.cross_context=event_driven": (),
-    "discipline.visibility.cross_context=tool_mediated": (),
-    "discipline.visibility.cross_context=none": (),
-    "discipline.visibility.events": (),
-    "discipline.visibility.tools": (),
+    "discipline.visibility.cross_context=event_driven": (
+        _OB + "test_a_write_of_the_gates_from_publishes_the_sanitized_payload",
+        _OB + "test_spectral_promotion_publishes_a_world_signal_without_the_workspace"),
+    "discipline.visibility.cross_context=tool_mediated": (
+        _AW + "test_ask_world_agent_reads_only_the_world_it_is_bound_to",
+        _AW + "test_ask_carries_only_memory_a_gate_lets_out"),
+    "discipline.visibility.cross_context=none": (
+        _OB + "test_a_spec_without_an_outbox_refuses_a_claim",),
+    "discipline.visibility.events": (
+        _OB + "test_the_publication_is_announced_on_the_events_channel_with_ids_only",),
+    "discipline.visibility.tools": (
+        _AW + "test_ask_carries_only_memory_a_gate_lets_out",),
     "discipline.visibility.policy": (),
     "discipline.pii": (
         _PI + "test_each_kind_is_redacted_and_no_non_admin_read_returns_the_value",
@@ -353,6 +405,12 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "retrieval.intents.traverse": (
         _IN + "test_a_route_replaces_the_weights_it_names_and_picks_the_edges",
         _GR + "test_a_why_query_walks_causal_edges_from_the_text_matches"),
+    "retrieval.embedding.embed=inline": (
+        _ED + "test_an_inline_spec_still_embeds_inside_the_write",),
+    "retrieval.embedding.embed=deferred": (
+        _ED + "test_a_deferred_write_stores_no_vector_and_a_query_finds_it_lexically_at_once",
+        _ED + "test_embed_pending_makes_one_model_call_and_one_statement_per_batch_journalled_per_row",
+        _ED + "test_maintain_embeds_every_tenants_waiting_rows_as_the_maintainer_once"),
     # determinism (seed 001) --------------------------------------------------------------------
     "determinism.clock=wall": (),
     "determinism.clock=ticks": (),
@@ -369,7 +427,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "graph.edges=causal": (_GR + "test_a_why_query_walks_causal_edges_from_the_text_matches",),
     "graph.edges=entity": (_GR + "test_a_named_entity_finds_the_memories_that_mention_it",),
     "graph.edges=derived_from": (
-        _LB + "test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edges",),
+        _LB + "test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edges",
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing"),
     "graph.edges=supersedes": (
         _CF + "test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge",),
     "graph.entity_types": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",),

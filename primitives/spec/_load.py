@@ -35,7 +35,7 @@ from primitives.spec._common import format_duration, split_ref
 from primitives.spec._common import suggest as _suggest
 from primitives.spec._enforcement import _Declared
 from primitives.spec._models import AgentSpec, Deviation
-from primitives.spec._policies import Policy
+from primitives.spec._policies import Policy, SanitizationPolicy
 from primitives.spec._yaml import LineMap, dotted, read_yaml
 
 __all__ = ["load_policies", "load_spec", "load_spec_text", "load_specs"]
@@ -487,6 +487,23 @@ def _attach_policies(
     return attached
 
 
+def _check_published_gates(spec: AgentSpec, attached: dict[str, Policy],
+                           problems: _Problems) -> None:
+    """An event-driven spec publishes every gate's crossings from a trigger in the write's
+    own statement, where the PII detector (Python) cannot run: a gate that strips PII is
+    refused there rather than published unstripped."""
+    if spec.discipline.visibility.cross_context != "event_driven":
+        return
+    for index, gate in enumerate(spec.discipline.sanitization):
+        policy = attached.get(gate.policy) if gate.policy else None
+        if isinstance(policy, SanitizationPolicy) and policy.strip_pii:
+            problems.add(
+                ("discipline", "sanitization", index, "policy"),
+                f"gate '{gate.name}' strips PII ({', '.join(policy.strip_pii)}), which an "
+                "event-driven spec cannot do when it publishes (the outbox is written in the "
+                "write's own statement); redact PII at the write (discipline.pii) instead")
+
+
 # Entry points -----------------------------------------------------------------------------------
 def load_spec_text(
     text: str,
@@ -522,6 +539,7 @@ def load_spec_text(
     )
     available = policies if policies is not None else load_policies(folder)
     attached = _attach_policies(spec, available, problems, folder)
+    _check_published_gates(spec, attached, problems)
     problems.raise_if_any()
     loaded = spec.model_copy(update={
         "behavior": behavior, "deviations": deviations, "policies": attached,

@@ -192,6 +192,16 @@ class EmbeddingConfig(SpecModel):
         "` (key: value)` (e.g. the message a turn answers); stored with the row, so "
         "re-embedding gives the same vector; neither shown as content nor searched lexically",
     )
+    embed: Literal["inline", "deferred"] = Field(
+        default="inline",
+        description="when a write's vector is made: `inline` embeds it inside the write "
+        "(the model runs on the hot path; the row is found semantically as soon as it "
+        "commits); `deferred` stores the row without a vector (found at once by the "
+        "lexical, envelope and recency signals) and leaves the model to a worker: "
+        "`mem.embed_pending()`, `engine.embed_pending()`, the engine's background worker or "
+        "`primitives maintain --embed`, which embed waiting rows in batches; a search reports "
+        "how many rows still wait (`pending_embeddings`)",
+    )
 
     @field_validator("envelope_keys")
     @classmethod
@@ -269,6 +279,17 @@ class Retrieval(SpecModel):
     )
     default_limit: int = Field(default=10, ge=1, le=1000)
     abstain: Abstain | None = None
+
+    @model_validator(mode="after")
+    def _deferred_rows_are_found_lexically(self) -> Retrieval:
+        # A deferred row has no vector until the worker runs; only a text signal finds it
+        # for a query meanwhile.
+        if self.embedding.embed == "deferred" and "lexical" not in self.signals:
+            raise ValueError(
+                "embedding.embed: deferred leaves new rows without a vector until the "
+                "embedding worker runs; add lexical to retrieval.signals so a query finds "
+                "them meanwhile")
+        return self
 
 
 # Graph (seed 002) --------------------------------------------------------------------------------
@@ -357,6 +378,11 @@ class SanitizationGate(SpecModel):
     keep_if_specific: bool = Field(
         default=True,
         description="an observation that needs the stripped detail to mean anything stays put",
+    )
+    min_sources: int = Field(
+        default=2, ge=1,
+        description="aggregate_only: distinct sources of one tenant (the row's source and the "
+                    "evidence keys in provenance.corroborated_by) a fact needs to cross",
     )
 
 

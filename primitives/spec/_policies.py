@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from primitives.spec._common import Duration, Name, SpecModel
 
 __all__ = [
+    "HEDGE_TIERS",
     "PII_KIND_NAMES",
     "AccessPolicy",
     "PiiPolicy",
@@ -22,6 +24,13 @@ class _PolicyBase(SpecModel):
     version: Literal[1] = 1
     name: Name
     description: str | None = None
+
+
+PiiKind = Literal["email", "phone", "credit_card", "iban", "ssn", "ip_address", "us_itin",
+                  "passport", "national_id", "driver_license", "crypto_wallet", "secret"]
+"""The kinds of personal data and secrets the detector finds (docs/privacy.md)."""
+PII_KIND_NAMES: tuple[str, ...] = get_args(PiiKind)
+PiiAction = Literal["redact", "block"]
 
 
 class SanitizationPolicy(_PolicyBase):
@@ -39,13 +48,45 @@ class SanitizationPolicy(_PolicyBase):
     hedges: dict[str, str] = Field(
         default_factory=dict, description="hedge_map: provenance tier -> phrasing"
     )
+    strip_pii: list[PiiKind] = Field(
+        default_factory=list,
+        description="PII kinds whose values the detector finds and replaces on the way",
+    )
+
+    @field_validator("strip_patterns")
+    @classmethod
+    def _portable_patterns(cls, patterns: list[str]) -> list[str]:
+        # Patterns run in PostgreSQL (regexp_replace) and are written as Python reads them:
+        # refuse what either side cannot read the same way.
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"strip pattern {pattern!r} is not a regular expression: "
+                                 f"{err}") from None
+            if _UNPORTABLE.search(pattern):
+                raise ValueError(f"strip pattern {pattern!r} uses a named group or a "
+                                 "backreference, which PostgreSQL's regular expressions "
+                                 "read differently; use plain groups")
+        return patterns
+
+    @field_validator("hedges")
+    @classmethod
+    def _known_tiers(cls, hedges: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(hedges) - set(HEDGE_TIERS))
+        if unknown:
+            raise ValueError(f"unknown provenance tier {', '.join(unknown)}; hedges are keyed "
+                             f"by {', '.join(HEDGE_TIERS)}")
+        return hedges
 
 
-PiiKind = Literal["email", "phone", "credit_card", "iban", "ssn", "ip_address", "us_itin",
-                  "passport", "national_id", "driver_license", "crypto_wallet", "secret"]
-"""The kinds of personal data and secrets the detector finds (docs/privacy.md)."""
-PII_KIND_NAMES: tuple[str, ...] = get_args(PiiKind)
-PiiAction = Literal["redact", "block"]
+HEDGE_TIERS = ("canonical", "corroborated", "single_observation", "inferred", "contradicted",
+               "unknown")
+"""The provenance tiers a hedge_map policy phrases (see docs/cross-context.md)."""
+
+_UNPORTABLE = re.compile(r"\\[1-9]|\\[gk]<|\(\?P|\(\?<(?![=!])")
+
+
 
 
 class PiiPolicy(_PolicyBase):

@@ -260,7 +260,7 @@ _POLICY_NOTES: dict[str, str] = {
     "description": "free text for readers",
     "kind": "which kind of policy this file is",
     "strip_keys": "envelope keys removed",
-    "replacement": "text put where a pattern matched",
+    "replacement": "text put where a stripped value, pattern or PII was",
     "transform": "how the content changes as it crosses",
     "detectors": "kinds of personal data looked for",
     "on_detect": "redact the match, or refuse the write",

@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 295 statements
+-- primitives plan for agent 'assistant': 297 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -172,6 +172,9 @@ CREATE INDEX IF NOT EXISTS "assistant_memories_tsv_match_idx" ON "memory"."assis
 
 -- memory.assistant_memories: index assistant_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "assistant_memories_embedding_idx" ON "memory"."assistant_memories" USING hnsw (embedding halfvec_cosine_ops);
+
+-- memory.assistant_memories: index assistant_memories_embedding_pending_idx
+CREATE INDEX IF NOT EXISTS "assistant_memories_embedding_pending_idx" ON "memory"."assistant_memories" USING btree ("user_id", "created_at", "id") WHERE "embedding" IS NULL AND "erased_at" IS NULL;
 
 -- memory.assistant_memories: function memory.assistant_delete_transient (SECURITY DEFINER)
 CREATE OR REPLACE FUNCTION "memory"."assistant_delete_transient"(uuid) RETURNS boolean
@@ -1054,6 +1057,9 @@ GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."a
 
 -- langgraph.assistant_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."assistant_checkpoint_writes" TO "primitives_auditor";
+
+-- memory.assistant_memories: drop trigger primitives_publish if an earlier plan published (this spec publishes nothing)
+DROP TRIGGER IF EXISTS "primitives_publish" ON "memory"."assistant_memories";
 
 -- memory.assistant_active_memories: view
 CREATE OR REPLACE VIEW "memory"."assistant_active_memories" WITH (security_invoker = true) AS

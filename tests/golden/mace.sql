@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 279 statements
+-- primitives plan for agent 'mace': 280 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -1002,6 +1002,9 @@ GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."m
 
 -- langgraph.mace_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_auditor";
+
+-- mace.mace_memories: drop trigger primitives_publish if an earlier plan published (this spec publishes nothing)
+DROP TRIGGER IF EXISTS "primitives_publish" ON "mace"."mace_memories";
 
 -- mace.mace_active_memories: view
 CREATE OR REPLACE VIEW "mace"."mace_active_memories" WITH (security_invoker = true) AS

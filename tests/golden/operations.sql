@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 250 statements
+-- primitives plan for agent 'operations': 251 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -936,6 +936,9 @@ GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."o
 
 -- langgraph.operations_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."operations_checkpoint_writes" TO "primitives_auditor";
+
+-- platform.operations_memories: drop trigger primitives_publish if an earlier plan published (this spec publishes nothing)
+DROP TRIGGER IF EXISTS "primitives_publish" ON "platform"."operations_memories";
 
 -- platform.operations_active_memories: view
 CREATE OR REPLACE VIEW "platform"."operations_active_memories" WITH (security_invoker = true) AS

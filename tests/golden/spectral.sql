@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 246 statements
+-- primitives plan for agent 'spectral': 269 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -651,6 +651,128 @@ GRANT SELECT, INSERT ON TABLE "platform"."spectral_canonical_refs" TO "primitive
 -- platform.spectral_canonical_refs: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_canonical_refs" TO "primitives_auditor";
 
+-- platform.spectral_outbox: table
+CREATE TABLE IF NOT EXISTS "platform"."spectral_outbox" (
+    "workspace_id" text NOT NULL,
+    "id" uuid NOT NULL DEFAULT gen_random_uuid(),
+    "event" text NOT NULL,
+    "gate" text NOT NULL,
+    "to_ref" text NOT NULL,
+    "memory_id" uuid NOT NULL,
+    "payload" jsonb NOT NULL,
+    "created_at" timestamptz NOT NULL DEFAULT now(),
+    "delivered_at" timestamptz,
+    "delivered_to" text,
+    CONSTRAINT "spectral_outbox_pkey" PRIMARY KEY ("workspace_id", "id")
+);
+
+-- platform.spectral_outbox: index spectral_outbox_pending_idx
+CREATE INDEX IF NOT EXISTS "spectral_outbox_pending_idx" ON "platform"."spectral_outbox" USING btree ("workspace_id", "created_at", "id") WHERE delivered_at IS NULL;
+
+-- platform.spectral_outbox: publish function platform.spectral_publish
+CREATE OR REPLACE FUNCTION "platform"."spectral_publish"() RETURNS trigger
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    published bigint;
+BEGIN
+    IF NEW.tier = 'workspace' AND NEW.typology = 'semantic' THEN
+        WITH crossing AS (
+            SELECT s.*, CASE WHEN length(regexp_replace(replace(s.stripped_content, '[workspace]', ''), '\W', '', 'g')) < 3 THEN 'kept_specific' ELSE 'crossed' END AS outcome,
+                   jsonb_build_object('content', s.stripped_content, 'envelope', s.envelope,
+                                      'value', s.value, 'tier', NEW.tier,
+                                      'typology', NEW.typology, 'key', NEW.key,
+                                      'event_time', NEW.event_time,
+                                      'provenance_tier', s.provenance_tier) AS body
+            FROM (SELECT regexp_replace(regexp_replace(replace(replace(replace(replace(NEW."content", coalesce(nullif(NEW."workspace_id", ''), E'\x01'), '[workspace]'), coalesce(nullif(NEW."envelope" ->> 'workspace_id', ''), E'\x01'), '[workspace]'), coalesce(nullif(NEW."value" ->> 'workspace_id', ''), E'\x01'), '[workspace]'), coalesce(nullif(NEW."provenance" ->> 'workspace_id', ''), E'\x01'), '[workspace]'),  E'\\yws[-_][A-Za-z0-9]+\\y', '[workspace]', 'g'),  E'\\y[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\y', '[workspace]', 'g') AS stripped_content, (NEW."envelope" - '{workspace_id}'::text[]) AS envelope, (NEW."value" - '{workspace_id}'::text[]) AS value, jsonb_build_object('keys', to_jsonb(array_remove(ARRAY[CASE WHEN NEW."envelope" ? 'workspace_id' OR NEW."value" ? 'workspace_id' OR NEW."provenance" ? 'workspace_id' OR strpos(NEW."content", coalesce(nullif(NEW."workspace_id", ''), E'\x01')) > 0 THEN 'workspace_id' END]::text[], NULL)), 'patterns', regexp_count(NEW."content",  E'\\yws[-_][A-Za-z0-9]+\\y') + regexp_count(NEW."content",  E'\\y[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\y')) AS stripped, CASE WHEN NEW."provenance" ->> 'provenance_tier' = ANY('{canonical,corroborated,single_observation,inferred,contradicted,unknown}'::text[]) AND NEW."provenance" ->> 'provenance_tier' <> 'unknown' THEN NEW."provenance" ->> 'provenance_tier' WHEN jsonb_array_length(CASE WHEN jsonb_typeof(NEW."provenance" -> 'contradicted_by') = 'array' THEN NEW."provenance" -> 'contradicted_by' ELSE '[]'::jsonb END) > 0 THEN 'contradicted' WHEN NEW."provenance" ? 'canonical_ref' THEN 'canonical' WHEN jsonb_array_length(CASE WHEN jsonb_typeof(NEW."provenance" -> 'corroborated_by') = 'array' THEN NEW."provenance" -> 'corroborated_by' ELSE '[]'::jsonb END) >= 2 THEN 'corroborated' WHEN NEW."provenance" ? 'derived_from' THEN 'inferred' ELSE 'single_observation' END AS provenance_tier, (SELECT count(DISTINCT s.k) FROM (SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(NEW."provenance" -> 'corroborated_by') = 'array' THEN NEW."provenance" -> 'corroborated_by' ELSE '[]'::jsonb END) UNION ALL SELECT 'source:' || NEW."source") AS s(k) WHERE s.k IS NOT NULL) AS sources) AS s),
+        boxed AS (
+            INSERT INTO "platform"."spectral_outbox" ("workspace_id", event, gate, to_ref, memory_id, payload)
+            SELECT NEW."workspace_id", e.event, 'strip_workspace_identifiers', 'world_signal', NEW.id, c.body
+            FROM crossing AS c CROSS JOIN unnest('{platform.t3_memory.written}'::text[]) AS e(event)
+            WHERE c.outcome = 'crossed'
+            RETURNING id, event),
+        journal AS (
+            INSERT INTO "platform"."spectral_memory_events" ("workspace_id", event_id, kind, memory_id, actor, payload)
+            SELECT NEW."workspace_id", gen_random_uuid(), 'sanitized', NEW.id, NEW.actor,
+                   jsonb_build_object('gate', 'strip_workspace_identifiers', 'from', 'workspace.semantic', 'to', 'world_signal', 'transform', 'strip_identifiers', 'outcome', c.outcome, 'stripped', c.stripped, 'provenance_tier', c.provenance_tier, 'sources', c.sources, 'via', 'outbox') || jsonb_build_object('outbox', (SELECT coalesce(
+                       jsonb_agg(b.id::text ORDER BY b.event), '[]'::jsonb) FROM boxed AS b))
+            FROM crossing AS c
+            RETURNING 1)
+        SELECT count(pg_notify('spectral' || '.' || b.event,
+                               json_build_object('id', b.id, 'event', b.event)::text))
+               + (SELECT count(*) FROM journal)
+        INTO published FROM boxed AS b;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+
+-- platform.spectral_outbox: publish function spectral_publish: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."spectral_publish"() FROM PUBLIC;
+
+-- platform.spectral_outbox: platform.spectral_memories: trigger primitives_publish
+CREATE OR REPLACE TRIGGER "primitives_publish" AFTER INSERT ON "platform"."spectral_memories" FOR EACH ROW WHEN ((NEW.tier, NEW.typology) IN (('workspace', 'semantic'))) EXECUTE FUNCTION "platform"."spectral_publish"();
+
+-- platform.spectral_outbox: function platform.spectral_erase_row (SECURITY DEFINER) (again: erasure also scrubs the row's published payloads)
+CREATE OR REPLACE FUNCTION "platform"."spectral_erase_row"(uuid, text, uuid, text, jsonb) RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH scrubbed AS (UPDATE "platform"."spectral_outbox" AS o SET payload = '{"erased": true}'::jsonb WHERE o."workspace_id" = primitives.current_tenant() AND o.memory_id = $1), erased AS (UPDATE "platform"."spectral_memories" AS m SET content = 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex'), value = '{}'::jsonb, envelope = '{}'::jsonb, tags = '{}'::text[], provenance = '{}'::jsonb, source = NULL, embedding = NULL, erased_at = now(), erasure_reason = $2, updated_at = now() WHERE m."workspace_id" = primitives.current_tenant() AND m.id = $1 AND m.erased_at IS NULL RETURNING m.id)
+INSERT INTO "platform"."spectral_memory_events" ("workspace_id", event_id, kind, memory_id, actor, payload) SELECT primitives.current_tenant(), $3, 'erased', erased.id, $4, $5 FROM erased RETURNING true
+$fn$;
+
+-- platform.spectral_outbox: function platform.spectral_erase_row: not callable by PUBLIC (again: erasure also scrubs the row's published payloads)
+REVOKE ALL ON FUNCTION "platform"."spectral_erase_row"(uuid, text, uuid, text, jsonb) FROM PUBLIC;
+
+-- platform.spectral_outbox: function platform.spectral_erase_row: callable by the app role (again: erasure also scrubs the row's published payloads)
+GRANT EXECUTE ON FUNCTION "platform"."spectral_erase_row"(uuid, text, uuid, text, jsonb) TO "primitives_app";
+
+-- platform.spectral_outbox: comment
+COMMENT ON TABLE "platform"."spectral_outbox" IS 'Outbox of agent ''spectral'': memory that crossed a sanitization gate, sanitized, one entry per event (platform.t3_memory.written); written by platform.spectral_publish() in the transaction of the write, announced by NOTIFY on <prefix>.<event>, claimed by consumers of the tenant.';
+
+-- platform.spectral_outbox: enable row level security
+ALTER TABLE "platform"."spectral_outbox" ENABLE ROW LEVEL SECURITY;
+
+-- platform.spectral_outbox: force row level security
+ALTER TABLE "platform"."spectral_outbox" FORCE ROW LEVEL SECURITY;
+
+-- platform.spectral_outbox: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "platform"."spectral_outbox";
+
+-- platform.spectral_outbox: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "platform"."spectral_outbox" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.spectral_outbox: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_outbox";
+
+-- platform.spectral_outbox: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_outbox" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.spectral_outbox: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_outbox";
+
+-- platform.spectral_outbox: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_outbox" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.spectral_outbox: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "platform"."spectral_outbox";
+
+-- platform.spectral_outbox: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "platform"."spectral_outbox" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
+-- platform.spectral_outbox: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_outbox" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
+
+-- platform.spectral_outbox: grants for the app role
+GRANT SELECT, INSERT, UPDATE ("delivered_at", "delivered_to") ON TABLE "platform"."spectral_outbox" TO "primitives_app";
+
+-- platform.spectral_outbox: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_outbox" TO "primitives_auditor";
+
+-- platform.spectral_outbox: grants for the maintainer role
+GRANT SELECT, INSERT, UPDATE ("delivered_at", "delivered_to") ON TABLE "platform"."spectral_outbox" TO "primitives_maintainer";
+
 -- langgraph.spectral_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."spectral_checkpoints" (
     "workspace_id" text NOT NULL,
@@ -1163,6 +1285,7 @@ FROM (VALUES ('platform', 'spectral_memories'),
              ('platform', 'spectral_scopes'),
              ('platform', 'spectral_promotions'),
              ('platform', 'spectral_canonical_refs'),
+             ('platform', 'spectral_outbox'),
              ('langgraph', 'spectral_checkpoints'),
              ('langgraph', 'spectral_checkpoint_blobs'),
              ('langgraph', 'spectral_checkpoint_writes')) AS r (table_schema, table_name)

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 250 statements
+-- primitives plan for agent 'world': 251 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -936,6 +936,9 @@ GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."w
 
 -- langgraph.world_agent_checkpoint_writes: grants for the auditor role
 GRANT SELECT ON TABLE "langgraph"."world_agent_checkpoint_writes" TO "primitives_auditor";
+
+-- worlds.world_agent_memories: drop trigger primitives_publish if an earlier plan published (this spec publishes nothing)
+DROP TRIGGER IF EXISTS "primitives_publish" ON "worlds"."world_agent_memories";
 
 -- worlds.world_agent_active_memories: view
 CREATE OR REPLACE VIEW "worlds"."world_agent_active_memories" WITH (security_invoker = true) AS

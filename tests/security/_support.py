@@ -147,6 +147,8 @@ def minimal_row(spec: AgentSpec, tables: Tables, relation: Table, tenant: str,
         "sessions": {"session_id": f"session-{unique}"},
         "pii_raw": {"memory_id": refs.memory_id, "content": f"raw {unique}",
                     "consent_event": uuid.uuid4()},
+        "outbox": {"event": "probe.written", "gate": "strip", "to_ref": "world_signal",
+                   "memory_id": refs.memory_id, "payload": Jsonb({"content": "probe"})},
         "action_requests": {"id": refs.request_id, "kind": "memory_promote_request"},
         "approvals": {"request_id": refs.request_id, "approver": f"approver-{unique}",
                       "decision": "approve"},
@@ -239,9 +241,12 @@ class World:
 
 
 _RAW = ("memory_events", "promotions", "entities", "edges", "node_entities", "sessions",
-        "action_requests", "approvals", "checkpoints", "checkpoint_blobs", "checkpoint_writes")
+        "action_requests", "approvals", "outbox", "checkpoints", "checkpoint_blobs",
+        "checkpoint_writes")
 """Relations seeded with raw INSERTs as the app role (the engine does not write them yet;
-``memory_events`` gets a ``sanitized`` event, which only a sanitization gate writes)."""
+``memory_events`` gets a ``sanitized`` event, which only a sanitization gate writes;
+``outbox`` an entry, which only a promotion into the gate's semantic ``from`` writes in
+the reference spec)."""
 
 
 def seed_tenant(engine: Engine, tenant: str) -> Seeded:

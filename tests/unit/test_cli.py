@@ -101,3 +101,17 @@ def test_init_interactive_walk_asks_anchor_first_and_audit_last() -> None:
     assert firsts == sorted(firsts)
     assert firsts[0] == 1 and firsts[-1] == 8
     assert answers.tiers[-1].persistent
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from primitives import __version__
+    from primitives.cli import main as cli_main
+    with pytest.raises(SystemExit) as done:
+        cli_main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"primitives {__version__}"
+
+
+def test_the_package_is_marked_typed() -> None:
+    import primitives
+    assert (Path(primitives.__file__).parent / "py.typed").is_file()

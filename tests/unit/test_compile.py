@@ -394,9 +394,9 @@ def test_optional_tables_follow_the_spec(spectral: AgentSpec) -> None:
     assert [t.name for t in plain.tables] == [
         "spectral_memories", "spectral_memory_events", "spectral_action_links",
         "spectral_scopes", "spectral_promotions", "spectral_canonical_refs",
-        "spectral_checkpoints",
+        "spectral_outbox", "spectral_checkpoints",
         "spectral_checkpoint_blobs", "spectral_checkpoint_writes",
-    ]
+    ]  # outbox: cross_context event_driven
     assert plain.checkpoints is not None and plain.checkpoints.schema == "langgraph"
     odd = agent_tables(odd_spec())
     assert [t.name for t in odd.tables] == [

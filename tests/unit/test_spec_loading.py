@@ -507,3 +507,17 @@ def test_invalid_duration_in_a_spec_is_located() -> None:
     err = fail(edit(BASE, "{lifecycle: run_end}", "{lifecycle: run_end, idle_after: 30 days}"))
     assert (err.line, err.field) == (11, "tiers[0].boundary.idle_after")
     assert "e.g. 30d, 1800s" in err.message
+
+
+@pytest.mark.parametrize(("visibility", "wanted"), [
+    ("{cross_context: event_driven}", "declare at least one event and one sanitization gate"),
+    ("{cross_context: tool_mediated}", "declare at least one tool and one gate"),
+])
+def test_cross_context_needs_what_it_publishes_or_answers_through(
+        visibility: str, wanted: str) -> None:
+    err = fail(BASE + f"discipline:\n  visibility: {visibility}\n")
+    assert wanted in str(err)
+    gated = BASE + ("discipline:\n  sanitization:\n"
+                    "    - {name: out, from: tenant.semantic, to: elsewhere, transform: none}\n"
+                    "  visibility: {cross_context: event_driven, events: [demo.written]}\n")
+    assert load(gated).discipline.visibility.events == ["demo.written"]
