@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) -m bench.ceiling
 	$(PY) -m bench.maintain
 	$(PY) -m bench.pii
+	$(PY) -m bench.non_mirror
 	$(PY) -m bench.consolidation
 	$(PY) -m bench.embed_deferred --rounds 15 --block 60 --rows 128
 	$(PY) -m bench.outbox

@@ -239,7 +239,25 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
     consolidation = _read(folder / "consolidation.json")
     if consolidation:
         lines += _consolidation_lines(consolidation)
+    non_mirror = _read(folder / "non_mirror.json")
+    if non_mirror:
+        lines += _non_mirror_lines(non_mirror)
     return lines if len(lines) > 2 else []
+
+
+def _non_mirror_lines(result: dict[str, Any]) -> list[str]:
+    """A write under the non-mirror trigram guard against the same write without it
+    (``python -m bench.non_mirror``)."""
+    lines = [f"A write of a {result['note_chars']}-character note under the non-mirror trigram "
+             "guard (the canonical rows its trigram index selects) against the same write "
+             f"without it (`{result['command']}`, `bench/results/non_mirror.json`; "
+             "[non-mirror.md](non-mirror.md)):", "",
+             "| canonical rows | p50 without / with the guard ms | ratio |", "|---:|---:|---:|"]
+    for r in result["sizes"]:
+        lines.append(f"| {r['canonical_rows']:,} | {r['plain_p50_ms']:.3f} / "
+                     f"{r['guarded_p50_ms']:.3f} | {r['ratio']:.2f}x |")
+    lines.append("")
+    return lines
 
 
 def _embed_deferred_lines(result: dict[str, Any]) -> list[str]:

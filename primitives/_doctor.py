@@ -32,9 +32,12 @@ from primitives._doctor_runtime import (
     reach_findings,
     role_setting_findings,
 )
+from primitives._project import detect_capabilities
 from primitives.compile import Table, Tables, agent_tables
 from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA, MAINTAINER_ROLE
+from primitives.compile._non_mirror import guarded as guarded_entries
 from primitives.compile._rls import tenant_policy_name
+from primitives.discipline._canonical import canonical_problems
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
 
@@ -67,7 +70,8 @@ CHECKS: Final[Mapping[str, str]] = {
     "partition_grant": "nothing is granted on a partition directly",
     "security_invoker": "every view runs as its reader (security_invoker)",
     "triggers": "journals carry the chain and refuse triggers, append-only tables the refuse "
-                "trigger, memories the delete guard; all enabled",
+                "trigger, memories the delete guard (and the non-mirror guard where the spec "
+                "declares a trigram_trigger and pg_trgm is installed); all enabled",
     "role_settings": "no runtime role carries settings of its own (ALTER ROLE ... SET): a "
                      "session could set them for every later connection of every tenant",
     "runtime_functions": "no runtime role may terminate or cancel backends, take advisory "
@@ -189,6 +193,9 @@ class DoctorReport:
     agents: tuple[str, ...]
     relations: int
     findings: tuple[Finding, ...]
+    warnings: tuple[str, ...] = ()
+    """What is not broken but weaker than the spec says (a non-mirror canonical table that
+    does not exist yet, pg_trgm missing): reported, not failed."""
 
     @property
     def ok(self) -> bool:
@@ -529,12 +536,19 @@ def _chain(tables: Tables) -> tuple[tuple[str, ...], int, bool]:
 _OPS = {_INSERT: "INSERT", _UPDATE: "UPDATE", _DELETE: "DELETE", _TRUNCATE: "TRUNCATE"}
 
 
-def _trigger_checks(agents: Sequence[Tables], catalog: Catalog) -> Iterator[Finding]:
+def _non_mirror_guard(tables: Tables) -> tuple[tuple[str, ...], int, bool]:
+    return ((f"{tables.schema}.{tables.object_name('non_mirror_guard')}",), _INSERT, True)
+
+
+def _trigger_checks(agents: Sequence[Tables], catalog: Catalog,
+                    guarded: frozenset[str] = frozenset()) -> Iterator[Finding]:
     oids = {(r.schema, r.name): r.oid for r in catalog.relations if r.oid is not None}
     for tables in agents:
+        memories = (_GUARD, _non_mirror_guard(tables)) if (
+            tables.agent in guarded) else (_GUARD,)
         required: list[tuple[Table | None, tuple[tuple[tuple[str, ...], int, bool], ...]]] = [
             (tables.events, (_chain(tables), *_REFUSE)), (tables.action_links, _REFUSE),
-            (tables.approvals, _REFUSE), (tables.memories, (_GUARD,)),
+            (tables.approvals, _REFUSE), (tables.memories, memories),
         ]
         for table, needs in required:
             oid = oids.get((table.schema, table.name)) if table is not None else None
@@ -551,8 +565,10 @@ def _trigger_checks(agents: Sequence[Tables], catalog: Catalog) -> Iterator[Find
                                   f"calling {calling} {state}")
 
 
-def diagnose(agents: Sequence[Tables], catalog: Catalog) -> list[Finding]:
-    """Every finding for ``agents`` given ``catalog``, in :data:`CHECKS` order (pure)."""
+def diagnose(agents: Sequence[Tables], catalog: Catalog,
+             guarded: frozenset[str] = frozenset()) -> list[Finding]:
+    """Every finding for ``agents`` given ``catalog``, in :data:`CHECKS` order (pure).
+    ``guarded``: the agents whose memories table must carry the non-mirror guard."""
     findings: list[Finding] = []
     for tables in agents:
         findings += _relation_checks(tables, catalog)
@@ -561,7 +577,7 @@ def diagnose(agents: Sequence[Tables], catalog: Catalog) -> list[Finding]:
     findings += _create_checks(catalog)
     findings += _ownership_and_grants(agents, catalog)
     findings += _unique_index_checks(agents, catalog)
-    findings += _trigger_checks(agents, catalog)
+    findings += _trigger_checks(agents, catalog, guarded)
     for found in (role_setting_findings(catalog.role_settings), reach_findings(catalog.reach),
                   definer_findings(catalog.definers)):
         findings += (Finding(*f) for f in found)
@@ -577,8 +593,15 @@ def run_doctor(conn: psycopg.Connection[Any], specs: Sequence[AgentSpec]) -> Doc
         catalog = collect_catalog(conn, agents)
     except psycopg.Error as err:
         raise StorageError(f"cannot read the catalog: {err}", sqlstate=err.sqlstate) from err
+    try:
+        caps = detect_capabilities(conn)
+        warnings = [note for spec in specs for note in canonical_problems(conn, spec, caps)[1]]
+    except psycopg.Error as err:
+        raise StorageError(f"cannot read the catalog: {err}", sqlstate=err.sqlstate) from err
+    guarded = frozenset(spec.agent for spec in specs if guarded_entries(spec, caps))
     return DoctorReport(
         agents=tuple(spec.agent for spec in specs),
         relations=len({(r.schema, r.name) for r in catalog.relations}),
-        findings=tuple(diagnose(agents, catalog)),
+        findings=tuple(diagnose(agents, catalog, guarded)),
+        warnings=tuple(warnings),
     )

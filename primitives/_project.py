@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
@@ -18,10 +18,12 @@ from primitives.db import (
     has_text_match,
     resolve_dsn,
 )
+from primitives.discipline._canonical import canonical_problems
 from primitives.errors import StorageError
 from primitives.spec import AgentSpec
 
-__all__ = ["MigrateReport", "PlanResult", "detect_capabilities", "migrate"]
+__all__ = ["MigrateReport", "PlanResult", "canonical_capabilities", "detect_capabilities",
+           "migrate"]
 
 _log = logging.getLogger("primitives")
 
@@ -29,7 +31,10 @@ _CAPABILITIES = """
 SELECT current_setting('server_version_num')::int,
        coalesce(bool_or(extname = 'vector'), false),
        coalesce(bool_or(extname = 'pg_trgm'), false),
-       coalesce(bool_or(extname = 'btree_gin'), false)
+       coalesce(bool_or(extname = 'btree_gin'), false),
+       coalesce((SELECT n.nspname::text FROM pg_catalog.pg_extension AS x
+                 JOIN pg_catalog.pg_namespace AS n ON n.oid = x.extnamespace
+                 WHERE x.extname = 'pg_trgm'), 'public')
 FROM pg_catalog.pg_extension
 """
 
@@ -39,9 +44,19 @@ def detect_capabilities(conn: psycopg.Connection[Any]) -> Capabilities:
     leakproof full-text match."""
     row = conn.execute(_CAPABILITIES).fetchone()
     assert row is not None
-    version, vector, trigram, btree_gin = row
+    version, vector, trigram, btree_gin, trigram_schema = row
     return Capabilities(vector=vector, trigram=trigram, btree_gin=btree_gin,
-                        text_match=has_text_match(conn), server_version=version)
+                        text_match=has_text_match(conn), server_version=version,
+                        trigram_schema=trigram_schema)
+
+
+def canonical_capabilities(conn: psycopg.Connection[Any], spec: AgentSpec,
+                           caps: Capabilities) -> tuple[Capabilities, list[str]]:
+    """``caps`` with the spec's referable canonical tables (``canonical_keys``), and a
+    warning for each thing about its non-mirror canonical sources that is not as the guard
+    and the references need (:func:`~primitives.discipline._canonical.canonical_problems`)."""
+    keys, notes = canonical_problems(conn, spec, caps)
+    return replace(caps, canonical_keys=keys), notes
 
 
 @dataclass(frozen=True)
@@ -100,7 +115,11 @@ def migrate(
             report.warnings.append(note)
             progress(f"warning: {note}")
         for spec in specs:
-            plan = compile_plan(spec, capabilities=caps)
+            spec_caps, notes = canonical_capabilities(conn, spec, caps)
+            for note in notes:
+                report.warnings.append(note)
+                progress(f"warning: {note}")
+            plan = compile_plan(spec, capabilities=spec_caps)
             applied = apply_plan(conn, spec.agent, plan.checksum, plan.statements)
             store = spec.persistence.store
             report.plans.append(PlanResult(spec.agent, store.schema_, store.prefix,

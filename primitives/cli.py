@@ -329,8 +329,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "checks": list(CHECKS),
             "findings": [{"check": f.check, "object": f.object, "problem": f.problem}
                          for f in report.findings],
+            "warnings": list(report.warnings),
         }, indent=2) + "\n")
         return 0 if report.ok else 1
+    for note in report.warnings:
+        errors.print(f"[yellow]warning[/yellow]: {note}")
     if report.ok:
         console.print(f"[green]ok[/green]: {report.relations} relation(s) of "
                       f"{len(report.agents)} agent(s) pass all {len(CHECKS)} checks "

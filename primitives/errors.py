@@ -11,7 +11,8 @@ on. Lower-level exceptions are always chained with ``raise ... from``.
      │    └── PolicyNotFound    a spec names a policy that policies/ does not hold
      ├── TenancyError           a namespace or anchor does not fit the spec, or no tenant is set
      ├── PolicyViolation        the database refused a statement on policy grounds (RLS, SQLSTATE 42501)
-     │    └── PrivacyBlocked    a write carries personal data its PII policy blocks (PRIVACY_BLOCKED)
+     │    ├── PrivacyBlocked    a write carries personal data its PII policy blocks (PRIVACY_BLOCKED)
+ │    └── NonMirrorViolation a write copies canonical text the spec says memory never mirrors
      ├── GovernanceError        a write needs an approval or goes through a path it may not take
      ├── ModelMismatch          vectors of another embedding model in the same index
      ├── EmbedderUnavailable    no embedding model can be loaded (weights or packages missing)
@@ -39,6 +40,7 @@ __all__ = [
     "MemoryWriteFail",
     "MigrationError",
     "ModelMismatch",
+    "NonMirrorViolation",
     "PolicyNotFound",
     "PolicyViolation",
     "PrimitivesError",
@@ -127,6 +129,15 @@ class PrivacyBlocked(PolicyViolation):
     (never the value)."""
 
     code = "PRIVACY_BLOCKED"
+
+
+class NonMirrorViolation(PolicyViolation):
+    """A write copies canonical text that the spec's ``discipline.non_mirror`` keeps out of
+    memory (the trigram guard, SQLSTATE PM005); nothing was written. ``category``,
+    ``canonical_source`` and ``canonical_key`` name what it copies, ``similarity`` and
+    ``threshold`` say how closely. Write a note that references the canonical row instead."""
+
+    code = "NON_MIRROR"
 
 
 class GovernanceError(PrimitivesError):

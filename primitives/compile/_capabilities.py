@@ -29,7 +29,14 @@ class Capabilities:
     vector: bool = True
     """pgvector: the ``embedding halfvec(dims)`` column and its HNSW index."""
     trigram: bool = True
-    """pg_trgm: a trigram index on content for non-mirror ``trigram_trigger`` defenses."""
+    """pg_trgm: the non-mirror ``trigram_trigger`` guard compares writes with canonical text."""
+    trigram_schema: str = "public"
+    """The schema pg_trgm's functions live in (the guard names them: its search_path is
+    fixed)."""
+    canonical_keys: tuple[tuple[str, str], ...] = ()
+    """``(schema.table, key column type)`` of each canonical table that exists with a unique
+    key on its declared key column and that the owner role may reference: references to its
+    rows get a real foreign key. Read by ``migrate`` from the catalog."""
     btree_gin: bool = True
     """btree_gin: GIN indexes that lead with the tenant column."""
     text_match: bool = True

@@ -187,7 +187,8 @@ def checkpoint_prune_function(t: CheckpointerTables) -> sql.Identifier:
 def definer_names(tables: Tables, t: CheckpointerTables | None) -> tuple[str, ...]:
     """The functions' names (without schema), for the identifier length check."""
     names = [tables.object_name("delete_transient"), tables.object_name("erase_row"),
-             tables.object_name("read_pii_raw")]
+             tables.object_name("read_pii_raw"), tables.object_name("non_mirror_guard"),
+             tables.object_name("canonical_version")]
     if t is not None:
         names += [f"{t.checkpoints.name}_{s}"
                   for s in ("delete_threads", "delete_runs", "delete_blobs", "prune")]

@@ -94,7 +94,8 @@ class Tables:
     """Every relation an agent's plan creates, plus the names needed to address them.
 
     Optional tables are ``None`` when the spec does not need them (``edges``, ``entities``,
-    ``node_entities`` and ``sessions`` need ``graph:``; ``action_requests`` and ``approvals``
+    ``node_entities`` and ``sessions`` need ``graph:``; ``canonical_refs`` needs a
+    ``discipline.non_mirror`` category; ``action_requests`` and ``approvals``
     need a write policy in mode ``governed``; the ``checkpoint*`` tables, in the checkpointer
     schema, need ``persistence.checkpointer.enabled``; ``outbox`` needs
     ``discipline.visibility.cross_context: event_driven`` with events and a gate).
@@ -119,6 +120,7 @@ class Tables:
     action_requests: Table | None
     approvals: Table | None
     pii_raw: Table | None
+    canonical_refs: Table | None
     outbox: Table | None
     checkpoints: Table | None
     checkpoint_blobs: Table | None
@@ -190,6 +192,7 @@ CHAIN_FUNCTION_SUFFIX: Final = "chain_event"
 _TABLE_SUFFIXES = (
     "memories", "memory_events", "action_links", "scopes", "promotions",
     "edges", "entities", "node_entities", "sessions", "action_requests", "approvals", "pii_raw",
+    "canonical_refs",
     "outbox", "publish",
 )
 _VIEW_SUFFIXES = (
@@ -282,6 +285,7 @@ def agent_tables(spec: AgentSpec) -> Tables:
         action_requests=table("action_requests") if governed else None,
         approvals=table("approvals") if governed else None,
         pii_raw=table("pii_raw") if keeps_raw_pii(spec) else None,
+        canonical_refs=table("canonical_refs") if spec.discipline.non_mirror else None,
         outbox=table("outbox") if has_outbox(spec) else None,
         checkpoints=_checkpointer_table(spec, "checkpoints"),
         checkpoint_blobs=_checkpointer_table(spec, "checkpoint_blobs"),

@@ -45,6 +45,7 @@ from primitives.compile._names import (
     agent_tables,
     check_name_length,
 )
+from primitives.compile._non_mirror import canonical_refs_table
 from primitives.compile._optional_tables import (
     action_requests_table,
     approvals_table,
@@ -178,6 +179,8 @@ def table_definitions(
         definitions += [action_requests_table(spec, tables), approvals_table(tables)]
     if tables.pii_raw is not None:
         definitions.append(pii_raw_table(tables, embedding=capabilities.vector))
+    if tables.canonical_refs is not None:
+        definitions.append(canonical_refs_table(spec, tables, capabilities))
     if tables.outbox is not None:
         definitions.append(outbox_table(spec, tables, embedding=capabilities.vector))
     definitions += checkpointer_definitions(spec, tables)

@@ -40,6 +40,7 @@ from primitives.compile._ddl import (
 from primitives.compile._definer import erase_functions, memory_functions
 from primitives.compile._expr import active_predicate, pending_embedding_predicate
 from primitives.compile._names import Tables, framework_function
+from primitives.compile._non_mirror import guard_functions, guard_trigger
 from primitives.spec import AgentSpec
 
 __all__ = [
@@ -240,11 +241,6 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
               where=sql.SQL("expires_at IS NOT NULL")),
         _tsv_index(name, t, capabilities),
     ]
-    if capabilities.trigram and any(
-        "trigram_trigger" in item.defenses for item in spec.discipline.non_mirror
-    ):
-        indexes.append(gin_index(name("memories_content_trgm_idx"), t,
-                                 sql.SQL("content gin_trgm_ops"), capabilities))
     if capabilities.vector:
         # HNSW cannot lead with the tenant; retrieval filters by tenant with iterative scans.
         indexes.append(Index(name("memories_embedding_idx"), "hnsw",
@@ -266,11 +262,16 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         columns=tuple(_memory_columns(spec, tables, capabilities)),
         constraints=constraints,
         indexes=tuple(indexes),
-        triggers=(guard,),
+        triggers=(guard, *guard_trigger(spec, tables, capabilities)),
         app_update_columns=MEMORY_UPDATE_COLUMNS,
         comment=_memories_comment(spec, tables),
-        functions=memory_functions(tables),
-        retired_indexes=tuple((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
+        functions=(*memory_functions(tables), *guard_functions(spec, tables, capabilities)),
+        retired_indexes=(
+            *((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
+            # earlier plans built it for a trigram_trigger defense
+            *(((name("memories_content_trgm_idx"), _NOT_THE_GUARD),) if any(
+                "trigram_trigger" in item.defenses for item in spec.discipline.non_mirror)
+              else ())),
         bounds=MEMORY_BOUNDS_COLUMNS,
     )
 
@@ -284,6 +285,8 @@ not leakproof, so under row-level security PostgreSQL never lets an index serve 
 application role: the indexes were written on every insert and read by no query the engine
 runs (the envelope signal and erasure filter the tenant's rows instead)."""
 _UNUSABLE_UNDER_RLS = "no query can use it under row-level security"
+_NOT_THE_GUARD = ("the non-mirror guard compares writes with the canonical text, not with "
+                  "other memories; no query reads this index")
 
 
 def _memories_comment(spec: AgentSpec, tables: Tables) -> str:

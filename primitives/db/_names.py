@@ -43,12 +43,16 @@ SQLSTATE_LINKED_DELETE: Final = "PM003"
 SQLSTATE_JOURNAL_ISOLATION: Final = "PM004"
 """A journal insert outside READ COMMITTED, where the hash chain could fork (``primitives.chain_event``)."""
 
+SQLSTATE_NON_MIRROR: Final = "PM005"
+"""A memory write copies canonical text (an agent's compiled non-mirror guard)."""
+
 POLICY_SQLSTATES: Final = frozenset(
     {
         "42501",  # insufficient_privilege: grants, and row-level security WITH CHECK
         SQLSTATE_APPEND_ONLY,
         SQLSTATE_PERSISTENT_DELETE,
         SQLSTATE_LINKED_DELETE,
+        SQLSTATE_NON_MIRROR,
     }
 )
 """SQLSTATEs meaning "the database refused this on policy grounds" (mapped to PolicyViolation)."""

@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
@@ -29,9 +30,15 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from primitives.db._names import POLICY_SQLSTATES
+from primitives.db._names import POLICY_SQLSTATES, SQLSTATE_NON_MIRROR
 from primitives.db._pipeline import SET_TENANT_BOUND, aexchange, begin, exchange
-from primitives.errors import PolicyViolation, StorageError, StorageFull, TenancyError
+from primitives.errors import (
+    NonMirrorViolation,
+    PolicyViolation,
+    StorageError,
+    StorageFull,
+    TenancyError,
+)
 
 __all__ = ["atenant_transaction", "check_tenant", "set_tenant_statement", "tenant_transaction",
            "translate_error"]
@@ -67,12 +74,25 @@ def translate_error(
     sqlstate = err.sqlstate
     primary = err.diag.message_primary or str(err)
     context = {"sqlstate": sqlstate, "tenant": tenant, "table": err.diag.table_name}
+    if sqlstate == SQLSTATE_NON_MIRROR:
+        return _non_mirror(err, primary, context)
     if sqlstate in POLICY_SQLSTATES:
         who = f" for tenant {tenant!r}" if tenant is not None else ""
         return PolicyViolation(f"the database refused this{who}: {primary}", **context)
     if sqlstate == _DISK_FULL:
         return StorageFull(f"the database is out of disk space: {primary}", **context)
     return StorageError(f"database error: {primary}", **context)
+
+
+def _non_mirror(err: psycopg.Error, primary: str, context: dict[str, Any]) -> NonMirrorViolation:
+    """The guard's refusal, with what it names (its DETAIL is JSON) in the context."""
+    try:
+        detail = json.loads(err.diag.message_detail or "{}")
+    except ValueError:
+        detail = {}
+    named = {k: detail.get(k) for k in ("category", "canonical_source", "canonical_key",
+                                        "similarity", "threshold")}
+    return NonMirrorViolation(primary, **context, **named)
 
 
 _END = {True: "COMMIT; RESET ALL", False: "ROLLBACK; RESET ALL"}

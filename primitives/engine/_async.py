@@ -25,6 +25,7 @@ from primitives.db._session import aruntime_conninfo
 from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
+from primitives.engine import _canonical as canonical
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _graph as graph
@@ -372,6 +373,16 @@ class AsyncTenantMemory:
     async def link_action(self, action_id: str, memory_ids: list[UUID], kind: str) -> int:
         return await arun_op(self._conn, core.link_action(
             self.ctx, action_id, memory_ids, kind))
+
+    async def reference(self, memory_id: UUID | str, category: str, key: str, *,
+                        version: str | None = None) -> canonical.CanonicalRef:
+        """See :meth:`primitives.engine.TenantMemory.reference`."""
+        return await arun_op(self._conn, canonical.reference(
+            self.ctx, memory_id, category, key, version=version))
+
+    async def references(self, memory_id: UUID | str) -> list[canonical.CanonicalRef]:
+        """See :meth:`primitives.engine.TenantMemory.references`."""
+        return await arun_op(self._conn, canonical.references(self.ctx, memory_id))
 
     async def record_consent(self, *, kinds: Sequence[str] = (),
                              reason: str | None = None) -> UUID:

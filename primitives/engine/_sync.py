@@ -28,6 +28,7 @@ from primitives.db._session import runtime_conninfo
 from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
+from primitives.engine import _canonical as canonical
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _graph as graph
@@ -440,6 +441,18 @@ class TenantMemory:
 
     def link_action(self, action_id: str, memory_ids: list[UUID], kind: str) -> int:
         return run_op(self._conn, core.link_action(self.ctx, action_id, memory_ids, kind))
+
+    def reference(self, memory_id: UUID | str, category: str, key: str, *,
+                  version: str | None = None) -> canonical.CanonicalRef:
+        """Point ``memory_id`` to the canonical row ``key`` of non-mirror ``category``, pinned
+        to ``version`` (default: the row's current one); journalled as
+        ``canonical_referenced``. Notes reference canonical text instead of copying it."""
+        return run_op(self._conn, canonical.reference(self.ctx, memory_id, category, key,
+                                                      version=version))
+
+    def references(self, memory_id: UUID | str) -> list[canonical.CanonicalRef]:
+        """The canonical references of ``memory_id``; ``stale`` when the row moved on."""
+        return run_op(self._conn, canonical.references(self.ctx, memory_id))
 
     def record_consent(self, *, kinds: Sequence[str] = (), reason: str | None = None) -> UUID:
         """Journal the subject's consent to keep raw personal data of ``kinds`` (all the

@@ -6,11 +6,15 @@ located :class:`~primitives.errors.SpecError` s.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from primitives.spec._common import split_ref
 from primitives.spec._common import suggest as _hint
 from primitives.spec._models import AgentSpec
+
+_SOURCE = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
+"""``schema.table.column`` of a non-mirror canonical source: plain lower-case names."""
 
 __all__ = ["check_foundation"]
 
@@ -174,10 +178,20 @@ def _discipline(spec: AgentSpec) -> Iterator[Problem]:
     categories = [item.category for item in spec.discipline.non_mirror]
     if len(set(categories)) != len(categories):
         yield ("discipline", "non_mirror"), "non-mirror categories must be distinct"
+    keys: dict[tuple[str, str], str] = {}
     for index, item in enumerate(spec.discipline.non_mirror):
         if "trigram_trigger" in item.defenses and not item.canonical_source:
             yield (("discipline", "non_mirror", index, "canonical_source"),
                    "a trigram_trigger defense needs canonical_source: schema.table.column")
+        if item.canonical_source is not None and not _SOURCE.match(item.canonical_source):
+            yield (("discipline", "non_mirror", index, "canonical_source"),
+                   f"'{item.canonical_source}' is not schema.table.column (lower-case names)")
+        table = item.canonical_table if item.canonical_source is not None and _SOURCE.match(
+            item.canonical_source) else None
+        if table is not None and keys.setdefault(table, item.canonical_key) != item.canonical_key:
+            yield (("discipline", "non_mirror", index, "canonical_key"),
+                   f"categories with canonical table {'.'.join(table)} must name its rows by "
+                   f"one column ('{keys[table]}')")
         if len(set(item.defenses)) != len(item.defenses):
             yield (("discipline", "non_mirror", index, "backstop"),
                    "a backstop repeats the primary defense or another backstop")

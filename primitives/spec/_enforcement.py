@@ -58,6 +58,7 @@ _LB = "tests/integration/test_lifecycle_boundaries.py::"
 _EL = "tests/integration/test_engine_lifecycle.py::"
 _EN = "tests/integration/test_engine.py::"
 _GB = "tests/security/test_governance_bypass.py::"
+_NM = "tests/integration/test_non_mirror.py::"
 _PI = "tests/integration/test_pii.py::"
 _TI = "tests/security/test_tenant_isolation.py::"
 _MT = "tests/integration/test_maintain.py::"
@@ -268,14 +269,33 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.context.blocks[].presence=on_demand": (
         _CX + "test_on_demand_blocks_stay_empty_when_not_requested",),
     # 13. non-mirror ----------------------------------------------------------------------------
-    "discipline.non_mirror[].canonical_source": (),
+    # reference_only: references to the category exist (mem.reference), but nothing refuses
+    # a copy under it alone; workshop_discipline is a human practice. Both stay declared.
+    "discipline.non_mirror[].canonical_source": (
+        _NM + "test_verbatim_copy_is_refused_naming_category_source_and_key",
+        _NM + "test_a_canonical_table_created_after_migrate_is_guarded_at_once",
+        _NM + "test_references_carry_real_foreign_keys_raw_inserts_are_refused"),
+    "discipline.non_mirror[].canonical_key": (
+        _NM + "test_verbatim_copy_is_refused_naming_category_source_and_key",
+        _NM + "test_references_carry_real_foreign_keys_raw_inserts_are_refused"),
+    "discipline.non_mirror[].canonical_version": (
+        _NM + "test_a_reference_pins_its_version_and_reads_stale_once_the_row_moves_on",),
     "discipline.non_mirror[].defense=reference_only": (),
-    "discipline.non_mirror[].defense=trigram_trigger": (),
+    "discipline.non_mirror[].defense=trigram_trigger": (
+        _NM + "test_verbatim_copy_is_refused_naming_category_source_and_key",
+        _NM + "test_near_copy_is_refused_on_the_general_path",
+        _NM + "test_near_copy_embedded_in_a_longer_note_is_refused_where_similarity_would_pass",
+        _NM + "test_a_real_note_about_the_rule_is_accepted_and_references_it",
+        _NM + "test_without_a_trigram_defense_nothing_is_compared",
+        "tests/security/test_non_mirror_bypass.py::"
+        "test_raw_insert_of_a_copy_by_the_app_role_is_refused"),
     "discipline.non_mirror[].defense=workshop_discipline": (),
     "discipline.non_mirror[].backstop=reference_only": (),
-    "discipline.non_mirror[].backstop=trigram_trigger": (),
+    "discipline.non_mirror[].backstop=trigram_trigger": (
+        _NM + "test_a_backstop_trigram_trigger_guards_too",),
     "discipline.non_mirror[].backstop=workshop_discipline": (),
-    "discipline.non_mirror[].similarity_threshold": (),
+    "discipline.non_mirror[].similarity_threshold": (
+        _NM + "test_the_threshold_is_respected_on_both_sides",),
     # 14. sanitization gates --------------------------------------------------------------------
     "discipline.sanitization[].from": (
         _SG + "test_a_crossing_carries_only_the_gates_from_rows_of_its_own_tenant",

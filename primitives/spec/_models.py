@@ -325,7 +325,40 @@ class NonMirror(SpecModel):
         description="defense-in-depth behind the primary one (seed 003: the Operations Agent "
         "keeps workshop discipline primary with a trigram trigger as backstop)",
     )
-    similarity_threshold: float = Field(default=0.6, gt=0, le=1)
+    canonical_key: Name = Field(
+        default="id",
+        description="the canonical table's column naming a row (its primary key or a unique "
+        "column): a refused copy names the row by it, and references point to it",
+    )
+    canonical_version: Name | None = Field(
+        default=None,
+        description="the canonical table's column holding the row's version: a reference pins "
+        "it and reads stale once the row moves on (without one, the sha256 of the canonical "
+        "text is pinned instead)",
+    )
+    similarity_threshold: float = Field(
+        default=0.6, gt=0, le=1,
+        description="pg_trgm word_similarity(canonical text, written content) at or above "
+        "which a write is refused as a copy (trigram_trigger)",
+    )
+
+    @property
+    def canonical_table(self) -> tuple[str, str] | None:
+        """``(schema, table)`` of :attr:`canonical_source`, or ``None`` without one."""
+        if self.canonical_source is None:
+            return None
+        schema, table, _ = self.canonical_source.split(".")
+        return schema, table
+
+    @property
+    def canonical_column(self) -> str | None:
+        """The column of :attr:`canonical_source` holding the canonical text."""
+        return None if self.canonical_source is None else self.canonical_source.split(".")[2]
+
+    @property
+    def trigram_guarded(self) -> bool:
+        """A trigram trigger (primary or backstop) compares writes with the canonical text."""
+        return "trigram_trigger" in self.defenses and self.canonical_source is not None
 
     @property
     def defenses(self) -> list[str]:

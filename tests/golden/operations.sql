@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 227 statements
+-- primitives plan for agent 'operations': 251 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -149,6 +149,9 @@ DROP INDEX IF EXISTS "platform"."operations_memories_envelope_idx";
 -- platform.operations_memories: drop index operations_memories_tags_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "platform"."operations_memories_tags_idx";
 
+-- platform.operations_memories: drop index operations_memories_content_trgm_idx (the non-mirror guard compares writes with the canonical text, not with other memories; no query reads this index)
+DROP INDEX IF EXISTS "platform"."operations_memories_content_trgm_idx";
+
 -- platform.operations_memories: index operations_memories_current_key
 CREATE UNIQUE INDEX IF NOT EXISTS "operations_memories_current_key" ON "platform"."operations_memories" USING btree ("operator_id", "tier", "namespace", "key") WHERE superseded_at IS NULL AND tombstoned_at IS NULL;
 
@@ -170,9 +173,6 @@ DROP INDEX IF EXISTS "platform"."operations_memories_tsv_idx";
 -- platform.operations_memories: index operations_memories_tsv_match_idx
 CREATE INDEX IF NOT EXISTS "operations_memories_tsv_match_idx" ON "platform"."operations_memories" USING gin ("operator_id", tsv primitives.tsvector_match_ops);
 
--- platform.operations_memories: index operations_memories_content_trgm_idx
-CREATE INDEX IF NOT EXISTS "operations_memories_content_trgm_idx" ON "platform"."operations_memories" USING gin ("operator_id", content gin_trgm_ops);
-
 -- platform.operations_memories: index operations_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "operations_memories_embedding_idx" ON "platform"."operations_memories" USING hnsw (embedding halfvec_cosine_ops);
 
@@ -190,8 +190,59 @@ REVOKE ALL ON FUNCTION "platform"."operations_delete_transient"(uuid) FROM PUBLI
 -- platform.operations_memories: function platform.operations_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "platform"."operations_delete_transient"(uuid) TO "primitives_app";
 
+-- platform.operations_memories: non-mirror guard platform.operations_non_mirror_guard (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "platform"."operations_non_mirror_guard"() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    hit_key        text;
+    hit_similarity real;
+    threshold_was  text;
+BEGIN
+    -- the % operator below selects the candidate rows at this threshold (a refusal aborts
+    -- the statement, which undoes the setting; otherwise it is put back before returning)
+    PERFORM "public".similarity('', '');  -- loads pg_trgm, whose setting this is
+    threshold_was := pg_catalog.current_setting('pg_trgm.similarity_threshold');
+    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', '0.2', true);
+    IF pg_catalog.to_regclass('worlds.rules') IS NOT NULL THEN
+        SELECT m.k, m.s INTO hit_key, hit_similarity
+        FROM (SELECT c."id"::text AS k, "public".word_similarity(c."body_text", NEW.content) AS s
+              FROM "worlds"."rules" AS c
+              WHERE c."body_text" OPERATOR("public".%) NEW.content) AS m
+        WHERE m.s >= 0.6
+        ORDER BY m.s DESC, m.k
+        LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION USING
+                ERRCODE = 'PM005',
+                MESSAGE = format('non-mirror: this write copies canonical text of category '
+                                 '%s: row %s of %s is %s similar (threshold %s); write a note '
+                                 'that references the row instead of copying it',
+                                 'world_model_rule_content', hit_key, 'worlds.rules.body_text',
+                                 round(hit_similarity::numeric, 2), 0.6),
+                DETAIL = pg_catalog.json_build_object(
+                    'category', 'world_model_rule_content', 'canonical_source', 'worlds.rules.body_text',
+                    'canonical_key', hit_key,
+                    'similarity', round(hit_similarity::numeric, 3),
+                    'threshold', 0.6)::text,
+                SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME;
+        END IF;
+    END IF;
+    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', threshold_was, true);
+    RETURN NEW;
+END
+$fn$;
+
+-- platform.operations_memories: non-mirror guard platform.operations_non_mirror_guard: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."operations_non_mirror_guard"() FROM PUBLIC;
+
 -- platform.operations_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "platform"."operations_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"platform"."operations_action_links"', 'operator_id');
+
+-- platform.operations_memories: trigger primitives_non_mirror_guard
+CREATE OR REPLACE TRIGGER "primitives_non_mirror_guard" BEFORE INSERT ON "platform"."operations_memories" FOR EACH ROW EXECUTE FUNCTION "platform"."operations_non_mirror_guard"();
 
 -- platform.operations_memories: comment
 COMMENT ON TABLE "platform"."operations_memories" IS 'Memory rows of agent ''operations'' (tiers conversation, operator_session, operator; persistent tier ''operator''), tenant column operator_id. Rows leave retrieval by state change (superseded_at, invalidated_at, archived_at, tombstoned_at), never by DELETE of persistent or action-linked rows; every change is journalled in platform.operations_memory_events. Non-mirror categories, held by reference and never copied here: world_model_rule_content, scan_trace_data, customer_pii.';
@@ -568,6 +619,95 @@ GRANT SELECT ON TABLE "platform"."operations_promotions" TO "primitives_auditor"
 
 -- platform.operations_promotions: grants for the maintainer role
 GRANT SELECT, INSERT ON TABLE "platform"."operations_promotions" TO "primitives_maintainer";
+
+-- platform.operations_canonical_refs: table
+CREATE TABLE IF NOT EXISTS "platform"."operations_canonical_refs" (
+    "operator_id" text NOT NULL,
+    "memory_id" uuid NOT NULL,
+    "category" text NOT NULL,
+    "canonical_key" text NOT NULL,
+    "canonical_version" text NOT NULL,
+    "created_at" timestamptz NOT NULL DEFAULT now(),
+    "actor" text,
+    CONSTRAINT "operations_canonical_refs_pkey" PRIMARY KEY ("operator_id", "memory_id", "category", "canonical_key"),
+    CONSTRAINT "operations_canonical_refs_memory_fkey" FOREIGN KEY ("operator_id", "memory_id") REFERENCES "platform"."operations_memories" ("operator_id", "id") ON DELETE CASCADE
+);
+
+-- platform.operations_canonical_refs: checks (replaced, so they follow the spec)
+ALTER TABLE "platform"."operations_canonical_refs"
+    DROP CONSTRAINT IF EXISTS "operations_canonical_refs_category_check",
+    DROP CONSTRAINT IF EXISTS "operations_canonical_refs_bounds_check",
+    ADD CONSTRAINT "operations_canonical_refs_category_check" CHECK (category IN ('world_model_rule_content', 'scan_trace_data', 'customer_pii')),
+    ADD CONSTRAINT "operations_canonical_refs_bounds_check" CHECK (char_length(canonical_key) <= 512 AND char_length(canonical_version) <= 512);
+
+-- platform.operations_canonical_refs: index operations_canonical_refs_key_idx
+CREATE INDEX IF NOT EXISTS "operations_canonical_refs_key_idx" ON "platform"."operations_canonical_refs" USING btree ("operator_id", "category", "canonical_key");
+
+-- platform.operations_canonical_refs: function platform.operations_canonical_version (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "platform"."operations_canonical_version"(text, text[])
+RETURNS TABLE (canonical_key text, canonical_version text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF $1 = 'world_model_rule_content' AND pg_catalog.to_regclass('worlds.rules') IS NOT NULL THEN
+        RETURN QUERY SELECT c."id"::text, 'sha256:' || pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(c."body_text", 'UTF8')), 'hex') FROM "worlds"."rules" AS c
+                     WHERE c."id"::text = ANY ($2);
+    END IF;
+    RETURN;
+END
+$fn$;
+
+-- platform.operations_canonical_refs: function platform.operations_canonical_version: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."operations_canonical_version"(text, text[]) FROM PUBLIC;
+
+-- platform.operations_canonical_refs: function platform.operations_canonical_version: callable by primitives_app
+GRANT EXECUTE ON FUNCTION "platform"."operations_canonical_version"(text, text[]) TO "primitives_app";
+
+-- platform.operations_canonical_refs: function platform.operations_canonical_version: callable by primitives_maintainer
+GRANT EXECUTE ON FUNCTION "platform"."operations_canonical_version"(text, text[]) TO "primitives_maintainer";
+
+-- platform.operations_canonical_refs: comment
+COMMENT ON TABLE "platform"."operations_canonical_refs" IS 'References of agent ''operations'' memory rows to canonical rows (non-mirror: notes reference canonical text instead of copying it), each pinned to the version it was written against; journalled as canonical_referenced events.';
+
+-- platform.operations_canonical_refs: enable row level security
+ALTER TABLE "platform"."operations_canonical_refs" ENABLE ROW LEVEL SECURITY;
+
+-- platform.operations_canonical_refs: force row level security
+ALTER TABLE "platform"."operations_canonical_refs" FORCE ROW LEVEL SECURITY;
+
+-- platform.operations_canonical_refs: replace policy operations_tenant_isolation
+DROP POLICY IF EXISTS "operations_tenant_isolation" ON "platform"."operations_canonical_refs";
+
+-- platform.operations_canonical_refs: policy operations_tenant_isolation
+CREATE POLICY "operations_tenant_isolation" ON "platform"."operations_canonical_refs" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.operations_canonical_refs: replace policy operations_auditor_read
+DROP POLICY IF EXISTS "operations_auditor_read" ON "platform"."operations_canonical_refs";
+
+-- platform.operations_canonical_refs: policy operations_auditor_read
+CREATE POLICY "operations_auditor_read" ON "platform"."operations_canonical_refs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.operations_canonical_refs: replace policy operations_owner_tenant
+DROP POLICY IF EXISTS "operations_owner_tenant" ON "platform"."operations_canonical_refs";
+
+-- platform.operations_canonical_refs: policy operations_owner_tenant
+CREATE POLICY "operations_owner_tenant" ON "platform"."operations_canonical_refs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("operator_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.operations_canonical_refs: replace policy operations_maintainer
+DROP POLICY IF EXISTS "operations_maintainer" ON "platform"."operations_canonical_refs";
+
+-- platform.operations_canonical_refs: policy operations_maintainer
+CREATE POLICY "operations_maintainer" ON "platform"."operations_canonical_refs" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
+-- platform.operations_canonical_refs: reset grants
+REVOKE ALL ON TABLE "platform"."operations_canonical_refs" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
+
+-- platform.operations_canonical_refs: grants for the app role
+GRANT SELECT, INSERT ON TABLE "platform"."operations_canonical_refs" TO "primitives_app";
+
+-- platform.operations_canonical_refs: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."operations_canonical_refs" TO "primitives_auditor";
 
 -- langgraph.operations_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoints" (
@@ -1083,6 +1223,7 @@ FROM (VALUES ('platform', 'operations_memories'),
              ('platform', 'operations_action_links'),
              ('platform', 'operations_scopes'),
              ('platform', 'operations_promotions'),
+             ('platform', 'operations_canonical_refs'),
              ('langgraph', 'operations_checkpoints'),
              ('langgraph', 'operations_checkpoint_blobs'),
              ('langgraph', 'operations_checkpoint_writes')) AS r (table_schema, table_name)

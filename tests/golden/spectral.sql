@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 248 statements
+-- primitives plan for agent 'spectral': 269 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -565,6 +565,91 @@ GRANT SELECT ON TABLE "platform"."spectral_promotions" TO "primitives_auditor";
 
 -- platform.spectral_promotions: grants for the maintainer role
 GRANT SELECT, INSERT ON TABLE "platform"."spectral_promotions" TO "primitives_maintainer";
+
+-- platform.spectral_canonical_refs: table
+CREATE TABLE IF NOT EXISTS "platform"."spectral_canonical_refs" (
+    "workspace_id" text NOT NULL,
+    "memory_id" uuid NOT NULL,
+    "category" text NOT NULL,
+    "canonical_key" text NOT NULL,
+    "canonical_version" text NOT NULL,
+    "created_at" timestamptz NOT NULL DEFAULT now(),
+    "actor" text,
+    CONSTRAINT "spectral_canonical_refs_pkey" PRIMARY KEY ("workspace_id", "memory_id", "category", "canonical_key"),
+    CONSTRAINT "spectral_canonical_refs_memory_fkey" FOREIGN KEY ("workspace_id", "memory_id") REFERENCES "platform"."spectral_memories" ("workspace_id", "id") ON DELETE CASCADE
+);
+
+-- platform.spectral_canonical_refs: checks (replaced, so they follow the spec)
+ALTER TABLE "platform"."spectral_canonical_refs"
+    DROP CONSTRAINT IF EXISTS "spectral_canonical_refs_category_check",
+    DROP CONSTRAINT IF EXISTS "spectral_canonical_refs_bounds_check",
+    ADD CONSTRAINT "spectral_canonical_refs_category_check" CHECK (category IN ('world_model_rule_content', 'canonical_scan_results')),
+    ADD CONSTRAINT "spectral_canonical_refs_bounds_check" CHECK (char_length(canonical_key) <= 512 AND char_length(canonical_version) <= 512);
+
+-- platform.spectral_canonical_refs: index spectral_canonical_refs_key_idx
+CREATE INDEX IF NOT EXISTS "spectral_canonical_refs_key_idx" ON "platform"."spectral_canonical_refs" USING btree ("workspace_id", "category", "canonical_key");
+
+-- platform.spectral_canonical_refs: function platform.spectral_canonical_version (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "platform"."spectral_canonical_version"(text, text[])
+RETURNS TABLE (canonical_key text, canonical_version text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RETURN;
+END
+$fn$;
+
+-- platform.spectral_canonical_refs: function platform.spectral_canonical_version: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."spectral_canonical_version"(text, text[]) FROM PUBLIC;
+
+-- platform.spectral_canonical_refs: function platform.spectral_canonical_version: callable by primitives_app
+GRANT EXECUTE ON FUNCTION "platform"."spectral_canonical_version"(text, text[]) TO "primitives_app";
+
+-- platform.spectral_canonical_refs: function platform.spectral_canonical_version: callable by primitives_maintainer
+GRANT EXECUTE ON FUNCTION "platform"."spectral_canonical_version"(text, text[]) TO "primitives_maintainer";
+
+-- platform.spectral_canonical_refs: comment
+COMMENT ON TABLE "platform"."spectral_canonical_refs" IS 'References of agent ''spectral'' memory rows to canonical rows (non-mirror: notes reference canonical text instead of copying it), each pinned to the version it was written against; journalled as canonical_referenced events.';
+
+-- platform.spectral_canonical_refs: enable row level security
+ALTER TABLE "platform"."spectral_canonical_refs" ENABLE ROW LEVEL SECURITY;
+
+-- platform.spectral_canonical_refs: force row level security
+ALTER TABLE "platform"."spectral_canonical_refs" FORCE ROW LEVEL SECURITY;
+
+-- platform.spectral_canonical_refs: replace policy spectral_tenant_isolation
+DROP POLICY IF EXISTS "spectral_tenant_isolation" ON "platform"."spectral_canonical_refs";
+
+-- platform.spectral_canonical_refs: policy spectral_tenant_isolation
+CREATE POLICY "spectral_tenant_isolation" ON "platform"."spectral_canonical_refs" AS PERMISSIVE FOR ALL TO "primitives_app" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.spectral_canonical_refs: replace policy spectral_auditor_read
+DROP POLICY IF EXISTS "spectral_auditor_read" ON "platform"."spectral_canonical_refs";
+
+-- platform.spectral_canonical_refs: policy spectral_auditor_read
+CREATE POLICY "spectral_auditor_read" ON "platform"."spectral_canonical_refs" AS PERMISSIVE FOR SELECT TO "primitives_auditor" USING (true);
+
+-- platform.spectral_canonical_refs: replace policy spectral_owner_tenant
+DROP POLICY IF EXISTS "spectral_owner_tenant" ON "platform"."spectral_canonical_refs";
+
+-- platform.spectral_canonical_refs: policy spectral_owner_tenant
+CREATE POLICY "spectral_owner_tenant" ON "platform"."spectral_canonical_refs" AS PERMISSIVE FOR ALL TO "primitives_owner" USING ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), ''))) WITH CHECK ("workspace_id" = (SELECT nullif(current_setting('primitives.tenant', true), '')));
+
+-- platform.spectral_canonical_refs: replace policy spectral_maintainer
+DROP POLICY IF EXISTS "spectral_maintainer" ON "platform"."spectral_canonical_refs";
+
+-- platform.spectral_canonical_refs: policy spectral_maintainer
+CREATE POLICY "spectral_maintainer" ON "platform"."spectral_canonical_refs" AS PERMISSIVE FOR ALL TO "primitives_maintainer" USING (true) WITH CHECK (true);
+
+-- platform.spectral_canonical_refs: reset grants
+REVOKE ALL ON TABLE "platform"."spectral_canonical_refs" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
+
+-- platform.spectral_canonical_refs: grants for the app role
+GRANT SELECT, INSERT ON TABLE "platform"."spectral_canonical_refs" TO "primitives_app";
+
+-- platform.spectral_canonical_refs: grants for the auditor role
+GRANT SELECT ON TABLE "platform"."spectral_canonical_refs" TO "primitives_auditor";
 
 -- platform.spectral_outbox: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_outbox" (
@@ -1199,6 +1284,7 @@ FROM (VALUES ('platform', 'spectral_memories'),
              ('platform', 'spectral_action_links'),
              ('platform', 'spectral_scopes'),
              ('platform', 'spectral_promotions'),
+             ('platform', 'spectral_canonical_refs'),
              ('platform', 'spectral_outbox'),
              ('langgraph', 'spectral_checkpoints'),
              ('langgraph', 'spectral_checkpoint_blobs'),

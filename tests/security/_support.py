@@ -160,6 +160,10 @@ def minimal_row(spec: AgentSpec, tables: Tables, relation: Table, tenant: str,
                               "task_id": f"task-{unique}", "idx": 0, "channel": "messages",
                               "blob": b"{}"},
     }
+    if spec.discipline.non_mirror:
+        rows["canonical_refs"] = {"memory_id": refs.memory_id,
+                                  "category": spec.discipline.non_mirror[0].category,
+                                  "canonical_key": f"key-{unique}", "canonical_version": "1"}
     if spec.graph is not None:
         entity_type = spec.graph.entity_types[0] if spec.graph.entity_types else "concept"
         rows |= {
@@ -270,6 +274,9 @@ def seed_tenant(engine: Engine, tenant: str) -> Seeded:
                                           scope_id=scope_id, key="draft",
                                           envelope={"marker": marker}).id)
         mem.link_action(f"action-{marker}", [latest.id], "basis")
+        unsourced = [i.category for i in spec.discipline.non_mirror if not i.canonical_source]
+        if unsourced:  # the canonical tables do not exist here: a category without one
+            mem.reference(latest.id, unsourced[0], f"ref-{marker}", version="1")
         doomed = mem.observe(tier, f"{marker} about a data subject", typology=typology,
                              envelope={"subject": subject})
         assert mem.erase(subject, approvals=APPROVERS, reason="security suite") == 1

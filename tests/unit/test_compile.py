@@ -317,11 +317,11 @@ def test_app_grants_are_least_privilege(spectral: AgentSpec) -> None:
     }
     functions = [s for s in rendered(plan) if s.startswith("GRANT") and " ON FUNCTION " in s
                  and s.endswith('TO "primitives_app"')]
-    # the one the memories table's constraint calls, the one hard delete of memories and the
-    # governed erasure of a row's content
+    # the one the memories table's constraint calls, the one hard delete of memories, the
+    # governed erasure of a row's content and the read of canonical rows' current versions
     assert [s.split(" ON FUNCTION ")[1].split("(")[0] for s in functions] == [
         '"table"."limit_memories_bounds"', '"table"."limit_delete_transient"',
-        '"table"."limit_erase_row"']
+        '"table"."limit_erase_row"', '"table"."limit_canonical_version"']
     assert all(s.startswith("GRANT EXECUTE") and s.endswith('TO "primitives_app"')
                for s in functions)
 
@@ -393,7 +393,8 @@ def test_optional_tables_follow_the_spec(spectral: AgentSpec) -> None:
     assert plain.edges is None and plain.action_requests is None
     assert [t.name for t in plain.tables] == [
         "spectral_memories", "spectral_memory_events", "spectral_action_links",
-        "spectral_scopes", "spectral_promotions", "spectral_outbox", "spectral_checkpoints",
+        "spectral_scopes", "spectral_promotions", "spectral_canonical_refs",
+        "spectral_outbox", "spectral_checkpoints",
         "spectral_checkpoint_blobs", "spectral_checkpoint_writes",
     ]  # outbox: cross_context event_driven
     assert plain.checkpoints is not None and plain.checkpoints.schema == "langgraph"
@@ -401,14 +402,16 @@ def test_optional_tables_follow_the_spec(spectral: AgentSpec) -> None:
     assert [t.name for t in odd.tables] == [
         "limit_memories", "limit_memory_events", "limit_action_links", "limit_scopes",
         "limit_promotions", "limit_edges", "limit_entities", "limit_node_entities",
-        "limit_sessions", "limit_action_requests", "limit_approvals",
+        "limit_sessions", "limit_action_requests", "limit_approvals", "limit_canonical_refs",
     ]
     assert odd.checkpoints is None  # persistence.checkpointer.enabled: false
     text = compile_plan(odd_spec()).render()
     assert "CHECK (relation_type IN ('temporal', 'supersedes'))" in text
     assert "CHECK (type IN ('person', 'tool'))" in text
-    assert 'content gin_trgm_ops' in text
-    assert "gin_trgm_ops" not in compile_plan(
+    # the trigram non-mirror guard: a trigger on memories comparing with the canonical text
+    assert '"public".word_similarity(c."body", NEW.content)' in text
+    assert 'DROP INDEX IF EXISTS "table"."limit_memories_content_trgm_idx"' in text
+    assert "word_similarity" not in compile_plan(
         odd_spec(), capabilities=Capabilities(trigram=False)).render()
     # creation order: a referenced table before its referrers
     names = [d.table.name for d in table_definitions(odd_spec())]

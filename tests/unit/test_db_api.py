@@ -49,6 +49,7 @@ def test_public_surface_is_pinned() -> None:
         "SQLSTATE_APPEND_ONLY",
         "SQLSTATE_JOURNAL_ISOLATION",
         "SQLSTATE_LINKED_DELETE",
+        "SQLSTATE_NON_MIRROR",
         "SQLSTATE_PERSISTENT_DELETE",
         "ServerStatus",
         "TENANT_SETTING",
