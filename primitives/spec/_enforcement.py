@@ -96,7 +96,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.lifecycle.*.persistent=indefinite": (),
     "behavior.lifecycle.*.persistent=append_only": (
         _CF + "test_an_append_only_typology_never_replaces_an_entry",),
-    "behavior.lifecycle.*.archive_on=disposition": (),
+    "behavior.lifecycle.*.archive_on=disposition": (
+        _LB + "test_a_promoted_persistent_episode_is_archived_as_disposed_only_where_its_"
+              "lifecycle_says",),
     "behavior.lifecycle.*.archive_on=canonical_change": (),
     "behavior.lifecycle.*.archive_on=failed_corroborations": (),
     "behavior.lifecycle.*.archive_on=explicit_invalidation": (
