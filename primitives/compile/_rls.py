@@ -178,9 +178,10 @@ MAINTAINER_WRITES: tuple[str, ...] = ("memories", "events", "scopes", "promotion
 there (DELETE too on memories; the outbox, because a promotion into a gate's ``from``
 publishes); on the rest of ``MAINTAINER_READS`` SELECT, elsewhere none."""
 
-MAINTAINER_READS: tuple[str, ...] = ("action_links", "entities", "node_entities")
+MAINTAINER_READS: tuple[str, ...] = ("action_links", "entities", "node_entities",
+                                    "canonical_refs")
 """Tables maintenance passes only read: action links (never remove a linked row), entity
-mentions (decay protection)."""
+mentions (decay protection), canonical references (archive on canonical change)."""
 
 
 def grant_maintainer_sql(tables: Tables, relation: Table, privileges: Iterable[Privilege],

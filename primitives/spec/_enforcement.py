@@ -99,7 +99,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.lifecycle.*.archive_on=disposition": (
         _LB + "test_a_promoted_persistent_episode_is_archived_as_disposed_only_where_its_"
               "lifecycle_says",),
-    "behavior.lifecycle.*.archive_on=canonical_change": (),
+    "behavior.lifecycle.*.archive_on=canonical_change": (
+        "tests/integration/test_non_mirror.py::test_maintain_archives_facts_whose_canonical_"
+        "rows_changed_and_only_those",),
     "behavior.lifecycle.*.archive_on=failed_corroborations": (),
     "behavior.lifecycle.*.archive_on=explicit_invalidation": (
         _CF + "test_invalidating_a_procedural_memory_archives_it_an_episode_stays_unarchived",),

@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 251 statements
+-- primitives plan for agent 'operations': 252 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -708,6 +708,9 @@ GRANT SELECT, INSERT ON TABLE "platform"."operations_canonical_refs" TO "primiti
 
 -- platform.operations_canonical_refs: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_canonical_refs" TO "primitives_auditor";
+
+-- platform.operations_canonical_refs: grants for the maintainer role
+GRANT SELECT ON TABLE "platform"."operations_canonical_refs" TO "primitives_maintainer";
 
 -- langgraph.operations_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."operations_checkpoints" (

@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 269 statements
+-- primitives plan for agent 'spectral': 270 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -650,6 +650,9 @@ GRANT SELECT, INSERT ON TABLE "platform"."spectral_canonical_refs" TO "primitive
 
 -- platform.spectral_canonical_refs: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_canonical_refs" TO "primitives_auditor";
+
+-- platform.spectral_canonical_refs: grants for the maintainer role
+GRANT SELECT ON TABLE "platform"."spectral_canonical_refs" TO "primitives_maintainer";
 
 -- platform.spectral_outbox: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_outbox" (

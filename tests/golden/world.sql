@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 251 statements
+-- primitives plan for agent 'world': 252 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -708,6 +708,9 @@ GRANT SELECT, INSERT ON TABLE "worlds"."world_agent_canonical_refs" TO "primitiv
 
 -- worlds.world_agent_canonical_refs: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_canonical_refs" TO "primitives_auditor";
+
+-- worlds.world_agent_canonical_refs: grants for the maintainer role
+GRANT SELECT ON TABLE "worlds"."world_agent_canonical_refs" TO "primitives_maintainer";
 
 -- langgraph.world_agent_checkpoints: table
 CREATE TABLE IF NOT EXISTS "langgraph"."world_agent_checkpoints" (

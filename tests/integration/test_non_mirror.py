@@ -350,3 +350,38 @@ def test_doctor_requires_the_guard_and_warns_of_a_missing_canonical_table(
         ("triggers", f"the BEFORE INSERT trigger calling nm_tests.{spec.persistence.store.prefix}"
                      "_non_mirror_guard() is disabled")]
 
+
+
+def test_maintain_archives_facts_whose_canonical_rows_changed_and_only_those(
+        engine: Engine, spec: AgentSpec, canon: str, pg: PostgresHandle,
+        admin_conn: psycopg.Connection[Any]) -> None:
+    # semantic archives on canonical_change by default; procedural only on invalidation
+    from primitives.lifecycle import maintain
+    world = f"w-{uuid.uuid4().hex[:8]}"
+    with engine.tenant({"world_id": world}) as mem:
+        on_12 = mem.observe("world", "Retreats after melee follow rule 12 in this world",
+                            typology="semantic")
+        on_7 = mem.observe("world", "Scouts in this world follow rule 7", typology="semantic")
+        howto = mem.observe("world", REAL_NOTE, typology="procedural")
+        mem.reference(on_12.id, "rule_content", "12")
+        mem.reference(on_7.id, "rule_content", "7")
+        mem.reference(howto.id, "rule_content", "12")
+    assert maintain([spec], pg.admin_dsn).agents[spec.agent]["archive_canonical_change"] == 0
+    admin_conn.execute(sql.SQL("UPDATE {} SET version = 2 WHERE id = 12").format(
+        sql.Identifier(*canon.split("."))))
+    first = maintain([spec], pg.admin_dsn)
+    again = maintain([spec], pg.admin_dsn)
+    assert first.agents[spec.agent]["archive_canonical_change"] == 1
+    assert again.agents[spec.agent]["archive_canonical_change"] == 0
+    with engine.tenant({"world_id": world}) as mem:
+        states = {m: mem.get(m) for m in (on_12.id, on_7.id, howto.id)}
+    assert states[on_12.id] is not None and states[on_12.id].archived_at is not None
+    assert states[on_7.id] is not None and states[on_7.id].active
+    assert states[howto.id] is not None and states[howto.id].active
+    tables = agent_tables(spec)
+    [(payload,)] = admin_conn.execute(sql.SQL(
+        "SELECT payload FROM {} WHERE memory_id = %s AND kind = 'archived'").format(
+        tables.events.ident), (on_12.id,)).fetchall()
+    assert payload["cause"] == "canonical_change"
+    assert payload["references"] == [{"category": "rule_content", "key": "12", "pinned": "1",
+                                       "current": "2"}]
