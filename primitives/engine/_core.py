@@ -1109,7 +1109,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
     statement = retrieval.search_statement(ctx.tables, signals, MEMORY_COLUMNS,
                                            point_in_time=as_of is not None, bm25=bm25,
                                            restrict=restrict, indexed_match=ctx.text_match,
-                                           decay=ctx.decay or decay_models(ctx.spec))
+                                           decay=ctx.decay or decay_models(ctx.spec),
+                                           fusion=config.fusion.method)
     rows = yield Step(statement, params, "all", last=final)
     n = len(MEMORY_COLUMNS)
     hits = [Hit(Memory.from_row(row[:n]), float(row[n]), dict(row[n + 1]),

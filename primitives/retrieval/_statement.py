@@ -287,8 +287,12 @@ def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[s
                      point_in_time: bool = False, bm25: bool = False,
                      restrict: Restriction | None = None,
                      indexed_match: bool = False,
-                     decay: DecayModels | None = None) -> sql.Composed:
-    """One statement: a capped CTE per signal, fused by weighted reciprocal rank.
+                     decay: DecayModels | None = None,
+                     fusion: str = "rrf") -> sql.Composed:
+    """One statement: a capped CTE per signal, fused by weighted reciprocal rank
+    (``fusion="rrf"``) or by weighted normalized scores (``fusion="weighted"``: each signal's
+    scores min-max normalized over the rows it returned, 1 where they are all equal, then
+    summed with the signal weights).
 
     Each row returned is ``columns`` of the memory, then the fused score (times the tier
     weight), ``ranks`` and ``scores`` (jsonb, per signal) and ``rows`` (jsonb: how many rows
@@ -310,17 +314,19 @@ def search_statement(tables: Tables, signals: Sequence[str], columns: Sequence[s
     if unknown or not signals:
         raise ValueError(f"signals must be some of {SIGNAL_ORDER}, got {list(signals)}")
     used = tuple(s for s in SIGNAL_ORDER if s in signals)
+    if fusion not in ("rrf", "weighted"):
+        raise ValueError(f"fusion must be rrf or weighted, not {fusion!r}")
     if restrict is None:
         return _search_statement(tables, used, tuple(columns), point_in_time, bm25,
-                                 indexed_match, decay)
+                                 indexed_match, decay, fusion)
     key = (tables, used, tuple(columns), point_in_time, bm25, indexed_match, restrict.key,
-           decay)
+           decay, fusion)
     statement = _RESTRICTED.get(key)
     if statement is None:
         if len(_RESTRICTED) >= 256:
             _RESTRICTED.clear()
         statement = _build(tables, used, tuple(columns), point_in_time, bm25, restrict.clause,
-                           indexed_match, decay)
+                           indexed_match, decay, fusion)
         _RESTRICTED[key] = statement
     return statement
 
@@ -331,8 +337,9 @@ _RESTRICTED: dict[Hashable, sql.Composed] = {}
 @lru_cache(maxsize=256)
 def _search_statement(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
                       point_in_time: bool, bm25: bool, indexed_match: bool,
-                      decay: DecayModels | None) -> sql.Composed:
-    return _build(tables, used, columns, point_in_time, bm25, None, indexed_match, decay)
+                      decay: DecayModels | None, fusion: str = "rrf") -> sql.Composed:
+    return _build(tables, used, columns, point_in_time, bm25, None, indexed_match, decay,
+                  fusion)
 
 
 def _live_filter(point_in_time: bool, restrict: sql.Composable | None) -> sql.Composable:
@@ -353,7 +360,8 @@ def _live_filter(point_in_time: bool, restrict: sql.Composable | None) -> sql.Co
 
 def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
            point_in_time: bool, bm25: bool, restrict: sql.Composable | None,
-           indexed_match: bool = False, decay: DecayModels | None = None) -> sql.Composed:
+           indexed_match: bool = False, decay: DecayModels | None = None,
+           fusion: str = "rrf") -> sql.Composed:
     mem = tables.memories.ident
     now = sql.SQL("%(as_of)s") if point_in_time else NOW
     match = sql.SQL(TEXT_MATCH_OPERATOR if indexed_match else "@@")
@@ -441,9 +449,9 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
             decay.confidence_sql(tables, now, TENANT))
     return sql.SQL(
         "WITH {recursive}{ctes}, ranked AS ({ranked}), fused AS ("
-        "SELECT r.id, sum({weight}::float8 / (%(k)s + r.rank)) AS score, "
+        "SELECT r.id, sum({contribution}) AS score, "
         "jsonb_object_agg(r.signal, r.rank) AS ranks, "
-        "jsonb_object_agg(r.signal, r.score) AS scores FROM ranked AS r GROUP BY r.id) "
+        "jsonb_object_agg(r.signal, r.score) AS scores FROM {fused_from} GROUP BY r.id) "
         "SELECT {cols}, {score} AS score, f.ranks, f.scores, "
         "jsonb_build_object({counts}) AS signal_rows{conf_col} FROM fused AS f "
         "JOIN {mem} AS m ON m.{tenant} = %(tenant)s AND m.id = f.id "
@@ -452,7 +460,13 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
         "ORDER BY score DESC, m.event_time DESC, m.id LIMIT %(limit)s"
     ).format(
         recursive=sql.SQL("RECURSIVE " if "graph" in used else ""),
-        ctes=sql.SQL(", ").join(ctes), ranked=ranked, weight=weight, cols=_returning(columns),
+        ctes=sql.SQL(", ").join(ctes), ranked=ranked, cols=_returning(columns),
+        contribution=sql.SQL("{}::float8 / (%(k)s + r.rank)").format(weight)
+        if fusion == "rrf" else sql.SQL("{}::float8 * r.norm").format(weight),
+        fused_from=sql.SQL("ranked AS r") if fusion == "rrf" else sql.SQL(
+            "(SELECT x.*, coalesce((x.score - min(x.score) OVER s) "
+            "/ nullif(max(x.score) OVER s - min(x.score) OVER s, 0), 1.0) AS norm "
+            "FROM ranked AS x WINDOW s AS (PARTITION BY x.signal)) AS r"),
         counts=sql.SQL(", ").join(counts), mem=mem, tenant=tables.tenant, score=score,
         conf_col=sql.SQL(", c.confidence") if decay is not None else sql.SQL(""),
         confidence=confidence,

@@ -388,7 +388,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "tiers[].ttl_ticks": (),
     # retrieval: fusion, abstention, reranking, intents -----------------------------------------
     "retrieval.fusion.method=rrf": (_RS + "test_fusion_is_weighted_rrf_over_every_signal_once",),
-    "retrieval.fusion.method=weighted": (),
+    "retrieval.fusion.method=weighted": (
+        "tests/integration/test_retrieval.py::test_fusion_method_decides_how_signal_scores_"
+        "combine",),
     "retrieval.abstain": (
         _AB + "test_a_hit_scoring_about_0_016_makes_world_abstain",),
     "retrieval.abstain.min_fused_score": (

@@ -172,7 +172,10 @@ class Persistence(SpecModel):
 
 # 5. Retrieval ------------------------------------------------------------------------------------
 class Fusion(SpecModel):
-    method: Literal["rrf", "weighted"] = "rrf"
+    method: Literal["rrf", "weighted"] = Field(
+        default="rrf",
+        description="rrf: sum of weight / (k + rank) per signal; weighted: sum of weight x the "
+        "signal's score min-max normalized over the rows it returned")
     k: int = Field(default=60, ge=1)
     weights: dict[Signal, float] = Field(default_factory=dict)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -323,3 +323,38 @@ def test_explain_query_renders_signals_rows_and_ranks(
     assert "note: agent 'spectral': the semantic signal needs an embedder" in text
     assert "signals: lexical 1, envelope 0, recency 1" in text
     assert "1. " in text and "OCR swaps fields" in text and "lexical #1" in text
+
+
+@pytest.mark.parametrize("method", ["rrf", "weighted"])
+def test_fusion_method_decides_how_signal_scores_combine(
+        pg: PostgresHandle, spectral: AgentSpec, embedder: CountingEmbedder,
+        method: str) -> None:
+    # weighted: each signal's scores min-max normalized over the rows it returned (1 when
+    # they are all equal), summed with the signal weights; rrf: weight / (k + rank)
+    from primitives.spec._models import Fusion
+    weights = {"semantic": 2.0, "recency": 0.5, "envelope": 1.0}
+    spec = _with_retrieval(spectral, fusion=Fusion(method=method, k=60, weights=weights))
+    anchor = _tenant()
+    with Engine.connect(spec, pg.app_dsn, embedder=embedder) as eng, \
+            eng.tenant(anchor) as mem:
+        for n, text in enumerate(["login route times out under load",
+                                  "login route returns 500 after deploy",
+                                  "cache headers missing on assets",
+                                  "login page slow on mobile"]):
+            mem.observe("workspace", text, typology="episodic",
+                        event_time=datetime(2026, 1, 1 + n, tzinfo=UTC))
+        hits = mem.search("login route", tiers=["workspace"], limit=50)
+    assert len(hits) == 4
+    signals = {s for h in hits for s in h.scores}
+    assert signals == {"semantic", "recency"}
+    for hit in hits:
+        if method == "rrf":
+            fused = sum(weights[s] / (60 + hit.ranks[s]) for s in hit.ranks)
+        else:
+            fused = 0.0
+            for s, score in hit.scores.items():
+                values = [h.scores[s] for h in hits if s in h.scores]
+                spread = max(values) - min(values)
+                fused += weights[s] * ((score - min(values)) / spread if spread else 1.0)
+        assert hit.score == pytest.approx(fused * hit.confidence, rel=1e-6)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

@@ -103,6 +103,7 @@ behavior:
       threshold: 0.05
       schedule: "0 3 * * *"
       justification: facts fade
+determinism: {clock: ticks}
 """
 
 
@@ -115,10 +116,11 @@ def test_a_declared_value_without_a_test_is_named_with_its_file_and_line() -> No
     assert str(schedule) == (f"agents/small.yaml:{schedule.line}: "
                              "behavior.decay.semantic.schedule = 0 3 * * *: declared but not "
                              "enforced yet")
-    fusion = found[("retrieval.fusion.method", "weighted")]
-    assert fusion.line == lines.index("  fusion: {method: weighted}") + 1
-    # the decay model itself is enforced: not named
+    ticks = found[("determinism.clock", "ticks")]
+    assert ticks.line == lines.index("determinism: {clock: ticks}") + 1
+    # the decay model and weighted fusion are enforced: not named
     assert ("behavior.decay.semantic.model", "ebbinghaus") not in found
+    assert ("retrieval.fusion.method", "weighted") not in found
 
 
 def test_an_implied_typology_default_names_the_typology() -> None:
