@@ -152,9 +152,51 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 # server -----------------------------------------------------------------------------------------
+def _external_status(dsn: str) -> int:
+    """``server status`` for the server ``PRIMITIVES_DSN`` names: where, and whether it
+    answers (with its version), without the password."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as err:
+        raise StorageError(f"PRIMITIVES_DSN is not a valid PostgreSQL DSN: {err}") from err
+    shown = make_conninfo("", **{k: v for k, v in params.items() if k != "password"})
+    table = Table(show_header=False)
+    table.add_row("managed", "no (PRIMITIVES_DSN)")
+    table.add_row("dsn", shown)
+    try:
+        with psycopg.connect(dsn, connect_timeout=3) as conn:
+            row = conn.execute("SELECT current_setting('server_version')").fetchone()
+        table.add_row("running", "True")
+        table.add_row("version", str(row[0]) if row else "?")
+        code = 0
+    except psycopg.Error as err:
+        table.add_row("running", "False")
+        table.add_row("error", str(err).strip().splitlines()[-1] if str(err).strip() else "?")
+        code = 1
+    console.print(table)
+    return code
+
+
 def cmd_server(args: argparse.Namespace) -> int:
+    import os
+
     from primitives.db import server_status, start_server, stop_server
 
+    external = os.environ.get("PRIMITIVES_DSN")
+    if external:
+        # the framework does not manage that server: say so, and report on it
+        if args.action == "dsn":
+            sys.stdout.write(external + "\n")
+            return 0
+        if args.action == "status":
+            return _external_status(external)
+        errors.print(f"PRIMITIVES_DSN is set: the database is an external server, which "
+                     f"`primitives server {args.action}` does not manage; unset it to use the "
+                     "embedded one", markup=False)
+        return 1
     if args.action == "start":
         dsn = start_server()
         console.print(f"running: {dsn}")

@@ -25,6 +25,39 @@ def test_server_status_and_dsn_report_the_running_server(
     assert capsys.readouterr().out.strip() == pg.admin_dsn
 
 
+def test_server_commands_honour_an_external_primitives_dsn(
+    pg: PostgresHandle, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    external = pg.admin_dsn + " password=not-shown"
+    monkeypatch.setenv("PRIMITIVES_DSN", external)
+    assert main(["server", "dsn"]) == 0
+    assert capsys.readouterr().out.strip() == external
+    assert main(["server", "status"]) == 0
+    out = capsys.readouterr().out
+    assert "PRIMITIVES_DSN" in out and "True" in out and "not-shown" not in out
+    assert main(["server", "stop"]) == 1  # not the framework's server to stop
+    assert "does not manage" in capsys.readouterr().err
+    # a server that does not answer is reported, with its cause, within the timeout
+    monkeypatch.setenv("PRIMITIVES_DSN", "host=/nonexistent-socket-dir port=5999 user=x")
+    assert main(["server", "status"]) == 1
+    out = capsys.readouterr().out
+    assert "False" in out and "error" in out
+
+
+def test_an_unknown_runtime_role_is_reported_at_once_with_its_cause(
+    pg: PostgresHandle,
+) -> None:
+    import time
+
+    from primitives.engine import Engine
+    from primitives.errors import StorageError
+    from primitives.spec import load_spec
+    started = time.perf_counter()
+    with pytest.raises(StorageError, match='role "nobody_here" does not exist'):
+        Engine.connect(load_spec(SPECTRAL), pg.app_dsn.replace("primitives_app", "nobody_here"))
+    assert time.perf_counter() - started < 3
+
+
 def test_migrate_applies_then_reports_unchanged(
     pg: PostgresHandle, capsys: pytest.CaptureFixture[str]
 ) -> None:
