@@ -38,6 +38,7 @@ __all__ = [
     "machine_at_end",
     "machine_info",
     "result_header",
+    "scratch_database",
     "shown",
     "write_result",
 ]
@@ -78,6 +79,23 @@ def _server(progress: Callable[[str], object]) -> Iterator[tuple[str, bool]]:
     finally:
         stop_server(home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+@contextmanager
+def scratch_database(label: str) -> Iterator[tuple[str, bool]]:
+    """A fresh database ``bench_<label>_<random>`` on the bench server (``PRIMITIVES_DSN``, or
+    an embedded one started for the run), dropped at the end: ``(its admin DSN, whether the
+    server is the embedded one)``."""
+    with _server(log) as (admin_dsn, embedded):
+        name = f"bench_{label}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            yield _with_dbname(admin_dsn, name), embedded
+        finally:
+            with psycopg.connect(admin_dsn, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(name)))
 
 
 @contextmanager

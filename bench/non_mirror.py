@@ -22,7 +22,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench._env import RESULTS, _server, _with_dbname, log, machine_info, write_result
+from bench._env import RESULTS, log, machine_info, scratch_database, write_result
 from primitives._project import migrate
 from primitives.db import app_dsn
 from primitives.engine import Engine
@@ -133,23 +132,14 @@ def _measure(dsn: str, folder: Path, size: int, *, writes: int, rounds: int
 
 def run(*, sizes: Sequence[int], writes: int, rounds: int, out: Path,
         command: str) -> dict[str, Any]:
-    with _server(log) as (admin_dsn, embedded), tempfile.TemporaryDirectory() as tmp:
-        name = f"bench_nm_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            dsn = _with_dbname(admin_dsn, name)
-            migrate([], dsn=dsn, progress=lambda _: None)
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("CREATE SCHEMA bench_canon; "
-                             "GRANT USAGE ON SCHEMA bench_canon TO primitives_owner")
-            by_size = [_measure(dsn, Path(tmp), size, writes=writes, rounds=rounds)
-                       for size in sizes]
-            info = machine_info(dsn, embedded=embedded)
-        finally:
-            with psycopg.connect(admin_dsn, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    sql.Identifier(name)))
+    with scratch_database("nm") as (dsn, embedded), tempfile.TemporaryDirectory() as tmp:
+        migrate([], dsn=dsn, progress=lambda _: None)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA bench_canon; "
+                         "GRANT USAGE ON SCHEMA bench_canon TO primitives_owner")
+        by_size = [_measure(dsn, Path(tmp), size, writes=writes, rounds=rounds)
+                   for size in sizes]
+        info = machine_info(dsn, embedded=embedded)
     result: dict[str, Any] = {"command": command, "writes_per_round": writes, "rounds": rounds,
                               "note_chars": len(_NOTE.format(n=0)), "sizes": by_size,
                               "machine": info}

@@ -22,15 +22,13 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
-from bench._env import RESULTS, _server, _with_dbname, log, machine_info, write_result
+from bench._env import RESULTS, log, machine_info, scratch_database, write_result
 from primitives._project import migrate
 from primitives.db import app_dsn
 from primitives.engine import Engine
@@ -100,44 +98,35 @@ def _time_writes(engine: Engine, tenant: str, typology: str, count: int,
 
 
 def run(*, writes: int, rounds: int, out: Path, command: str) -> dict[str, Any]:
-    with _server(log) as (admin_dsn, embedded), tempfile.TemporaryDirectory() as tmp:
-        name = f"bench_outbox_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            dsn = _with_dbname(admin_dsn, name)
-            private, published = _specs(Path(tmp))
-            migrate([private, published], dsn=dsn)
-            samples: dict[str, dict[str, list[float]]] = {
-                variant: {"private": [], "published": []}
-                for variant in ("unpublished", "published")}
-            with Engine.connect(private, app_dsn(dsn), max_connections=1) as a, \
-                    Engine.connect(published, app_dsn(dsn), max_connections=1) as b:
-                for engine in (a, b):  # warm: pools, prepared statements, plans
-                    for typology in ("episodic", "semantic"):
-                        _time_writes(engine, "warm", typology, 20, 0)
-                for r in range(rounds):
-                    for variant, typology in (("unpublished", "episodic"),
-                                              ("published", "semantic")):
-                        # write by write, alternating which agent goes first, so the
-                        # shared machine's drift falls on both alike
-                        for i in range(writes):
-                            n = r * writes + i
-                            order = ((a, "private"), (b, "published")) if n % 2 == 0 else (
-                                (b, "published"), (a, "private"))
-                            for engine, label in order:
-                                samples[variant][label] += _time_writes(
-                                    engine, f"u-{r % 7}", typology, 1, n)
-                    log(f"round {r + 1}/{rounds}")
-            info = machine_info(dsn, embedded=embedded)
-            with psycopg.connect(dsn) as conn:
-                row = conn.execute("SELECT count(*) FROM bench_outbox.bench_published_outbox"
-                                   ).fetchone()
-            published_entries = int(row[0]) if row else 0
-        finally:
-            with psycopg.connect(admin_dsn, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    sql.Identifier(name)))
+    with scratch_database("outbox") as (dsn, embedded), tempfile.TemporaryDirectory() as tmp:
+        private, published = _specs(Path(tmp))
+        migrate([private, published], dsn=dsn)
+        samples: dict[str, dict[str, list[float]]] = {
+            variant: {"private": [], "published": []}
+            for variant in ("unpublished", "published")}
+        with Engine.connect(private, app_dsn(dsn), max_connections=1) as a, \
+                Engine.connect(published, app_dsn(dsn), max_connections=1) as b:
+            for engine in (a, b):  # warm: pools, prepared statements, plans
+                for typology in ("episodic", "semantic"):
+                    _time_writes(engine, "warm", typology, 20, 0)
+            for r in range(rounds):
+                for variant, typology in (("unpublished", "episodic"),
+                                          ("published", "semantic")):
+                    # write by write, alternating which agent goes first, so the
+                    # shared machine's drift falls on both alike
+                    for i in range(writes):
+                        n = r * writes + i
+                        order = ((a, "private"), (b, "published")) if n % 2 == 0 else (
+                            (b, "published"), (a, "private"))
+                        for engine, label in order:
+                            samples[variant][label] += _time_writes(
+                                engine, f"u-{r % 7}", typology, 1, n)
+                log(f"round {r + 1}/{rounds}")
+        info = machine_info(dsn, embedded=embedded)
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute("SELECT count(*) FROM bench_outbox.bench_published_outbox"
+                               ).fetchone()
+        published_entries = int(row[0]) if row else 0
     result: dict[str, Any] = {"command": command, "writes_per_round": writes, "rounds": rounds,
                               "target": TARGET, "outbox_entries": published_entries,
                               "machine": info}

@@ -20,15 +20,11 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
-from bench._env import RESULTS, _server, _with_dbname, log, machine_info, write_result
+from bench._env import RESULTS, log, machine_info, scratch_database, write_result
 from primitives._project import migrate
 from primitives.db import app_dsn
 from primitives.engine import Engine
@@ -98,35 +94,26 @@ def _time_writes(engine: Engine, tenant: str, contents: Sequence[str]) -> list[f
 
 
 def run(*, writes: int, rounds: int, out: Path, command: str) -> dict[str, Any]:
-    with _server(log) as (admin_dsn, embedded), tempfile.TemporaryDirectory() as tmp:
-        name = f"bench_pii_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            dsn = _with_dbname(admin_dsn, name)
-            plain, guarded = _specs(Path(tmp))
-            migrate([plain, guarded], dsn=dsn)
-            samples: dict[str, dict[str, list[float]]] = {
-                variant: {"plain": [], "guarded": []} for variant in ("clean", "with_pii")}
-            with Engine.connect(plain, app_dsn(dsn), max_connections=1) as a, \
-                    Engine.connect(guarded, app_dsn(dsn), max_connections=1) as b:
-                for engine in (a, b):  # warm: pools, prepared statements, recognizers
-                    _time_writes(engine, "warm", [_content(_CLEAN, i, _PII) for i in range(20)])
-                for r in range(rounds):
-                    for variant, extra in (("clean", ""), ("with_pii", _PII)):
-                        contents = [_content(_CLEAN, r * writes + i, extra)
-                                    for i in range(writes)]
-                        order = ((a, "plain"), (b, "guarded")) if r % 2 == 0 else (
-                            (b, "guarded"), (a, "plain"))
-                        for engine, label in order:
-                            samples[variant][label] += _time_writes(engine, f"t{r % 7}",
-                                                                    contents)
-                    log(f"round {r + 1}/{rounds}")
-            info = machine_info(dsn, embedded=embedded)
-        finally:
-            with psycopg.connect(admin_dsn, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    sql.Identifier(name)))
+    with scratch_database("pii") as (dsn, embedded), tempfile.TemporaryDirectory() as tmp:
+        plain, guarded = _specs(Path(tmp))
+        migrate([plain, guarded], dsn=dsn)
+        samples: dict[str, dict[str, list[float]]] = {
+            variant: {"plain": [], "guarded": []} for variant in ("clean", "with_pii")}
+        with Engine.connect(plain, app_dsn(dsn), max_connections=1) as a, \
+                Engine.connect(guarded, app_dsn(dsn), max_connections=1) as b:
+            for engine in (a, b):  # warm: pools, prepared statements, recognizers
+                _time_writes(engine, "warm", [_content(_CLEAN, i, _PII) for i in range(20)])
+            for r in range(rounds):
+                for variant, extra in (("clean", ""), ("with_pii", _PII)):
+                    contents = [_content(_CLEAN, r * writes + i, extra)
+                                for i in range(writes)]
+                    order = ((a, "plain"), (b, "guarded")) if r % 2 == 0 else (
+                        (b, "guarded"), (a, "plain"))
+                    for engine, label in order:
+                        samples[variant][label] += _time_writes(engine, f"t{r % 7}",
+                                                                contents)
+                log(f"round {r + 1}/{rounds}")
+        info = machine_info(dsn, embedded=embedded)
     result: dict[str, Any] = {"command": command, "writes_per_round": writes, "rounds": rounds,
                               "content_chars": 500, "target": TARGET, "machine": info}
     for variant, by in samples.items():
