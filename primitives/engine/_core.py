@@ -404,7 +404,7 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
         None if scope_id is None else bounded_text(scope_id, "scope_id", limits.scope_id_chars,
                                                    "scope_id_chars"))
     scan = None
-    guard = pii_guard(spec) if spec.discipline.pii is not None else None
+    guard = pii_guard(spec)
     if guard is not None and guard.applies(tier):
         guard.check_labels({"key": labels[2], "namespace": labels[0], "tags": labels[1],
                             "source": source, "scope_id": labels[3]})
@@ -477,13 +477,32 @@ def observe(
     tenant (:func:`record_consent`): values the PII policy redacts are also kept raw, for the
     privacy admin's logged read (the row still holds the redacted text). Any other argument
     is refused (``via`` among them)."""
+    w, rest = _checked_observe(ctx, tier, content, typology=typology, key=key,
+                               namespace=namespace, value=value, envelope=envelope, tags=tags,
+                               scope_id=scope_id, event_time=event_time, source=source,
+                               memory_id=memory_id, consent=consent, **unknown)
+    return (yield from _write(ctx, w, embedding=embedding, final=final, via="direct", **rest))
+
+
+def _checked_observe(
+    ctx: Context, tier: str, content: str, *, typology: str | None = None,
+    key: str | None = None, namespace: Sequence[str] = (),
+    value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
+    tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
+    source: str | None = None, memory_id: UUID | str | None = None,
+    consent: UUID | str | None = None, **unknown: Any,
+) -> tuple[WriteInput, dict[str, Any]]:
+    """:func:`observe`'s fields checked (and redacted where the PII policy says): the write
+    input, and the rest of what :func:`_write` takes from them."""
     _refuse_unknown(ctx.spec, tier, typology, unknown)
+    if event_time is not None and not isinstance(event_time, datetime):
+        raise PolicyViolation(f"event_time must be a datetime, not {type(event_time).__name__}",
+                              field="event_time")
     w = checked_write(ctx.spec, tier, content, typology=typology, key=key, namespace=namespace,
                       value=value, envelope=envelope, tags=tags, scope_id=scope_id,
                       source=source)
-    return (yield from _write(ctx, w, event_time=event_time, source=source,
-                              memory_id=memory_id, embedding=embedding, final=final,
-                              via="direct", consent=consent))
+    return w, {"event_time": event_time, "source": source, "memory_id": memory_id,
+               "consent": consent}
 
 
 def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: str | None,
@@ -497,9 +516,6 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
     consent_id = (yield from _consent(ctx, consent)) if w.pii is not None else None
     tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
     ns, tag_list, key, scope_id = w.namespace, w.tags, w.key, w.scope_id
-    if event_time is not None and not isinstance(event_time, datetime):
-        raise PolicyViolation(f"event_time must be a datetime, not {type(event_time).__name__}",
-                              field="event_time")
     new_id = _memory_id(memory_id)
     vector: dict[str, Any] = {}
     if ctx.embeds:
@@ -1143,38 +1159,28 @@ def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Me
     """Write several memories in order; their vectors are computed in one embedding batch.
 
     Each item holds ``tier`` and ``content`` and any keyword :func:`observe` takes; an item
-    that is not a mapping or lacks one of them is refused before anything is written.
+    that is not a mapping, lacks one of them, or fails :func:`observe`'s checks is refused
+    before anything is written.
     """
     for k, item in enumerate(items):
         if not isinstance(item, Mapping) or "tier" not in item or "content" not in item:
             raise PolicyViolation(f"observe_many item {k} must be a mapping with 'tier' and "
                                   "'content'", field=f"items[{k}]")
-        if ctx.embeds:  # embedding_text reads them before observe checks them
-            clean_text(item["content"], f"items[{k}].content")
-            check_object(item.get("envelope"), f"items[{k}].envelope")
+    # every item checked (and redacted) before anything is embedded or written: a vector is
+    # made from what the row stores
+    checked = [_checked_observe(ctx, item["tier"], item["content"],
+                                **{k: v for k, v in item.items() if k not in ("tier", "content")})
+               for item in items]
     embeddings: list[list[float] | None] = [None] * len(items)
     if ctx.embeds and items:
         assert ctx.embedder is not None
-        guard = pii_guard(ctx.spec)
-
-        def embedded(item: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
-            # a vector is made from what is stored: the redacted text where the policy
-            # scans the tier (a blocked kind is refused here, before anything is written)
-            content, envelope = item["content"], item.get("envelope") or {}
-            if guard is not None and guard.applies(item["tier"]):
-                scan = guard.scan(content, dict(item.get("value") or {}), dict(envelope))
-                if scan is not None:
-                    content, envelope = scan.content, scan.envelope
-            return content, envelope
-
-        texts = tuple(embedding_text(ctx.spec, *embedded(item), item.get("event_time"))
-                      for item in items)
+        texts = tuple(embedding_text(ctx.spec, w.content, w.envelope, rest["event_time"])
+                      for w, rest in checked)
         embeddings = list((yield Embed(ctx.embedder, texts)))
     written = []
-    for item, vector in zip(items, embeddings, strict=True):
-        fields = {k: v for k, v in item.items() if k not in ("tier", "content")}
-        written.append((yield from observe(ctx, item["tier"], item["content"],
-                                           embedding=vector, **fields)))
+    for (w, rest), vector in zip(checked, embeddings, strict=True):
+        written.append((yield from _write(ctx, w, embedding=vector, final=False, via="direct",
+                                          **rest)))
     return written
 
 
