@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,7 @@ __all__ = [
     "log",
     "machine_at_end",
     "machine_info",
+    "p50_ratio",
     "result_header",
     "scratch_database",
     "shown",
@@ -79,6 +81,14 @@ def _server(progress: Callable[[str], object]) -> Iterator[tuple[str, bool]]:
     finally:
         stop_server(home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def p50_ratio(samples: dict[str, list[float]], base: str, other: str) -> dict[str, float]:
+    """``{<base>_p50_ms, <other>_p50_ms, ratio}`` of two labels' latency samples (ms): the
+    medians, and ``other`` over ``base``, rounded to 3 places."""
+    p50 = {label: statistics.median(samples[label]) for label in (base, other)}
+    return {f"{base}_p50_ms": round(p50[base], 3), f"{other}_p50_ms": round(p50[other], 3),
+            "ratio": round(p50[other] / p50[base], 3)}
 
 
 @contextmanager

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import random
 import re
-import statistics
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench._env import RESULTS, log, machine_info, scratch_database, write_result
+from bench._env import RESULTS, log, machine_info, p50_ratio, scratch_database, write_result
 from primitives._project import migrate
 from primitives.db import app_dsn
 from primitives.engine import Engine
@@ -124,10 +123,7 @@ def _measure(dsn: str, folder: Path, size: int, *, writes: int, rounds: int
             for engine, label in order:
                 samples[label] += _time_writes(engine, f"t{r % 7}", r * writes, writes)
             log(f"{size} canonical rows: round {r + 1}/{rounds}")
-    p50 = {label: statistics.median(times) for label, times in samples.items()}
-    return {"canonical_rows": size, "plain_p50_ms": round(p50["plain"], 3),
-            "guarded_p50_ms": round(p50["guarded"], 3),
-            "ratio": round(p50["guarded"] / p50["plain"], 3)}
+    return {"canonical_rows": size, **p50_ratio(samples, "plain", "guarded")}
 
 
 def run(*, sizes: Sequence[int], writes: int, rounds: int, out: Path,

@@ -18,7 +18,6 @@ ratio is reported beside it. Writes ``bench/results/outbox.json``.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 import psycopg
 
-from bench._env import RESULTS, log, machine_info, scratch_database, write_result
+from bench._env import RESULTS, log, machine_info, p50_ratio, scratch_database, write_result
 from primitives._project import migrate
 from primitives.db import app_dsn
 from primitives.engine import Engine
@@ -131,10 +130,7 @@ def run(*, writes: int, rounds: int, out: Path, command: str) -> dict[str, Any]:
                               "target": TARGET, "outbox_entries": published_entries,
                               "machine": info}
     for variant, by in samples.items():
-        p50 = {label: statistics.median(times) for label, times in by.items()}
-        result[variant] = {"private_p50_ms": round(p50["private"], 3),
-                           "published_p50_ms": round(p50["published"], 3),
-                           "ratio": round(p50["published"] / p50["private"], 3)}
+        result[variant] = p50_ratio(by, "private", "published")
     result["target_met"] = result["unpublished"]["ratio"] <= TARGET
     log(f"unpublished: {result['unpublished']}; published: {result['published']}; wrote "
         f"{write_result(out, result)}")

@@ -16,7 +16,6 @@ text with personal data is reported beside it. Writes ``bench/results/pii.json``
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench._env import RESULTS, log, machine_info, scratch_database, write_result
+from bench._env import RESULTS, log, machine_info, p50_ratio, scratch_database, write_result
 from primitives._project import migrate
 from primitives.db import app_dsn
 from primitives.engine import Engine
@@ -117,10 +116,7 @@ def run(*, writes: int, rounds: int, out: Path, command: str) -> dict[str, Any]:
     result: dict[str, Any] = {"command": command, "writes_per_round": writes, "rounds": rounds,
                               "content_chars": 500, "target": TARGET, "machine": info}
     for variant, by in samples.items():
-        p50 = {label: statistics.median(times) for label, times in by.items()}
-        result[variant] = {"plain_p50_ms": round(p50["plain"], 3),
-                           "guarded_p50_ms": round(p50["guarded"], 3),
-                           "ratio": round(p50["guarded"] / p50["plain"], 3)}
+        result[variant] = p50_ratio(by, "plain", "guarded")
     result["target_met"] = result["clean"]["ratio"] <= TARGET
     log(f"clean: {result['clean']}; with personal data: {result['with_pii']}; wrote "
         f"{write_result(out, result)}")
