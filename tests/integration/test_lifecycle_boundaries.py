@@ -241,7 +241,7 @@ def test_embedding_similarity_compounds_when_rows_have_vectors(
 
 def test_operations_session_close_archives_with_compounding_into_the_operator_tier(
         pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
-    anchor = {"operator_id": f"op-{uuid.uuid4().hex[:10]}"}
+    anchor = {"operator_id": f"op-x{uuid.uuid4().hex[:10]}"}
     with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
             engine.tenant(anchor) as mem:
         e = mem.observe("operator_session", "operator reviewed gate coverage for world 7",
@@ -260,7 +260,7 @@ def test_thirty_days_idle_closes_an_operator_session_in_the_maintain_pass(
         pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
     from primitives.compile import agent_tables
     tables = agent_tables(operations)
-    idle, busy = (f"op-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    idle, busy = (f"op-x{uuid.uuid4().hex[:10]}" for _ in range(2))
     with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine:
         for op in (idle, busy):
             with engine.tenant({"operator_id": op}) as mem:
@@ -477,7 +477,7 @@ def test_the_promoted_event_records_the_gate_and_what_it_stripped(
 
 def test_ending_a_closed_archived_session_again_promotes_nothing_twice(
         pg: PostgresHandle, operations: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
-    anchor = {"operator_id": f"op-{uuid.uuid4().hex[:10]}"}
+    anchor = {"operator_id": f"op-x{uuid.uuid4().hex[:10]}"}
     with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
             engine.tenant(anchor) as mem:
         mem.observe("operator_session", "operator prefers dry runs before applying",
@@ -516,7 +516,7 @@ def test_a_corroboration_promotion_within_a_transient_tier_stays_in_its_scope(
     lands in the session its evidence came from, and is archived with it."""
     from primitives.compile import agent_tables
     tables = agent_tables(operations)
-    op = f"op-{uuid.uuid4().hex[:10]}"
+    op = f"op-x{uuid.uuid4().hex[:10]}"
     with Engine.connect(operations, pg.app_dsn, max_connections=2) as engine, \
             engine.tenant({"operator_id": op}) as mem:
         row = mem.observe("operator_session", "operator is mid-way through gate coverage",

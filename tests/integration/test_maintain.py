@@ -34,7 +34,7 @@ def operations(pg: PostgresHandle) -> AgentSpec:
 def _idle_sessions(pg: PostgresHandle, spec: AgentSpec, admin: psycopg.Connection[Any],
                    count: int) -> list[str]:
     """``count`` operators, each with one session 31 days idle holding one episode."""
-    operators = [f"op-{uuid.uuid4().hex[:10]}" for _ in range(count)]
+    operators = [f"op-x{uuid.uuid4().hex[:10]}" for _ in range(count)]
     with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine:
         for op in operators:
             with engine.tenant({"operator_id": op}) as mem:

@@ -79,7 +79,7 @@ def test_operations_idle_session_closes_with_compounding_and_archive(
         pg: PostgresHandle, admin_conn: psycopg.Connection[Any]) -> None:
     spec = _spec(pg, "operations_agent")
     tables = agent_tables(spec)
-    op = f"op-{uuid.uuid4().hex[:10]}"
+    op = f"op-x{uuid.uuid4().hex[:10]}"
     with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine, \
             engine.tenant({"operator_id": op}) as mem:
         for note in ("reviewing conformity-gate coverage for world 9",
