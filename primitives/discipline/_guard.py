@@ -94,7 +94,8 @@ class PiiGuard:
             if "promotion" in checkpoints:
                 tiers |= _promotion_sources(spec, into_persistent=False)
         self.tiers = frozenset(tiers)
-        self.detector: PiiDetector = pii_detector(tuple(policy.detectors))
+        self.detector: PiiDetector = pii_detector(tuple(policy.detectors),
+                                                  tuple(policy.phone_regions))
 
     def applies(self, tier: str) -> bool:
         """Whether writes into ``tier`` are scanned."""

@@ -427,3 +427,13 @@ def test_the_privacy_admin_reads_only_the_bound_tenants_raw_rows(
         with admin.tenant({"user_id": "u-a"}) as mem:
             raw = mem.read_raw(written.id, reason="right tenant")
     assert raw is not None and raw["content"] == SAMPLES["email"]
+
+
+def test_a_policy_names_the_phone_regions_its_detector_knows(
+        tmp_path: Path, pg: PostgresHandle) -> None:
+    spec = _spec(tmp_path, pg, kinds=("phone",), actions="phone_regions: [US]")
+    text = "reach the Berlin office on 030 12345678 or the US desk on +1 415-555-0132"
+    with Engine.connect(spec, pg.app_dsn, max_connections=1) as engine:
+        written = engine.observe({"user_id": "u1"}, "profile", text, typology="episodic")
+    assert "030 12345678" in written.content  # not a US number
+    assert "415-555-0132" not in written.content and "[phone redacted]" in written.content

@@ -64,3 +64,13 @@ def test_redaction_replaces_each_value_with_its_placeholder() -> None:
 def test_an_unknown_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown PII kind"):
         PiiDetector(("email", "shoe_size"))
+
+
+def test_phone_numbers_are_matched_in_the_regions_named() -> None:
+    text = "call 030 12345678 or +1 415-555-0132"
+    everywhere = pii_detector(("phone",))
+    us_only = pii_detector(("phone",), ("US",))
+    assert [text[f.start:f.end] for f in everywhere.find(text)] == [
+        "030 12345678", "+1 415-555-0132"]
+    # a German landline written nationally is not a US number; the international one still is
+    assert [text[f.start:f.end] for f in us_only.find(text)] == ["+1 415-555-0132"]
