@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 
-from primitives.compile import Capabilities, compile_plan, require_server_version
+from primitives.compile import Capabilities, compile_citus, compile_plan, require_server_version
 from primitives.db import (
     TEXT_MATCH_OPCLASS,
     apply_migrations,
@@ -18,14 +18,22 @@ from primitives.db import (
     has_text_match,
     resolve_dsn,
 )
+from primitives.db._citus import (
+    apply_distributed_plan,
+    cluster_nodes,
+    is_citus_coordinator,
+    migrate_cluster,
+)
 from primitives.discipline._canonical import canonical_problems
-from primitives.errors import StorageError
+from primitives.errors import MigrationError, StorageError
 from primitives.spec import AgentSpec
 
 __all__ = ["MigrateReport", "PlanResult", "canonical_capabilities", "detect_capabilities",
            "migrate"]
 
 _log = logging.getLogger("primitives")
+
+Target = Literal["auto", "single", "citus"]
 
 _CAPABILITIES = """
 SELECT current_setting('server_version_num')::int,
@@ -68,8 +76,20 @@ class PlanResult:
     applied: bool
 
 
+def _resolve_target(conn: psycopg.Connection[Any], target: Target) -> bool:
+    """True for a distributed migration; ``MigrationError`` when ``target`` does not fit."""
+    if target not in ("auto", "single", "citus"):
+        raise MigrationError(f"unknown migrate target {target!r}: auto, single or citus")
+    coordinator = is_citus_coordinator(conn)
+    if target == "citus" and not coordinator:
+        raise MigrationError("--target citus: this server is not a Citus coordinator (no "
+                             "citus extension, or citus_is_coordinator() is false)")
+    return coordinator if target == "auto" else target == "citus"
+
+
 @dataclass
 class MigrateReport:
+    target: str = "single"
     migrations: list[str] = field(default_factory=list)
     plans: list[PlanResult] = field(default_factory=list)
     capabilities: Capabilities = field(default_factory=Capabilities)
@@ -86,8 +106,14 @@ def migrate(
     *,
     dsn: str | None = None,
     progress: Callable[[str], object] = _log.info,
+    target: Target = "auto",
 ) -> MigrateReport:
-    """Apply pending framework migrations, then each spec's compiled plan (idempotent)."""
+    """Apply pending framework migrations, then each spec's compiled plan (idempotent).
+
+    ``target``: ``"single"`` (one server), ``"citus"`` (a Citus coordinator: migrations on
+    every node, distributed plans) or ``"auto"`` (``"citus"`` when the server is a
+    coordinator). A single-node plan is refused on a server with the citus extension.
+    """
     admin = dsn or resolve_dsn()
     report = MigrateReport()
     try:
@@ -95,10 +121,17 @@ def migrate(
     except psycopg.Error as err:
         raise StorageError(f"cannot connect to migrate: {err}") from err
     with conn:
-        report.migrations = apply_migrations(conn)
+        citus = _resolve_target(conn, target)
+        report.target = "citus" if citus else "single"
+        if citus:
+            report.migrations = migrate_cluster(conn, admin)
+            progress(f"Citus coordinator: framework migrations on each of "
+                     f"{len(cluster_nodes(conn))} nodes")
+        else:
+            report.migrations = apply_migrations(conn)
         for name in report.migrations:
             progress(f"applied framework migration {name}")
-        if ensure_text_match(conn) == "installed":
+        if not citus and ensure_text_match(conn) == "installed":
             progress(f"installed the leakproof full-text match ({TEXT_MATCH_OPCLASS})")
         caps = detect_capabilities(conn)
         require_server_version(caps)
@@ -108,7 +141,7 @@ def migrate(
                     "and the semantic signal is dropped from retrieval")
             report.warnings.append(note)
             progress(f"warning: {note}")
-        if not caps.text_match:
+        if not caps.text_match and not citus:
             note = ("the leakproof full-text match is not installed (it needs a superuser's "
                     "migrate once): the lexical signal reads every row of a tenant instead "
                     "of its full-text index")
@@ -119,8 +152,12 @@ def migrate(
             for note in notes:
                 report.warnings.append(note)
                 progress(f"warning: {note}")
-            plan = compile_plan(spec, capabilities=spec_caps)
-            applied = apply_plan(conn, spec.agent, plan.checksum, plan.statements)
+            if citus:
+                plan = compile_citus(spec, capabilities=spec_caps)
+                applied = apply_distributed_plan(conn, spec.agent, plan.checksum, plan.steps)
+            else:
+                plan = compile_plan(spec, capabilities=spec_caps)
+                applied = apply_plan(conn, spec.agent, plan.checksum, plan.statements)
             store = spec.persistence.store
             report.plans.append(PlanResult(spec.agent, store.schema_, store.prefix,
                                            len(plan.steps), applied))

@@ -146,7 +146,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     specs = load_specs(list(_spec_paths(args.specs)))
     for spec in specs:
         _warn_unenforced(spec)
-    report = migrate(specs, progress=console.print)
+    report = migrate(specs, progress=console.print, target=args.target)
     console.print(f"[green]done[/green]: {report.summary()}")
     return 0
 
@@ -536,6 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("migrate", help="apply framework migrations and specs' plans")
     p.add_argument("specs", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.add_argument("--target", choices=("auto", "single", "citus"), default="auto",
+                   help="single server, Citus coordinator (migrations on every node, "
+                        "distributed plans), or auto: citus when the server is a coordinator")
     p.set_defaults(func=cmd_migrate)
 
     p = sub.add_parser("server", help="manage the embedded PostgreSQL server")

@@ -26,6 +26,14 @@ What differs from the single-node plan, and why:
 - The journal keeps the generic ``primitives.chain_event`` trigger (the single-node
   plan compiles a per-agent one, whose query would name the distributed journal from
   inside a shard).
+- Row-level security policies compare the tenant column with
+  ``nullif(current_setting('primitives.tenant', true), '')`` itself: Citus refuses a
+  subquery in a policy of a distributed table, so the single-node form (a scalar subquery,
+  evaluated once per statement) cannot be used.
+- The leakproof full-text operator class is left out (``text_match`` off): Citus cannot
+  distribute a table that depends on an operator class.
+- Each ``create_distributed_table`` ends a transaction (``Step.commit_after``): Citus
+  creates the shards over connections of its own, which must see the table as committed.
 - The delete guard on ``<prefix>_memories`` fires on a shard, where a query on the
   distributed ``<prefix>_action_links`` would be a nested distributed query, which
   Citus refuses. ``primitives.guard_memory_delete_citus`` reads the tenant's
@@ -49,6 +57,7 @@ from psycopg import sql
 
 from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
 from primitives.compile._ddl import Constraint, TableDef, bounds_signature
+from primitives.compile._expr import current_tenant_expr
 from primitives.compile._names import APP_ROLE, FRAMEWORK_SCHEMA, Table, Tables
 from primitives.compile._plan import (
     Plan,
@@ -171,6 +180,18 @@ def _distribute_function_sql(qualified_signature: str) -> sql.Composed:
     ).format(regprocedure, regprocedure)
 
 
+_TENANT_SUBQUERY: Final = current_tenant_expr().as_string(None)
+_TENANT_PLAIN: Final = _TENANT_SUBQUERY.removeprefix("(SELECT ").removesuffix(")")
+
+
+def _without_subquery(step: Step) -> Step:
+    """A ``CREATE POLICY`` step with the tenant read directly, not through a subquery."""
+    text = step.statement.as_string(None)
+    if not text.startswith("CREATE POLICY") or _TENANT_SUBQUERY not in text:
+        return step
+    return replace(step, statement=_fixed(text.replace(_TENANT_SUBQUERY, _TENANT_PLAIN)))
+
+
 def _fixed(statement: str) -> sql.Composed:
     return sql.Composed([sql.SQL(statement)])
 
@@ -258,7 +279,7 @@ def compile_citus(
     ``CREATE EXTENSION citus`` and the framework migrations. Raises what
     :func:`compile_plan` raises.
     """
-    base = compile_plan(spec, capabilities=capabilities)
+    base = compile_plan(spec, capabilities=replace(capabilities, text_match=False))
     tables: Tables = base.tables
     definitions = tuple(
         _with_citus_guard(d) if d.table == tables.memories
@@ -274,7 +295,7 @@ def compile_citus(
     for definition in definitions:
         without_fks = replace(definition, constraints=tuple(
             c for c in definition.constraints if c.kind != "foreign_key"))
-        steps += _table_steps(tables, without_fks)
+        steps += (_without_subquery(step) for step in _table_steps(tables, without_fks))
         if definition.bounds:
             # the shards' CHECK calls it on the workers
             steps.append(Step(
@@ -286,6 +307,7 @@ def compile_citus(
             + (f", colocated with {tables.memories.qualified}" if colocate else ""),
             distribute_table_sql(definition.table, tables.tenant_column, colocate,
                                  shard_count=shard_count if colocate is None else None),
+            commit_after=True,
         ))
     for definition in definitions:
         steps += _foreign_key_steps(definition)

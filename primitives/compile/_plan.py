@@ -107,6 +107,9 @@ class Step:
 
     title: str
     statement: sql.Composed
+    commit_after: bool = False
+    """Only in a Citus plan: the statement distributes a table, and the plan commits after it
+    (Citus creates shards over connections of its own, which must see what came before)."""
 
     def render(self) -> str:
         return f"-- {self.title}\n{self.statement.as_string(None)};\n"

@@ -72,6 +72,8 @@ _RECORD_MIGRATION = sql.SQL(
 _RESET_ROLE = sql.SQL("RESET ROLE")
 
 _PLAN_CHECKSUM = sql.SQL("SELECT checksum FROM primitives.agent_plans WHERE agent = %s")
+_HAS_CITUS = sql.SQL(
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')")
 _AS_OWNER = sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(OWNER_ROLE))
 _RECORD_PLAN = sql.SQL(
     "INSERT INTO primitives.agent_plans (agent, checksum, statement_count) VALUES (%s, %s, %s)"
@@ -173,6 +175,14 @@ def apply_plan(
             row = conn.execute(_PLAN_CHECKSUM, (name,)).fetchone()
             if row is not None and row[0] == checksum:
                 return False
+            citus = conn.execute(_HAS_CITUS).fetchone()
+            if citus is not None and citus[0]:
+                raise MigrationError(
+                    f"plan for agent {name!r}: this database has the citus extension, and "
+                    "the single-node plan must never reach a Citus cluster (its tables "
+                    "would stay on the coordinator, undistributed); apply the distributed "
+                    "plan instead: `primitives migrate` does so on a coordinator "
+                    "(`--target citus`)", agent=name)
             conn.execute(_AS_OWNER)
             for statement in statements:
                 conn.execute(statement)

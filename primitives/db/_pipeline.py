@@ -1,6 +1,6 @@
 """Several statements in one round trip, every value bound: libpq's pipeline mode.
 
-A tenant transaction's statements (``BEGIN``, the tenant's ``set_config``, the prepared
+A tenant transaction's statements (``BEGIN``, ``primitives.set_tenant``, the prepared
 statement, ``COMMIT``, ``RESET ALL``) are queued as extended-protocol messages and sent with
 one ``Sync``: one round trip, as a simple-query string of several statements would be, but
 the statement texts hold only ``$n`` placeholders. Values travel as bind parameters, so no
@@ -36,10 +36,11 @@ from psycopg.pq.abc import PGconn, PGresult
 
 __all__ = ["SET_TENANT", "SET_TENANT_BOUND", "Command", "aexchange", "begin", "exchange"]
 
-SET_TENANT = b"SELECT pg_catalog.set_config('primitives.tenant', $1, true)"
-"""Sets the transaction's tenant from a bound value (``true``: local to the transaction, so it
-ends with it: DESIGN §5 rule 3)."""
-SET_TENANT_BOUND = "SELECT pg_catalog.set_config('primitives.tenant', %s, true)"
+SET_TENANT = b"SELECT primitives.set_tenant($1)"
+"""Sets the transaction's tenant from a bound value, local to the transaction, so it ends with
+it (DESIGN §5 rule 3). ``primitives.set_tenant`` (migration 0007) is ``set_config`` on one
+node, and ``SET LOCAL`` on a Citus coordinator, which forwards that to its workers."""
+SET_TENANT_BOUND = "SELECT primitives.set_tenant(%s)"
 """:data:`SET_TENANT` as psycopg binds it (``conn.execute(SET_TENANT_BOUND, (tenant,))``)."""
 
 _OK = (ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY)

@@ -11,7 +11,7 @@ from primitives.embeddings import Embedder, cached
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
 from primitives.engine._pending import PendingTenants
-from primitives.errors import ModelMismatch
+from primitives.errors import ModelMismatch, StorageError
 from primitives.lifecycle._access import AccessLog
 from primitives.lifecycle._decay import decay_models
 from primitives.retrieval._intent import classifier_for
@@ -62,28 +62,45 @@ SCHEMA_FEATURES = (
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.opcnamespace "
     "WHERE i.indrelid = %(table)s::regclass AND n.nspname = 'primitives' "
     "AND c.opcname = 'tsvector_match_ops'), "
-    "EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm')"
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm'), "
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')"
 )
 """What the migrated memories table offers the engine: an embedding column (pgvector was
 there), a full-text index on the leakproof match (``primitives.db.ensure_text_match``),
-pg_trgm (tier boundaries measure near-duplicates with it when rows have no vectors)."""
+pg_trgm (tier boundaries measure near-duplicates with it when rows have no vectors), and
+whether the database is part of a Citus cluster."""
+
+CITUS_UNSUPPORTED = (
+    "the engine does not run on a Citus cluster yet: its writes are single statements that "
+    "insert a memory and its journal event through data-modifying CTEs, which Citus executes "
+    "by sending the intermediate rows to the shards with COPY, and PostgreSQL refuses COPY "
+    "into a table under row-level security; the distributed plans, isolation on the workers, "
+    "the journal chain and tenant moves work (docs/scaling.md)"
+)
 
 
 class SchemaFeatures(NamedTuple):
     embedding: bool
     text_match: bool
     trigram: bool = False
+    citus: bool = False
+
+
+def _features(row: Any) -> SchemaFeatures:
+    features = SchemaFeatures(*(bool(row and row[i]) for i in range(4)))
+    if features.citus:
+        raise StorageError(CITUS_UNSUPPORTED)
+    return features
 
 
 def schema_features(conn: psycopg.Connection[Any], tables: Tables) -> SchemaFeatures:
-    row = conn.execute(SCHEMA_FEATURES, {"table": tables.memories.qualified}).fetchone()
-    return SchemaFeatures(bool(row and row[0]), bool(row and row[1]), bool(row and row[2]))
+    """What the engine may use; ``StorageError`` on a Citus cluster (:data:`CITUS_UNSUPPORTED`)."""
+    return _features(conn.execute(SCHEMA_FEATURES, {"table": tables.memories.qualified}).fetchone())
 
 
 async def aschema_features(conn: psycopg.AsyncConnection[Any], tables: Tables) -> SchemaFeatures:
     cursor = await conn.execute(SCHEMA_FEATURES, {"table": tables.memories.qualified})
-    row = await cursor.fetchone()
-    return SchemaFeatures(bool(row and row[0]), bool(row and row[1]), bool(row and row[2]))
+    return _features(await cursor.fetchone())
 
 
 def effective_signals(spec: AgentSpec, *, embedder: bool = False,

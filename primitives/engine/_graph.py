@@ -103,7 +103,8 @@ def _upsert_entity(tables: Tables) -> sql.Composed:
         "VALUES (%(tenant)s, %(name)s, %(type)s, %(aliases)s::text[], %(summary)s) "
         "ON CONFLICT ({t}, lower(canonical_name), type) DO UPDATE SET "
         "aliases = ARRAY(SELECT DISTINCT a FROM unnest(e.aliases || EXCLUDED.aliases) AS a "
-        "ORDER BY a), summary = coalesce(EXCLUDED.summary, e.summary), last_updated = now() "
+        "ORDER BY a), summary = coalesce(EXCLUDED.summary, e.summary), "
+        "last_updated = EXCLUDED.last_updated "
         "WHERE NOT (e.aliases @> EXCLUDED.aliases) OR (EXCLUDED.summary IS NOT NULL AND EXCLUDED.summary IS DISTINCT FROM e.summary) "
         "RETURNING {cols}, (xmax = 0) AS inserted"
     ).format(e=tables.entities.ident, t=tables.tenant, cols=_cols(ENTITY_COLUMNS))

@@ -90,7 +90,7 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
     scope = sql.SQL(
         ", s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
         "SELECT %(tenant)s, %(tier)s, %(scope_id)s::text WHERE %(scope_id)s::text IS NOT NULL "
-        "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET last_activity_at = now())"
+        "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET last_activity_at = EXCLUDED.last_activity_at)"
     ) if scoped else sql.SQL("")
     return sql.SQL(
         "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) ON CONFLICT DO NOTHING "
@@ -245,7 +245,7 @@ def touch_scope(tables: Tables) -> sql.Composed:
     """Open a tier scope on first use, or record activity in it."""
     return sql.SQL(
         "INSERT INTO {} ({}, tier, scope_id) VALUES (%(tenant)s, %(tier)s, %(scope_id)s) "
-        "ON CONFLICT ({}, tier, scope_id) DO UPDATE SET last_activity_at = now()"
+        "ON CONFLICT ({}, tier, scope_id) DO UPDATE SET last_activity_at = EXCLUDED.last_activity_at"
     ).format(tables.scopes.ident, tables.tenant, tables.tenant)
 
 
@@ -253,7 +253,7 @@ def close_scope(tables: Tables) -> sql.Composed:
     return sql.SQL(
         "INSERT INTO {} ({}, tier, scope_id, closed_at) "
         "VALUES (%(tenant)s, %(tier)s, %(scope_id)s, now()) "
-        "ON CONFLICT ({}, tier, scope_id) DO UPDATE SET closed_at = now()"
+        "ON CONFLICT ({}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at"
     ).format(tables.scopes.ident, tables.tenant, tables.tenant)
 
 

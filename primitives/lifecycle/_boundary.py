@@ -366,7 +366,7 @@ archived AS (
 closed AS (
   INSERT INTO {scopes} ({t}, tier, scope_id, closed_at)
   SELECT tenant, tier, scope_id, now() FROM closing
-  ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET closed_at = now()
+  ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at
   RETURNING {t} AS tenant, tier, scope_id),
 counts AS (
   SELECT s.tenant, s.tier, s.scope_id,

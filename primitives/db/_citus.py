@@ -1,0 +1,206 @@
+"""Migrating a Citus cluster: framework migrations on every node, distributed agent plans.
+
+A Citus coordinator runs each distributed statement over connections of its own, one per
+worker and per user, so what one of them created inside a transaction is invisible to the
+others until it commits. Three consequences shape this module:
+
+- The framework's roles exist on every node before any migration runs (their
+  ``CREATE ROLE`` statements, read from the migration files, are run on the coordinator
+  first and committed; Citus propagates roles). The coordinator reaches the workers as the
+  user that runs a statement, so the owner and maintainer roles, which the single-node plan
+  keeps ``NOLOGIN``, can log in on a cluster; they have no password, so an authentication
+  method other than ``trust`` still keeps clients out.
+- The framework migrations are applied on each node separately, with Citus's DDL
+  propagation off (each node keeps its own ``primitives.schema_migrations``).
+- An agent's distributed plan commits after each table it distributes
+  (:attr:`primitives.compile.Step.commit_after`); every statement is idempotent, so an
+  interrupted plan is run again.
+
+On the coordinator, ``primitives.set_tenant`` runs ``SET LOCAL primitives.tenant``, which
+Citus forwards to the workers (``citus.propagate_set_commands = 'local'`` for the app role),
+where row-level security and the journal trigger read it.
+
+Example::
+
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        if is_citus_coordinator(conn):
+            migrate_cluster(conn, admin_dsn)
+            apply_distributed_plan(conn, plan.agent, plan.checksum, plan.steps)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from primitives.db._migrate import (
+    DDL_XACT_LOCK,
+    _describe,
+    _require_idle,
+    apply_migrations,
+    load_migrations,
+)
+from primitives.db._names import MAINTAINER_ROLE, OWNER_ROLE
+from primitives.errors import MigrationError, StorageError
+
+__all__ = [
+    "apply_distributed_plan",
+    "cluster_nodes",
+    "is_citus",
+    "is_citus_coordinator",
+    "migrate_cluster",
+]
+
+_log = logging.getLogger("primitives.db")
+
+_CREATE_ROLE = re.compile(rb"CREATE ROLE (\w+)([^;]*);")
+_LOGIN_ROLES = (OWNER_ROLE, MAINTAINER_ROLE)
+"""Roles the coordinator connects to the workers as, while it runs the plans and the
+maintenance passes."""
+
+_SET_TENANT_SET_LOCAL = sql.SQL("""\
+CREATE OR REPLACE FUNCTION primitives.set_tenant(tenant text) RETURNS text
+LANGUAGE plpgsql VOLATILE
+AS $fn$
+BEGIN
+    -- SET LOCAL, not set_config: the coordinator forwards SET LOCAL to the workers
+    EXECUTE format('SET LOCAL primitives.tenant = %L', tenant);
+    RETURN tenant;
+END
+$fn$""")
+
+_RECORD_PLAN = sql.SQL(
+    "INSERT INTO primitives.agent_plans (agent, checksum, statement_count) VALUES (%s, %s, %s)"
+    " ON CONFLICT (agent) DO UPDATE SET checksum = EXCLUDED.checksum,"
+    " statement_count = EXCLUDED.statement_count, applied_at = now()"
+)
+_PLAN_CHECKSUM = sql.SQL("SELECT checksum FROM primitives.agent_plans WHERE agent = %s")
+
+
+def is_citus(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the ``citus`` extension is installed in this database."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')"
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def is_citus_coordinator(conn: psycopg.Connection[Any]) -> bool:
+    """Whether this database is a Citus coordinator (the node agent plans are applied on)."""
+    if not is_citus(conn):
+        return False
+    row = conn.execute("SELECT pg_catalog.citus_is_coordinator()").fetchone()
+    return bool(row and row[0])
+
+
+def cluster_nodes(conn: psycopg.Connection[Any]) -> list[tuple[str, int]]:
+    """``(host, port)`` of every active primary node, the coordinator first."""
+    rows = conn.execute(
+        "SELECT nodename, nodeport FROM pg_catalog.pg_dist_node "
+        "WHERE noderole = 'primary' AND isactive ORDER BY groupid, nodeid"
+    ).fetchall()
+    return [(str(host), int(port)) for host, port in rows]
+
+
+def _node_dsn(admin_dsn: str, host: str, port: int) -> str:
+    params = conninfo_to_dict(admin_dsn)
+    params.update(host=host, port=str(port))
+    params.pop("hostaddr", None)
+    options = params.get("options") or ""
+    params["options"] = f"{options} -c citus.enable_ddl_propagation=off".strip()
+    return make_conninfo("", **params)
+
+
+def _create_roles(conn: psycopg.Connection[Any]) -> list[str]:
+    """The framework's roles, created where missing and committed, before any migration."""
+    created: list[str] = []
+    for migration in load_migrations():
+        for name, attributes in _CREATE_ROLE.findall(migration.sql):
+            role = name.decode()
+            exists = conn.execute(
+                "SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)
+            ).fetchone()
+            if exists:
+                continue
+            if role in _LOGIN_ROLES:
+                attributes = attributes.replace(b"NOLOGIN", b"LOGIN")
+            conn.execute(sql.SQL("CREATE ROLE {} {}").format(
+                sql.Identifier(role), sql.SQL(attributes.decode().strip())))
+            created.append(role)
+    return created
+
+
+def migrate_cluster(conn: psycopg.Connection[Any], admin_dsn: str) -> list[str]:
+    """Roles, then the framework migrations on every node; the coordinator's applied names.
+
+    ``admin_dsn`` is the coordinator's; each worker is reached with the same credentials
+    at the host and port ``pg_dist_node`` lists. Raises ``MigrationError`` naming the node.
+    """
+    _require_idle(conn, "migrate_cluster")
+    for role in _create_roles(conn):
+        _log.info("created role %s on the cluster", role)
+    applied: list[str] = []
+    for index, (host, port) in enumerate(cluster_nodes(conn)):
+        where = f"{host}:{port}"
+        try:
+            with psycopg.connect(_node_dsn(admin_dsn, host, port), autocommit=True) as node:
+                names = apply_migrations(node)
+                for role in _LOGIN_ROLES:
+                    node.execute(sql.SQL("ALTER ROLE {} LOGIN").format(sql.Identifier(role)))
+                if index == 0:
+                    node.execute(_SET_TENANT_SET_LOCAL)
+        except MigrationError as err:
+            raise MigrationError(f"node {where}: {err}", node=where) from err
+        except psycopg.Error as err:
+            raise StorageError(f"cannot migrate node {where}: {_describe(err)}",
+                               node=where) from err
+        if index == 0:
+            applied = names
+    return applied
+
+
+def apply_distributed_plan(
+    conn: psycopg.Connection[Any], name: str, checksum: str, steps: Sequence[Any]
+) -> bool:
+    """Apply a Citus plan (:func:`primitives.compile.compile_citus`); False if unchanged.
+
+    One transaction per table distributed (each step with ``commit_after`` ends one); the
+    ``SET LOCAL`` statements seen so far open every later transaction again. The
+    bookkeeping row is written with the last statement.
+    """
+    _require_idle(conn, "apply_distributed_plan")
+    row = conn.execute(_PLAN_CHECKSUM, (name,)).fetchone()
+    if row is not None and row[0] == checksum:
+        return False
+    session: list[sql.Composed] = []
+    chunks: list[list[Any]] = [[]]
+    for step in steps:
+        chunks[-1].append(step)
+        if getattr(step, "commit_after", False):
+            chunks.append([])
+    try:
+        for number, chunk in enumerate(chunks):
+            with conn.transaction():
+                conn.execute(DDL_XACT_LOCK)
+                for statement in session:
+                    conn.execute(statement)
+                for step in chunk:
+                    conn.execute(step.statement)
+                    if step.statement.as_string(conn).startswith(("SET LOCAL", "RESET ROLE")):
+                        session.append(step.statement)
+                if number == len(chunks) - 1:
+                    conn.execute(sql.SQL("RESET ROLE"))
+                    conn.execute(_RECORD_PLAN, (name, checksum, len(steps)))
+    except psycopg.Error as err:
+        raise MigrationError(
+            f"distributed plan for agent {name!r} failed: {_describe(err)}",
+            agent=name, sqlstate=err.sqlstate,
+        ) from err
+    _log.info("applied distributed plan for agent %s (%d statements)", name, len(steps))
+    return True

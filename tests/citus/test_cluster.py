@@ -1,0 +1,282 @@
+"""The five reference agents on a real Citus cluster: distributed plans, isolation on the
+workers, the journal chain, the delete guard, tenant moves.
+
+Every isolation check runs as the application role on the coordinator: the statements reach
+the shards on the workers, whose policies read the tenant that ``primitives.set_tenant``
+forwarded with ``SET LOCAL``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from primitives._project import MigrateReport, migrate
+from primitives.compile import Tables, compile_plan
+from primitives.db import apply_plan
+from primitives.errors import MigrationError
+from primitives.spec import AgentSpec
+from tests.citus._cluster import Cluster
+from tests.security._support import (
+    SPEC_BY_AGENT,
+    SPECS,
+    TABLES_BY_AGENT,
+    Refs,
+    insert_sql,
+    minimal_row,
+    persistent_write,
+    verify_chain,
+)
+
+AGENTS = sorted(SPEC_BY_AGENT)
+
+
+def _refs() -> Refs:
+    return Refs(uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4())
+
+
+def _memory(spec: AgentSpec, tables: Tables, tenant: str, *,
+            persistent: bool = False) -> dict[str, Any]:
+    row = minimal_row(spec, tables, tables.memories, tenant, _refs())
+    if persistent:
+        row["tier"], row["typology"] = persistent_write(spec)
+    return row
+
+
+def _as_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
+    conn.execute("SELECT primitives.set_tenant(%s)", (tenant,))
+
+
+def _insert(conn: psycopg.Connection[Any], tables: Tables, row: dict[str, Any]) -> None:
+    conn.execute(insert_sql(tables.memories, row), row)
+
+
+def _count(conn: psycopg.Connection[Any], tables: Tables) -> int:
+    found = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(tables.memories.ident))
+    row = found.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_migrate_distributes_every_table_of_every_agent_by_its_tenant(
+    migrated: MigrateReport, coordinator: str, cluster: Cluster
+) -> None:
+    assert migrated.target == "citus"
+    assert {p.agent for p in migrated.plans if p.applied} == set(AGENTS)
+    with psycopg.connect(coordinator) as conn:
+        for spec in SPECS:
+            plan = compile_plan(spec)
+            tables = plan.tables
+            expected = {d.table.qualified for d in plan.definitions}
+            rows = conn.execute(
+                "SELECT logicalrelid::regclass::text, column_to_column_name(logicalrelid, "
+                "partkey), colocationid FROM pg_dist_partition "
+                "WHERE logicalrelid = ANY(%s::regclass[])",
+                ([d.table.ident.as_string(conn) for d in plan.definitions],),
+            ).fetchall()
+            assert len(rows) == len(expected), spec.agent
+            assert {column for _, column, _ in rows} == {tables.tenant_column}
+            assert len({colocation for _, _, colocation in rows}) == 1, \
+                f"{spec.agent}: tables not colocated"
+        workers = conn.execute(
+            "SELECT DISTINCT nodeport FROM pg_dist_shard_placement").fetchall()
+    assert {port for (port,) in workers} == {w.port for w in cluster.workers}
+
+
+def test_a_second_migrate_changes_nothing(coordinator: str) -> None:
+    report = migrate(list(SPECS), dsn=coordinator, progress=lambda _: None)
+    assert report.target == "citus"
+    assert report.migrations == []
+    assert not any(p.applied for p in report.plans)
+
+
+def test_the_single_node_plan_is_refused_on_a_coordinator(coordinator: str) -> None:
+    with pytest.raises(MigrationError, match="never reach a Citus cluster"):
+        migrate([SPECS[0]], dsn=coordinator, progress=lambda _: None, target="single")
+    plan = compile_plan(SPECS[0])
+    with psycopg.connect(coordinator, autocommit=True) as conn, \
+            pytest.raises(MigrationError, match="citus extension"):
+        apply_plan(conn, "some_new_agent", plan.checksum, plan.statements)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_each_tenant_sees_only_its_rows_on_the_workers(
+    app: psycopg.Connection[Any], agent: str
+) -> None:
+    spec, tables = SPEC_BY_AGENT[agent], TABLES_BY_AGENT[agent]
+    a, b = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
+    for tenant, rows in ((a, 2), (b, 3)):
+        with app.transaction():
+            _as_tenant(app, tenant)
+            for _ in range(rows):
+                _insert(app, tables, _memory(spec, tables, tenant))
+    for tenant, rows in ((a, 2), (b, 3), ("nobody", 0)):
+        with app.transaction():
+            _as_tenant(app, tenant)
+            assert _count(app, tables) == rows, tenant
+    with app.transaction():
+        assert _count(app, tables) == 0  # no tenant set: no row at all
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_row_for_another_tenant_is_refused_by_the_shard(
+    app: psycopg.Connection[Any], agent: str
+) -> None:
+    spec, tables = SPEC_BY_AGENT[agent], TABLES_BY_AGENT[agent]
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"), \
+            app.transaction():
+        _as_tenant(app, "mine")
+        _insert(app, tables, _memory(spec, tables, "theirs"))
+
+
+def test_set_config_alone_does_not_reach_the_workers(app: psycopg.Connection[Any]) -> None:
+    """Why the runtime calls primitives.set_tenant: a plain set_config stays on the
+    coordinator, and the shards' policies see no tenant."""
+    spec = SPEC_BY_AGENT["spectral"]
+    tables = TABLES_BY_AGENT["spectral"]
+    tenant = f"s-{uuid.uuid4().hex[:8]}"
+    with app.transaction():
+        _as_tenant(app, tenant)
+        _insert(app, tables, _memory(spec, tables, tenant))
+    with app.transaction():
+        app.execute("SELECT pg_catalog.set_config('primitives.tenant', %s, true)", (tenant,))
+        assert _count(app, tables) == 0
+    with app.transaction():
+        _as_tenant(app, tenant)
+        assert _count(app, tables) == 1
+
+
+def test_the_tenant_ends_with_the_transaction_on_the_workers(
+    app: psycopg.Connection[Any]
+) -> None:
+    spec, tables = SPEC_BY_AGENT["world"], TABLES_BY_AGENT["world"]
+    tenant = f"w-{uuid.uuid4().hex[:8]}"
+    with app.transaction():
+        _as_tenant(app, tenant)
+        _insert(app, tables, _memory(spec, tables, tenant))
+        assert _count(app, tables) == 1
+    with app.transaction():
+        assert _count(app, tables) == 0
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_the_journal_chain_stays_linear_per_tenant(
+    app: psycopg.Connection[Any], agent: str
+) -> None:
+    spec, tables = SPEC_BY_AGENT[agent], TABLES_BY_AGENT[agent]
+    tenants = [f"j{i}-{uuid.uuid4().hex[:8]}" for i in range(2)]
+    for round_ in range(3):
+        for tenant in tenants:
+            with app.transaction():
+                _as_tenant(app, tenant)
+                memory = _memory(spec, tables, tenant)
+                _insert(app, tables, memory)
+                event = {tables.tenant_column: tenant, "kind": "sanitized",
+                         "memory_id": memory["id"], "actor": "citus-test",
+                         "payload": Jsonb({"round": round_})}
+                app.execute(insert_sql(tables.events, event), event)
+    for tenant in tenants:
+        with app.transaction():
+            _as_tenant(app, tenant)
+            assert verify_chain(app, tables, tenant) is None
+            seqs = [s for (s,) in app.execute(
+                sql.SQL("SELECT seq FROM {} ORDER BY seq").format(tables.events.ident))]
+            assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) == 3
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_persistent_row_is_never_deleted_on_a_shard(
+    app: psycopg.Connection[Any], agent: str
+) -> None:
+    spec, tables = SPEC_BY_AGENT[agent], TABLES_BY_AGENT[agent]
+    tenant = f"p-{uuid.uuid4().hex[:8]}"
+    row = _memory(spec, tables, tenant, persistent=True)
+    with app.transaction():
+        _as_tenant(app, tenant)
+        _insert(app, tables, row)
+    with pytest.raises(psycopg.Error) as refused, app.transaction():
+        _as_tenant(app, tenant)
+        app.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(tables.memories.ident),
+                    (row["id"],))
+    assert refused.value.sqlstate in ("PM002", "42501")
+    with app.transaction():
+        _as_tenant(app, tenant)
+        assert _count(app, tables) == 1
+
+
+def test_the_auditor_reads_every_tenant_and_writes_nothing(
+    app: psycopg.Connection[Any], auditor: psycopg.Connection[Any]
+) -> None:
+    spec, tables = SPEC_BY_AGENT["operations"], TABLES_BY_AGENT["operations"]
+    tenants = [f"o{i}-{uuid.uuid4().hex[:8]}" for i in range(3)]
+    for tenant in tenants:
+        with app.transaction():
+            _as_tenant(app, tenant)
+            _insert(app, tables, _memory(spec, tables, tenant))
+    column = sql.Identifier(tables.tenant_column)
+    seen = auditor.execute(
+        sql.SQL("SELECT count(DISTINCT {}) FROM {} WHERE {} = ANY(%s)").format(
+            column, tables.memories.ident, column), (tenants,)).fetchone()
+    assert seen == (3,)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        _insert(auditor, tables, _memory(spec, tables, tenants[0]))
+
+
+def test_a_tenant_isolated_and_moved_keeps_every_row_and_event(
+    app: psycopg.Connection[Any], coordinator: str, cluster: Cluster
+) -> None:
+    spec, tables = SPEC_BY_AGENT["spectral"], TABLES_BY_AGENT["spectral"]
+    big = f"big-{uuid.uuid4().hex[:8]}"
+    for _ in range(20):
+        with app.transaction():
+            _as_tenant(app, big)
+            memory = _memory(spec, tables, big)
+            _insert(app, tables, memory)
+            event = {tables.tenant_column: big, "kind": "sanitized", "memory_id": memory["id"],
+                     "actor": "citus-test", "payload": Jsonb({})}
+            app.execute(insert_sql(tables.events, event), event)
+
+    def counts() -> tuple[int, int, int | None]:
+        with app.transaction():
+            _as_tenant(app, big)
+            events = app.execute(sql.SQL("SELECT count(*) FROM {}").format(
+                tables.events.ident)).fetchone()
+            assert events is not None
+            return _count(app, tables), int(events[0]), verify_chain(app, tables, big)
+
+    before = counts()
+    assert before == (20, 20, None)
+    memories = tables.memories.ident.as_string(None)
+    with psycopg.connect(coordinator, autocommit=True) as admin:
+        shard = admin.execute(
+            "SELECT isolate_tenant_to_new_shard(%s::regclass, %s::text, 'CASCADE', "
+            "shard_transfer_mode => 'block_writes')",
+            (memories, big)).fetchone()
+        assert shard is not None
+        node = admin.execute(
+            "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = %s",
+            (shard[0],)).fetchone()
+        assert node is not None
+        target = next(w.port for w in cluster.workers if w.port != node[0])
+        admin.execute(
+            "SELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s, "
+            "shard_transfer_mode => 'block_writes')", (shard[0], node[0], target))
+        moved = admin.execute(
+            "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = %s",
+            (shard[0],)).fetchone()
+    assert moved == (target,)
+    assert counts() == before
+
+
+def test_the_engine_refuses_a_cluster_with_the_reason(cluster: Cluster, coordinator: str) -> None:
+    from primitives.db import APP_ROLE
+    from primitives.engine import Engine
+    from primitives.errors import StorageError
+
+    with pytest.raises(StorageError, match=r"does not run on a Citus cluster yet.*COPY"):
+        Engine.connect(SPEC_BY_AGENT["spectral"], cluster.coordinator.dsn(APP_ROLE))
