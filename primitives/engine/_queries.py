@@ -275,12 +275,22 @@ def delete_memory(tables: Tables) -> sql.Composed:
 
 
 def subject_rows(tables: Tables) -> sql.Composed:
-    """Not-yet-erased rows about a subject (``envelope @> {"subject": ...}``) or listed ids."""
+    """Not-yet-erased rows about a subject (``envelope @> {"subject": ...}``) or listed ids,
+    and every row derived from one of them, at any depth (``provenance.derived_from``: facts
+    extracted from an erased episode, rows promoted or compounded from it). A row derived
+    from several rows goes when any of them does: what it says may come from the erased
+    one."""
     return sql.SQL(
-        "SELECT m.id, m.content FROM {} AS m WHERE m.{} = %(tenant)s AND m.erased_at IS NULL "
+        "WITH RECURSIVE hit(id) AS ("
+        "SELECT m.id FROM {mem} AS m WHERE m.{t} = %(tenant)s "
         "AND (m.envelope @> %(subject)s OR m.id = ANY(%(ids)s::uuid[])) "
+        "UNION "
+        "SELECT d.id FROM hit AS h JOIN {mem} AS d ON d.{t} = %(tenant)s "
+        "AND d.provenance -> 'derived_from' ? h.id::text) "
+        "SELECT m.id, m.content FROM {mem} AS m WHERE m.{t} = %(tenant)s "
+        "AND m.erased_at IS NULL AND m.id IN (SELECT id FROM hit) "
         "ORDER BY m.created_at, m.id FOR UPDATE"
-    ).format(tables.memories.ident, tables.tenant)
+    ).format(mem=tables.memories.ident, t=tables.tenant)
 
 
 def erase_row(tables: Tables) -> sql.Composed:

@@ -617,3 +617,34 @@ def test_the_maintain_command_takes_the_rule_based_extractor(
             facts = [h.memory.content for h in mem.search(tiers=["team"])
                      if h.memory.typology == "semantic"]
     assert facts == ["Bob works at Globex."]
+
+
+# erasure ----------------------------------------------------------------------------------------
+def test_erasing_a_subject_erases_the_facts_extracted_from_its_episodes(
+        engine: Engine, assistant: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    user = _user()
+    with engine.tenant(user) as mem:
+        about = mem.observe("long_term", "Bob Stone works for Globex.", typology="episodic",
+                            scope_id="s-e", envelope={"subject": "Bob Stone"},
+                            event_time=START)
+        other = mem.observe("long_term", "I work at Acme Corp.", typology="episodic",
+                            scope_id="s-e", event_time=START + timedelta(minutes=1))
+        mem.end_scope("session", "s-e")
+        facts = {m.memory.content: m.memory for m in _active(mem, "semantic")}
+        assert set(facts) == {"Bob Stone works at Globex.", "User works at Acme Corp."}
+        derived = facts["Bob Stone works at Globex."]
+    provenance = {row[0]: row[7] for row in
+                  _state(admin_conn, assistant, user["user_id"])["memories"]}
+    assert provenance[derived.id]["derived_from"] == [str(about.id)]
+    with engine.tenant(user) as mem:
+        erased = mem.erase("Bob Stone", approvals=["user", "admin"], reason="user asked")
+        assert erased == 2  # the episode and the fact extracted from it
+        left = {m.memory.content for m in _active(mem, "semantic")
+                if not m.memory.content.startswith("sha256:")}
+        kept = mem.get(other.id)
+        gone = mem.get(derived.id)
+    assert left == {"User works at Acme Corp."}
+    assert kept is not None and kept.content == "I work at Acme Corp."
+    assert gone is not None and gone.content.startswith("sha256:")
+    assert "Globex" not in json.dumps(_state(admin_conn, assistant, user["user_id"])["memories"],
+                                      default=str)
