@@ -356,6 +356,80 @@ def cmd_audit_show(args: argparse.Namespace) -> int:
     return 0
 
 
+# outbox -----------------------------------------------------------------------------------------
+_OUTBOX_STATUS = (
+    "SELECT event, count(*) FILTER (WHERE delivered_at IS NULL), "
+    "count(*) FILTER (WHERE delivered_at IS NOT NULL), "
+    "min(created_at) FILTER (WHERE delivered_at IS NULL), "
+    "count(DISTINCT {t}) FILTER (WHERE delivered_at IS NULL) "
+    "FROM {outbox} GROUP BY event ORDER BY event"
+)
+
+
+def cmd_outbox_status(args: argparse.Namespace) -> int:
+    """Per agent and event: entries waiting, delivered, the oldest waiting, tenants waiting;
+    read as the auditor (every tenant, nothing written)."""
+    from psycopg import sql
+
+    from primitives.audit import connect_auditor
+    from primitives.compile import agent_tables
+    from primitives.spec import load_specs
+
+    specs = load_specs(list(_spec_paths(args.specs)))
+    rows: list[dict[str, object]] = []
+    with connect_auditor() as conn:
+        for spec in specs:
+            tables = agent_tables(spec)
+            if tables.outbox is None:
+                continue
+            statement = sql.SQL(_OUTBOX_STATUS).format(t=tables.tenant,
+                                                       outbox=tables.outbox.ident)
+            try:
+                found = conn.execute(statement).fetchall()
+            except Exception as err:
+                raise StorageError(f"cannot read {tables.outbox.qualified}: {err}") from err
+            rows += [{"agent": spec.agent, "event": e, "waiting": w, "delivered": d,
+                      "oldest_waiting": o, "tenants_waiting": n} for e, w, d, o, n in found]
+    if args.json:
+        sys.stdout.write(json.dumps([{k: _plain(v) for k, v in r.items()} for r in rows],
+                                    indent=2) + "\n")
+        return 0
+    if not rows:
+        console.print(f"no outbox entries in {len(specs)} agent(s)")
+        return 0
+    table = Table(title="outbox (as primitives_auditor)")
+    for name in ("agent", "event", "waiting", "delivered", "oldest waiting", "tenants waiting"):
+        table.add_column(name, justify="right" if name in (
+            "waiting", "delivered", "tenants waiting") else "left")
+    for r in rows:
+        table.add_row(*(_cell(r[k], True) for k in (
+            "agent", "event", "waiting", "delivered", "oldest_waiting", "tenants_waiting")))
+    console.print(table)
+    return 0
+
+
+def cmd_outbox_claim(args: argparse.Namespace) -> int:
+    """Claim one tenant's undelivered entries as the app role and print each as one JSON
+    line: a consumer for scripts (the claim is journalled; an entry is handed out once)."""
+    from primitives.engine import Engine
+    from primitives.spec import load_spec
+
+    spec = load_spec(args.spec)
+    tenant_key = spec.anchor.keys[0]
+    with Engine.connect(spec, max_connections=1) as engine, \
+            engine.tenant({tenant_key: args.tenant}) as mem:
+        entries = mem.claim_outbox(consumer=args.consumer, event=args.event, limit=args.limit)
+    for entry in entries:
+        sys.stdout.write(json.dumps({
+            "id": str(entry.id), "event": entry.event, "gate": entry.gate, "to": entry.to,
+            "memory_id": str(entry.memory_id) if entry.memory_id else None,
+            "payload": _plain(entry.payload), "created_at": _plain(entry.created_at)},
+            sort_keys=True) + "\n")
+    errors.print(f"claimed {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} "
+                 f"for {args.consumer}")
+    return 0
+
+
 # doctor -----------------------------------------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace) -> int:
     from primitives._doctor import CHECKS, run_doctor
@@ -582,6 +656,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="table (default), or every value whole as JSON (an array of objects) "
                         "or CSV with a header line, for other tools")
     a.set_defaults(func=cmd_audit_show)
+
+    p = sub.add_parser("outbox", help="the cross-context outbox: what waits, and a consumer "
+                                      "for scripts")
+    outbox = p.add_subparsers(dest="outbox_command", required=True, metavar="ACTION")
+    o = outbox.add_parser("status", help="per agent and event: entries waiting and delivered, "
+                                         "the oldest waiting (as the auditor)")
+    o.add_argument("specs", nargs="*", metavar="SPEC", help=f"spec files (default: {DEFAULT_SPECS})")
+    o.add_argument("--json", action="store_true", help="print the rows as JSON")
+    o.set_defaults(func=cmd_outbox_status)
+    o = outbox.add_parser("claim", help="claim one tenant's undelivered entries (as the app "
+                                        "role) and print one JSON line per entry")
+    o.add_argument("spec", metavar="SPEC")
+    o.add_argument("--tenant", required=True, metavar="T", help="the tenant whose entries to claim")
+    o.add_argument("--consumer", required=True, metavar="NAME",
+                   help="who claims them (recorded in the entries and the journal)")
+    o.add_argument("--event", metavar="EVENT", help="only this event (default: any)")
+    o.add_argument("--limit", type=int, default=100, metavar="N", help="at most N entries (100)")
+    o.set_defaults(func=cmd_outbox_claim)
 
     p = sub.add_parser("doctor", help="check the catalog: forced RLS, policies, roles, keys, "
                                       "grants, views, triggers")

@@ -10,6 +10,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -17,6 +18,7 @@ import pytest
 from psycopg import sql
 
 from primitives._project import migrate
+from primitives.cli import main
 from primitives.compile import agent_tables
 from primitives.compile._outbox import outbox_channel
 from primitives.db import tenant_transaction
@@ -359,3 +361,40 @@ def test_a_spec_that_stops_publishing_drops_its_publish_trigger(pg: PostgresHand
     with psycopg.connect(pg.admin_dsn) as admin:
         row = admin.execute("SELECT count(*) FROM outbox_test.ob_drop_outbox").fetchone()
     assert row == (1,)  # the first write only
+
+
+def test_the_outbox_command_shows_what_waits_and_claims_it_for_a_script(
+        engine: Engine, spec: AgentSpec, pg: PostgresHandle, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "team_strip.yaml").write_text(
+        "kind: sanitization\nname: team_strip\nstrip_keys: [host]\n"
+        "strip_patterns: ['\\bteam-[0-9a-f]+\\b']\nreplacement: '[team]'\n")
+    spec_file = tmp_path / "outbox_test.yaml"
+    spec_file.write_text(OUTBOX_SPEC)
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+    anchor = _team()
+    for n in range(2):
+        engine.observe(anchor, "team", f"the build farm fact {n} of {anchor['team_id']}",
+                       typology="semantic")
+
+    def status() -> dict[str, Any]:
+        capsys.readouterr()
+        assert main(["outbox", "status", str(spec_file), "--json"]) == 0
+        [row] = [r for r in json.loads(capsys.readouterr().out) if r["event"] == EVENT]
+        return dict(row)
+
+    before = status()
+    assert before["waiting"] >= 2 and before["tenants_waiting"] >= 1
+    assert main(["outbox", "claim", str(spec_file), "--tenant", anchor["team_id"],
+                 "--consumer", "script", "--limit", "5"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["payload"]["content"] for e in lines] == [
+        f"the build farm fact {n} of [team]" for n in range(2)]
+    assert {e["event"] for e in lines} == {EVENT}
+    after = status()
+    assert after["waiting"] == before["waiting"] - 2
+    assert after["delivered"] == before["delivered"] + 2
+    assert main(["outbox", "claim", str(spec_file), "--tenant", anchor["team_id"],
+                 "--consumer", "script"]) == 0
+    assert capsys.readouterr().out == ""
