@@ -50,6 +50,7 @@ from primitives.engine._core import (
     _write,
     change_state,
     checked_write,
+    get_step,
 )
 from primitives.engine._ids import new_uuid
 from primitives.engine._records import Memory
@@ -438,6 +439,8 @@ class _Apply:
             return
         if target is None and (yield from self._merged(typology, tier, decision, evidence)):
             return
+        if target is None:
+            target = yield from self._replaced(typology, tier, decision)
         try:
             w = checked_write(
                 self.ctx.spec, tier, decision.content, typology=typology,
@@ -493,6 +496,21 @@ class _Apply:
         self.counts["merged"] += 1
         yield from self._linked(memory_id, [UUID(a) for a in added], decision.entities)
         return True
+
+    def _replaced(self, typology: str, tier: str, decision: Decision) -> Op[Memory | None]:
+        """``method: append_with_supersession``: the active row an ADD says nearly the same
+        as (same text in any case, or at least ``dedup_similarity`` similar), which the new
+        row then supersedes through its key, as an UPDATE of it would; None otherwise."""
+        policy = self.ctx.spec.behavior.consolidation.get(typology)  # type: ignore[call-overload]
+        if policy is None or policy.method != "append_with_supersession" or decision.key:
+            return None
+        row = yield Step(_same_memory(self.ctx.tables, self.ctx.trigram), {
+            "tenant": self.ctx.tenant, "tier": tier, "typology": typology,
+            "content": decision.content,
+            "threshold": policy.dedup_similarity or DEFAULT_DEDUP}, "one")
+        if row is None:
+            return None
+        return Memory.from_row_or_none((yield get_step(self.ctx, row[0])))
 
     def _linked(self, memory_id: UUID, evidence: Sequence[UUID],
                 entities: Sequence[EntityMention]) -> Op[None]:

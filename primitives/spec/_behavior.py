@@ -150,8 +150,21 @@ class ConsolidationPolicy(SpecModel):
     trigger: Literal["tier_boundary", "session_end", "job_end", "nightly"] = "tier_boundary"
     dedup_similarity: float | None = Field(default=None, gt=0, le=1)
     extractor: Literal["rule_based", "llm"] = "rule_based"
-    idempotent: bool = True
+    idempotent: bool = Field(
+        default=True,
+        description="consolidation claims each source row once, in the transaction that "
+        "writes what it yields, so a repeated or interrupted run changes nothing twice; "
+        "false is refused (the engine has no non-idempotent consolidation)")
     justification: str | None = _Justification
+
+    @model_validator(mode="after")
+    def _always_idempotent(self) -> ConsolidationPolicy:
+        if not self.idempotent:
+            raise ValueError(
+                "idempotent: false cannot be honoured: consolidation claims each source row "
+                "once in a ledger, in the transaction that writes what it yields, so running "
+                "it again never repeats a row's work; leave idempotent out or set it to true")
+        return self
 
 
 class PromotionRule(SpecModel):

@@ -225,10 +225,16 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
     "behavior.consolidation.*.method=merge": (
         _CN + "test_a_merge_typology_folds_a_repeated_fact_into_the_one_it_repeats",),
-    "behavior.consolidation.*.method=append_with_supersession": (),
+    "behavior.consolidation.*.method=append_with_supersession": (
+        _CN + "test_an_append_with_supersession_typology_replaces_the_row_an_add_nearly_"
+              "repeats",),
     "behavior.consolidation.*.method=none": (
         _LB + "test_the_spec_threshold_and_method_decide_what_compounds",),
-    "behavior.consolidation.*.trigger=tier_boundary": (),
+    "behavior.consolidation.*.trigger=tier_boundary": (
+        _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",
+        _CN + "test_four_episodes_naming_companies_create_their_entities_with_the_default_"
+              "extractor",
+        _CN + "test_maintain_consolidates_a_missed_session_once_and_leaves_a_live_one"),
     "behavior.consolidation.*.trigger=session_end": (
         _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
               "nothing",
@@ -245,7 +251,12 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.consolidation.*.extractor=llm": (
         _CN + "test_an_llm_spec_needs_an_extractor_and_a_nightly_trigger_waits_for_maintain",
         _EX + "test_a_json_reply_becomes_decisions"),
-    "behavior.consolidation.*.idempotent": (),
+    "behavior.consolidation.*.idempotent": (
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing",
+        _CN + "test_an_interrupted_run_leaves_nothing_and_running_again_completes_it",
+        "tests/unit/test_spec_loading.py::test_consolidation_that_is_not_idempotent_is_"
+        "refused"),
     # 12. context budget ------------------------------------------------------------------------
     "behavior.context": (_CX + "test_spec_without_context_gives_an_empty_pack",),
     "behavior.context.total_tokens": (

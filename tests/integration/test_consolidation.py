@@ -648,3 +648,30 @@ def test_erasing_a_subject_erases_the_facts_extracted_from_its_episodes(
     assert gone is not None and gone.content.startswith("sha256:")
     assert "Globex" not in json.dumps(_state(admin_conn, assistant, user["user_id"])["memories"],
                                       default=str)
+
+
+def test_an_append_with_supersession_typology_replaces_the_row_an_add_nearly_repeats(
+        engine: Engine, assistant: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    """opinion: method append_with_supersession (its typology default), threshold 0.92."""
+    user = _user()
+    add = {"action": "ADD", "typology": "opinion", "content": "User prefers green tea."}
+    with engine.tenant(user) as mem:
+        _episodes(mem, "s-11", ["green tea, please"])
+        mem.consolidate("s-11", extractor=LLMExtractor(_model({"decisions": [add]})))
+        [old] = _active(mem, "opinion")
+        _episodes(mem, "s-12", ["green tea again!"])
+        [done] = mem.consolidate("s-12", extractor=LLMExtractor(_model({"decisions": [
+            {**add, "content": "User prefers green tea!"}]})))
+        assert (done.added, done.updated, done.merged) == (0, 1, 0)
+        [new] = _active(mem, "opinion")
+        _episodes(mem, "s-13", ["and coffee in the morning"])
+        [other] = mem.consolidate("s-13", extractor=LLMExtractor(_model({"decisions": [
+            {**add, "content": "User drinks coffee in the morning."}]})))
+        assert (other.added, other.updated) == (1, 0)   # not near: appended beside
+        assert len(_active(mem, "opinion")) == 2
+    assert new.memory.content == "User prefers green tea!"
+    rows = {r[0]: r for r in _state(admin_conn, assistant, user["user_id"])["memories"]}
+    assert rows[old.memory.id][5] is not None            # superseded_at
+    assert rows[new.memory.id][5] is None
+    superseded = _events(admin_conn, assistant, user["user_id"], "superseded")
+    assert [(m, p["by"]) for m, p in superseded] == [(old.memory.id, str(new.memory.id))]

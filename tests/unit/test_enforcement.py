@@ -126,10 +126,10 @@ def test_a_declared_value_without_a_test_is_named_with_its_file_and_line() -> No
 def test_an_implied_typology_default_names_the_typology() -> None:
     spec = load_spec_text(SMALL, file="agents/small.yaml", policies={})
     found = {(u.field, u.value): u for u in unenforced(spec)}
-    trigger = found[("behavior.consolidation.semantic.trigger", "tier_boundary")]
+    trigger = found[("behavior.lifecycle.semantic.failed_corroborations", "3")]
     assert trigger.line is None and trigger.implied_by == "typology default for semantic"
-    assert str(trigger) == ("agents/small.yaml: behavior.consolidation.semantic.trigger = "
-                            "tier_boundary: declared but not enforced yet "
+    assert str(trigger) == ("agents/small.yaml: behavior.lifecycle.semantic."
+                            "failed_corroborations = 3: declared but not enforced yet "
                             "(typology default for semantic)")
     # a pydantic default inside a typology default is not the typology's declaration
     assert not any(u.field.endswith(".sampling") for u in found.values())

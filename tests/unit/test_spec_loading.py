@@ -521,3 +521,14 @@ def test_cross_context_needs_what_it_publishes_or_answers_through(
                     "    - {name: out, from: tenant.semantic, to: elsewhere, transform: none}\n"
                     "  visibility: {cross_context: event_driven, events: [demo.written]}\n")
     assert load(gated).discipline.visibility.events == ["demo.written"]
+
+
+def test_consolidation_that_is_not_idempotent_is_refused() -> None:
+    text = BASE + ("behavior:\n  consolidation:\n    semantic: {method: merge, idempotent: false,"
+                   " justification: re-extract every run}\n")
+    err = fail(text)
+    assert err.field is not None and err.field.startswith("behavior.consolidation.semantic")
+    assert "idempotent: false cannot be honoured" in err.message
+    spec = load(BASE + "behavior:\n  consolidation:\n    semantic: {method: merge, idempotent: "
+                       "true, justification: merge repeated facts}\n")
+    assert spec.behavior.consolidation["semantic"].idempotent is True
