@@ -57,7 +57,7 @@ from psycopg import sql
 
 from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
 from primitives.compile._ddl import Constraint, TableDef, bounds_signature
-from primitives.compile._expr import current_tenant_expr
+from primitives.compile._expr import current_tenant_expr, current_tenant_value
 from primitives.compile._names import APP_ROLE, FRAMEWORK_SCHEMA, Table, Tables
 from primitives.compile._plan import (
     Plan,
@@ -181,7 +181,7 @@ def _distribute_function_sql(qualified_signature: str) -> sql.Composed:
 
 
 _TENANT_SUBQUERY: Final = current_tenant_expr().as_string(None)
-_TENANT_PLAIN: Final = _TENANT_SUBQUERY.removeprefix("(SELECT ").removesuffix(")")
+_TENANT_PLAIN: Final = current_tenant_value().as_string(None)
 
 
 def _without_subquery(step: Step) -> Step:

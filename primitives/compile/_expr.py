@@ -18,6 +18,7 @@ __all__ = [
     "active_predicate",
     "column",
     "current_tenant_expr",
+    "current_tenant_value",
     "pending_embedding_predicate",
 ]
 
@@ -55,11 +56,15 @@ def pending_embedding_predicate(alias: str | None = None) -> sql.Composed:
                                                        column("erased_at", alias))
 
 
+def current_tenant_value() -> sql.Composed:
+    """``nullif(current_setting('primitives.tenant', true), '')``: the transaction's tenant,
+    NULL when none is set."""
+    return sql.SQL("nullif(current_setting({}, true), '')").format(sql.Literal(TENANT_SETTING))
+
+
 def current_tenant_expr() -> sql.Composed:
     """``(SELECT nullif(current_setting('primitives.tenant', true), ''))``.
 
     The scalar subquery is evaluated once per statement (an InitPlan), not once per row.
     """
-    return sql.SQL("(SELECT nullif(current_setting({}, true), ''))").format(
-        sql.Literal(TENANT_SETTING)
-    )
+    return sql.SQL("(SELECT {})").format(current_tenant_value())

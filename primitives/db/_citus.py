@@ -40,6 +40,9 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from primitives.db._migrate import (
+    _HAS_CITUS,
+    _PLAN_CHECKSUM,
+    _RECORD_PLAN,
     DDL_XACT_LOCK,
     _describe,
     _require_idle,
@@ -75,19 +78,10 @@ BEGIN
 END
 $fn$""")
 
-_RECORD_PLAN = sql.SQL(
-    "INSERT INTO primitives.agent_plans (agent, checksum, statement_count) VALUES (%s, %s, %s)"
-    " ON CONFLICT (agent) DO UPDATE SET checksum = EXCLUDED.checksum,"
-    " statement_count = EXCLUDED.statement_count, applied_at = now()"
-)
-_PLAN_CHECKSUM = sql.SQL("SELECT checksum FROM primitives.agent_plans WHERE agent = %s")
-
 
 def is_citus(conn: psycopg.Connection[Any]) -> bool:
     """Whether the ``citus`` extension is installed in this database."""
-    row = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')"
-    ).fetchone()
+    row = conn.execute(_HAS_CITUS).fetchone()
     return bool(row and row[0])
 
 
