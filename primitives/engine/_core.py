@@ -252,6 +252,15 @@ def check_write_policy(spec: AgentSpec, tier: str, typology: str, *,
     sanitization crossing) are the engine's own operations, never an argument of a write.
     ``promotion``: the write is one of those operations of the engine's own (consolidation),
     which may write ``promotion_only`` memory; governed memory still needs its approval."""
+    if not promotion:
+        for rule in spec.behavior.promotion:
+            source = rule.from_.split(".", 1)[0]
+            if rule.criteria == "references" and rule.to.split(".", 1)[0] == tier:
+                raise GovernanceError(
+                    f"tier '{tier}' of agent '{spec.agent}' is written only by promotion from "
+                    f"{source} (behavior.promotion criteria references): observe the memory "
+                    f"in {source}, reference it {rule.min_references} times within "
+                    f"{rule.window_ticks} ticks, and tick()", tier=tier)
     policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
     if policy is None:
         return
@@ -430,7 +439,7 @@ def observed_payload(w: WriteInput, row_key: str, via: str) -> dict[str, Any]:
 
 
 _OBSERVE_FIELDS = ("typology", "key", "namespace", "value", "envelope", "tags", "scope_id",
-                   "event_time", "source", "memory_id", "consent")
+                   "event_time", "source", "memory_id", "consent", "ttl_ticks")
 """What a caller may give ``observe`` besides tier and content."""
 
 KEY_RACE_ATTEMPTS = 16
@@ -463,7 +472,7 @@ def observe(
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
     source: str | None = None, memory_id: UUID | str | None = None,
     embedding: Sequence[float] | None = None, final: bool = False,
-    consent: UUID | str | None = None, **unknown: Any,
+    consent: UUID | str | None = None, ttl_ticks: int | None = None, **unknown: Any,
 ) -> Op[Memory]:
     """Write a memory. With ``key``, the write is an atomic supersession: an unchanged write
     returns the current row (no event), a changed one supersedes it (the old row stays,
@@ -475,12 +484,15 @@ def observe(
     already has it). ``final``: this operation is the whole transaction, so its last
     statement is marked ``last``. ``consent``: the id of a ``pii_consent`` event of this
     tenant (:func:`record_consent`): values the PII policy redacts are also kept raw, for the
-    privacy admin's logged read (the row still holds the redacted text). Any other argument
-    is refused (``via`` among them)."""
+    privacy admin's logged read (the row still holds the redacted text). ``ttl_ticks``: the
+    row's time to live in ticks, on a tier that declares ``ttl_ticks`` (the tier's value
+    when None; :mod:`primitives.engine._ticks`). Any other argument is refused (``via``
+    among them)."""
     w, rest = _checked_observe(ctx, tier, content, typology=typology, key=key,
                                namespace=namespace, value=value, envelope=envelope, tags=tags,
                                scope_id=scope_id, event_time=event_time, source=source,
-                               memory_id=memory_id, consent=consent, **unknown)
+                               memory_id=memory_id, consent=consent, ttl_ticks=ttl_ticks,
+                               **unknown)
     return (yield from _write(ctx, w, embedding=embedding, final=final, via="direct", **rest))
 
 
@@ -490,7 +502,7 @@ def _checked_observe(
     value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
     source: str | None = None, memory_id: UUID | str | None = None,
-    consent: UUID | str | None = None, **unknown: Any,
+    consent: UUID | str | None = None, ttl_ticks: int | None = None, **unknown: Any,
 ) -> tuple[WriteInput, dict[str, Any]]:
     """:func:`observe`'s fields checked (and redacted where the PII policy says): the write
     input, and the rest of what :func:`_write` takes from them."""
@@ -501,14 +513,16 @@ def _checked_observe(
     w = checked_write(ctx.spec, tier, content, typology=typology, key=key, namespace=namespace,
                       value=value, envelope=envelope, tags=tags, scope_id=scope_id,
                       source=source)
+    from primitives.engine import _ticks
     return w, {"event_time": event_time, "source": source, "memory_id": memory_id,
-               "consent": consent}
+               "consent": consent, "ttl_ticks": _ticks.write_ttl(ctx.spec, w.tier, ttl_ticks)}
 
 
 def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: str | None,
            memory_id: UUID | str | None, embedding: Sequence[float] | None, final: bool,
            via: str, consent: UUID | str | None = None,
-           provenance: Mapping[str, Any] | None = None) -> Op[Memory]:
+           provenance: Mapping[str, Any] | None = None,
+           ttl_ticks: int | None = None) -> Op[Memory]:
     """Write the checked ``w`` (see :func:`observe`); ``via`` is the engine's path, kept in
     the journal; ``provenance``: what the engine's own path records of where the row came
     from (consolidation: ``derived_from``), beside the PII guard's hashes."""
@@ -587,7 +601,7 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         resolves = policy is not None and (previous is not None or candidate is not None)
         row = yield Step(insert, params, "one",
                          last=final and not linked and not may_retry and not resolves
-                         and w.pii is None)
+                         and w.pii is None and ttl_ticks is None)
         if row is not None:
             break
         if not may_retry:
@@ -597,6 +611,9 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         raise StorageError(
             f"a keyed write of '{key}' lost the race for its key {KEY_RACE_ATTEMPTS} times to "
             "concurrent writers; retry it", tenant=ctx.tenant, key=key)
+    if ttl_ticks is not None:
+        from primitives.engine import _ticks
+        yield _ticks.set_ttl_step(ctx, new_id, ttl_ticks)
     if w.pii is not None:
         yield from _redacted(ctx, w, w.pii, new_id, consent_id)
     if policy is not None and candidate is not None:
