@@ -881,7 +881,8 @@ def link_action(ctx: Context, action_id: str, memory_ids: Sequence[UUID], kind: 
 
 
 def end_scope(ctx: Context, tier: str, scope_id: str, *,
-              into_scope: str | None = None, extractor: Any = None) -> Op[ScopeEnd]:
+              into_scope: str | None = None, extractor: Any = None,
+              reflective_log_id: str | None = None) -> Op[ScopeEnd]:
     """End one scope of a transient tier at its boundary (:mod:`primitives.lifecycle._boundary`):
     its rows compound into the next tier (corroborating near-duplicates there, promoting the
     rest), then leave as their typology's lifecycle declares (removed or archived);
@@ -893,7 +894,11 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
     Where the spec's extraction rules (``behavior.promotion`` criteria ``extraction``) run
     at this tier's end, the scope's episodes are consolidated first, before any leave
     (:func:`primitives.engine._consolidate.consolidate_scope`), with ``extractor`` (an
-    :class:`~primitives.extraction.Extractor`; the spec's default when None)."""
+    :class:`~primitives.extraction.Extractor`; the spec's default when None).
+
+    Where a ``summary`` promotion runs at ``job_end`` and ``tier`` ends with the job, the
+    summary of its source tier is appended first
+    (:func:`primitives.engine._ticks.job_summaries`, with ``reflective_log_id``)."""
     spec = ctx.spec
     if tier not in spec.tier_names:
         raise TenancyError(f"unknown tier '{tier}'; tiers: {', '.join(spec.tier_names)}")
@@ -912,6 +917,10 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
             tier=tier, field="into_scope")
     if into_scope is not None:
         into_scope = _text(into_scope, "into_scope")
+    if reflective_log_id is not None:
+        reflective_log_id = _text(reflective_log_id, "reflective_log_id")
+    from primitives.engine import _ticks
+    yield from _ticks.job_summaries(ctx, tier, scope_id, reflective_log_id=reflective_log_id)
     from primitives.engine import _consolidate
     for rule in _consolidate.extraction_rules(spec):
         if rule.runs_at_end_of(tier):

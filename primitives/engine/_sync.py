@@ -467,13 +467,15 @@ class TenantMemory:
         return run_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
 
     def end_scope(self, tier: str, scope_id: str, *,
-                  into_scope: str | None = None, extractor: Any = None) -> ScopeEnd:
+                  into_scope: str | None = None, extractor: Any = None,
+                  reflective_log_id: str | None = None) -> ScopeEnd:
         """End a transient tier's scope: consolidation where the spec extracts at its end
         (``extractor``: an :class:`~primitives.extraction.Extractor`, the spec's default
         when None), compounding upward, then removal or archive
         (see :func:`primitives.engine._core.end_scope`)."""
         return run_op(self._conn, core.end_scope(self.ctx, tier, scope_id,
-                                                 into_scope=into_scope, extractor=extractor))
+                                                 into_scope=into_scope, extractor=extractor,
+                                                 reflective_log_id=reflective_log_id))
 
     def tick(self, *, scope_id: str | None = None,
              into_scope: str | None = None) -> ticks.TickResult:

@@ -359,3 +359,91 @@ def ticked_rows(ctx: Context, tier: str, *, scope_id: str | None = None) -> Op[l
         {"tenant": ctx.tenant, "tier": tier, "scope_id": scope_id}, "all")
     return [TickedRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], list(r[8]))
             for r in rows]
+
+
+# job end: CWM -> an episodic summary (seed 001 §2) -----------------------------------------------
+SUMMARY_NAMESPACE = UUID("5b0c6e55-2f4a-4a36-9c3e-7d1a0f6b2c01")
+"""The namespace of a job summary's id: uuid5 of tenant, job and rule, so ending a job again
+writes no second summary (the write's idempotency key)."""
+
+
+@dataclass(frozen=True)
+class SummaryRule:
+    """A ``behavior.promotion`` rule with criteria ``summary`` at ``job_end``."""
+
+    name: str
+    from_tier: str
+    from_typology: str
+    to_tier: str
+    to_typology: str
+
+
+def summary_rules(spec: AgentSpec, tier: str) -> list[SummaryRule]:
+    """The summary rules that run when a scope of ``tier`` ends: ``at: job_end`` on a tier
+    whose boundary is the job's end (``boundary: {lifecycle: job_end}``)."""
+    if spec.tier(tier).boundary.lifecycle != "job_end":
+        return []
+    rules = []
+    for rule in spec.behavior.promotion:
+        if rule.criteria == "summary" and rule.at == "job_end":
+            (ft, fy), (tt, ty) = split_ref(rule.from_), split_ref(rule.to)
+            rules.append(SummaryRule(f"{rule.from_}->{rule.to}", ft, fy, tt, ty))
+    return rules
+
+
+def sem_snapshot_hash(rows: Sequence[tuple[str, Any, str]]) -> str:
+    """sha256 of the sorted (key + canonical JSON of the value + seeded timestamp) of the SEM
+    rows, as seed 001 §6 defines the snapshot hash; the lines are joined with newlines."""
+    from primitives.engine._core import canonical_json, content_hash
+    return content_hash("\n".join(sorted(f"{k}{canonical_json(v)}{ts}" for k, v, ts in rows)))
+
+
+def _sem_rows(ctx: Context) -> Op[list[tuple[str, Any, str]]]:
+    persistent = ctx.spec.persistent_tier.name
+    rows = yield Step(sql.SQL(
+        "SELECT m.key, m.value, coalesce(m.provenance ->> 'created_seeded_ts', '') FROM {} AS m "
+        "WHERE m.{} = %(tenant)s AND m.tier = %(tier)s AND m.typology = 'semantic' AND {} "
+        "ORDER BY m.key, m.id").format(ctx.tables.memories.ident, ctx.tables.tenant,
+                                       active_predicate("m")),
+        {"tenant": ctx.tenant, "tier": persistent}, "all")
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def job_summaries(ctx: Context, tier: str, scope_id: str, *,
+                  reflective_log_id: str | None) -> Op[list[Any]]:
+    """At the end of job ``scope_id`` (a scope of ``tier``), each summary rule appends one
+    row of its target (the append-only episodic store): the live rows of its source tier
+    (CWM), oldest first (rows of one transaction by their text), as a deterministic summary text and, in ``value``, the snapshot of
+    those rows with the SEM snapshot hash and ``reflective_log_id``; ``provenance`` names
+    the CWM rows (``derived_from``) and the rule. The write is the engine's own (PII policy
+    and limits apply; CWM is not SEM). No CWM rows: no summary. Returns the rows written."""
+    from primitives.engine._core import _write, checked_write
+    written = []
+    for rule in summary_rules(ctx.spec, tier):
+        rows = yield Step(sql.SQL(
+            "SELECT m.id, m.content, m.value, "
+            "coalesce(m.provenance -> 'derived_from', '[]'::jsonb) FROM {} AS m "
+            "WHERE m.{} = %(tenant)s AND m.tier = %(tier)s AND m.typology = %(typ)s AND {} "
+            "ORDER BY m.created_at, m.content, m.id").format(ctx.tables.memories.ident, ctx.tables.tenant,
+                                                  active_predicate("m")),
+            {"tenant": ctx.tenant, "tier": rule.from_tier, "typ": rule.from_typology}, "all")
+        if not rows:
+            continue
+        sem_hash = sem_snapshot_hash((yield from _sem_rows(ctx)))
+        items = [{"id": str(r[0]), "content": r[1], "value": r[2], "derived_from": r[3]}
+                 for r in rows]
+        content = f"job {scope_id}: " + "; ".join(r[1] for r in rows)
+        value = {"summary_of": rule.from_tier, "job": scope_id, "items": items,
+                 "sem_snapshot_hash": sem_hash, "reflective_log_id": reflective_log_id}
+        w = checked_write(ctx.spec, rule.to_tier, content, typology=rule.to_typology,
+                          key=None, namespace=(), value=value, envelope=None, tags=(),
+                          scope_id=None, source="brainstate", promotion=True)
+        from uuid import uuid5
+        memory_id = uuid5(SUMMARY_NAMESPACE, f"{ctx.tenant}\x00{scope_id}\x00{rule.name}")
+        written.append((yield from _write(
+            ctx, w, event_time=None, source="brainstate", memory_id=memory_id,
+            embedding=None, final=False, via="job_summary",
+            provenance={"derived_from": [str(r[0]) for r in rows], "rule": rule.name,
+                        "job": scope_id, "reflective_log_id": reflective_log_id,
+                        "sem_snapshot_hash": sem_hash})))
+    return written

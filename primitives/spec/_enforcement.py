@@ -173,7 +173,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].criteria=references": (
         _MG + "test_m_t2_wm_item_referenced_twice_within_the_window_moves_to_cwm",
         _MG + "test_cwm_is_written_only_through_promotion"),
-    "behavior.promotion[].criteria=summary": (),
+    "behavior.promotion[].criteria=summary": (
+        _MG + "test_m_t3_ending_the_job_appends_an_episodic_summary_of_cwm",
+        _MG + "test_a_job_without_cwm_rows_writes_no_summary"),
     "behavior.promotion[].criteria=governed": (),
     "behavior.promotion[].criteria=extraction": (
         _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"

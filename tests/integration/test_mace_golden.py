@@ -8,6 +8,7 @@ WM id, CWM written only through promotion, CWM re-reference, refusals.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,55 @@ def test_m_t2_wm_item_referenced_twice_within_the_window_moves_to_cwm(
     assert promoted[0][1]["references"] == 2
     assert [m for k, m, _ in journal if k == "removed_at_promotion"] == [item.id]
     assert [m for k, m, _ in journal if k == "referenced"].count(item.id) == 2
+
+
+def test_m_t3_ending_the_job_appends_an_episodic_summary_of_cwm(
+        engine: Engine, mace: AgentSpec, pg: PostgresHandle) -> None:
+    user = _user()
+    with engine.tenant(user) as mem:
+        first = mem.observe("wm", "budget meeting moved to Friday", scope_id="job-7")
+        second = mem.observe("wm", "the user prefers short answers", scope_id="job-7")
+        mem.observe("wm", "scratch value", scope_id="job-7")
+        mem.use([first.id, second.id])
+        mem.use([first.id, second.id])
+        assert mem.tick(into_scope="session-1").promoted == 2
+        cwm = {r.content: r for r in mem.ticked("cwm")}
+        ended = mem.end_scope("wm", "job-7", reflective_log_id="rl-42")
+        assert ended.removed == 1  # the WM row left; CWM stays for the session
+        assert sorted(r.content for r in mem.ticked("cwm")) == sorted(cwm)
+    journal = _events(pg, mace, user)
+    [(summary_id, payload)] = [(m, p) for k, m, p in journal
+                               if k == "observed" and p.get("via") == "job_summary"]
+    with engine.tenant(user) as mem:
+        summary = mem.get(summary_id)
+        assert summary is not None
+        assert (summary.tier, summary.typology) == ("long_term", "episodic")
+        assert summary.content == ("job job-7: budget meeting moved to Friday; "
+                                   "the user prefers short answers")
+        value = summary.value
+        assert value["job"] == "job-7" and value["reflective_log_id"] == "rl-42"
+        assert [i["content"] for i in value["items"]] == [
+            "budget meeting moved to Friday", "the user prefers short answers"]
+        assert [i["id"] for i in value["items"]] == [
+            str(cwm["budget meeting moved to Friday"].id),
+            str(cwm["the user prefers short answers"].id)]
+        assert [i["derived_from"] for i in value["items"]] == [[str(first.id)],
+                                                               [str(second.id)]]
+        # no SEM rows yet: the hash of the empty snapshot
+        assert value["sem_snapshot_hash"] == hashlib.sha256(b"").hexdigest()
+        # append-only: ending the job again appends nothing new
+        mem.end_scope("wm", "job-7", reflective_log_id="rl-42")
+    assert sum(1 for k, _, p in _events(pg, mace, user)
+               if k == "observed" and p.get("via") == "job_summary") == 1
+
+
+def test_a_job_without_cwm_rows_writes_no_summary(
+        engine: Engine, mace: AgentSpec, pg: PostgresHandle) -> None:
+    user = _user()
+    with engine.tenant(user) as mem:
+        mem.observe("wm", "never referenced", scope_id="job-1")
+        assert mem.end_scope("wm", "job-1").removed == 1
+    assert not [k for k, _, p in _events(pg, mace, user) if p.get("via") == "job_summary"]
 
 
 def test_references_outside_the_window_do_not_promote(engine: Engine) -> None:
