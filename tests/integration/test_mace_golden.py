@@ -119,8 +119,8 @@ def test_m_t3_ending_the_job_appends_an_episodic_summary_of_cwm(
         assert ended.removed == 1  # the WM row left; CWM stays for the session
         assert sorted(r.content for r in mem.ticked("cwm")) == sorted(cwm)
     journal = _events(pg, mace, user)
-    [(summary_id, payload)] = [(m, p) for k, m, p in journal
-                               if k == "observed" and p.get("via") == "job_summary"]
+    [summary_id] = [m for k, m, p in journal
+                    if k == "observed" and p.get("via") == "job_summary"]
     with engine.tenant(user) as mem:
         summary = mem.get(summary_id)
         assert summary is not None
