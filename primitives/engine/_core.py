@@ -550,11 +550,14 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content,
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": tag_list,
-        "provenance": Jsonb({**(provenance or {}),
+        "provenance": Jsonb({**dict(ctx.anchor.provenance), **(provenance or {}),
                              **(w.pii.provenance() if w.pii is not None else {})}),
         "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
-        "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
+        "event_id": q.new_event_id(),
+        "payload": Jsonb({**observed_payload(w, row_key, via),
+                          **({"provenance": dict(ctx.anchor.provenance)}
+                             if ctx.anchor.provenance else {})}),
     }
     policy = None if append_only(spec, tier, typ) else _conflict_policy(spec, typ)
     candidate: UUID | None = None

@@ -415,9 +415,12 @@ def job_summaries(ctx: Context, tier: str, scope_id: str, *,
     row of its target (the append-only episodic store): the live rows of its source tier
     (CWM), oldest first (rows of one transaction by their text), as a deterministic summary text and, in ``value``, the snapshot of
     those rows with the SEM snapshot hash and ``reflective_log_id``; ``provenance`` names
-    the CWM rows (``derived_from``) and the rule. The write is the engine's own (PII policy
+    the CWM rows (``derived_from``) and the rule. Without ``reflective_log_id`` the anchor's
+    provenance key of that name is taken, if given. The write is the engine's own (PII policy
     and limits apply; CWM is not SEM). No CWM rows: no summary. Returns the rows written."""
     from primitives.engine._core import _write, checked_write
+    if reflective_log_id is None:
+        reflective_log_id = dict(ctx.anchor.provenance).get("reflective_log_id")
     written = []
     for rule in summary_rules(ctx.spec, tier):
         rows = yield Step(sql.SQL(

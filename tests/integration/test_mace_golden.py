@@ -22,7 +22,7 @@ from primitives._project import migrate
 from primitives.compile import agent_tables
 from primitives.db import tenant_transaction
 from primitives.engine import AsyncEngine, Engine
-from primitives.errors import GovernanceError, PolicyViolation
+from primitives.errors import GovernanceError, PolicyViolation, TenancyError
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
 
@@ -240,3 +240,29 @@ async def test_the_async_engine_ticks_through_the_same_core(
             await mem.use([item.id])
             assert (await mem.tick()).promoted == 1
             assert [r.content for r in await mem.ticked("cwm")] == ["async item"]
+
+
+def test_the_declared_provenance_keys_are_accepted_and_recorded_with_each_write(
+        engine: Engine, mace: AgentSpec, pg: PostgresHandle) -> None:
+    user = _user()
+    anchor = {**user, "job_seed": "seed-7", "trace_id": "tr-1", "reflective_log_id": "rl-9"}
+    fast = engine.observe(anchor, "long_term", "an episode", typology="episodic")
+    with engine.tenant(anchor) as mem:
+        item = mem.observe("wm", "a working item", scope_id="job-1")
+        mem.use([item.id])
+        mem.use([item.id])
+        mem.tick()
+        mem.end_scope("wm", "job-1")  # the reflective-log id comes from the anchor
+    tables = agent_tables(mace)
+    with psycopg.connect(pg.app_dsn, autocommit=True) as conn, \
+            tenant_transaction(conn, user["user_id"]):
+        rows = dict(conn.execute(sql.SQL("SELECT id, provenance FROM {}").format(
+            tables.memories.ident)).fetchall())
+    expected = {"job_seed": "seed-7", "trace_id": "tr-1", "reflective_log_id": "rl-9"}
+    assert {k: rows[fast.id][k] for k in expected} == expected
+    summaries = [p for p in rows.values() if "job" in p]
+    assert len(summaries) == 1 and summaries[0]["reflective_log_id"] == "rl-9"
+    observed = [p for k, _, p in _events(pg, mace, user) if k == "observed"]
+    assert all(p["provenance"] == expected for p in observed) and len(observed) == 3
+    with pytest.raises(TenancyError, match="provenance keys: job_seed"):
+        engine.observe({**user, "session": "x"}, "wm", "refused", scope_id="job-1")
