@@ -530,6 +530,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
     consent_id = (yield from _consent(ctx, consent)) if w.pii is not None else None
     tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
     ns, tag_list, key, scope_id = w.namespace, w.tags, w.key, w.scope_id
+    if ttl_ticks is None:  # every path's row of a ticked tier lives the tier's ticks
+        ttl_ticks = spec.tier(tier).ttl_ticks
     new_id = _memory_id(memory_id)
     vector: dict[str, Any] = {}
     if ctx.embeds:

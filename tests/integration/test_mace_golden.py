@@ -266,3 +266,12 @@ def test_the_declared_provenance_keys_are_accepted_and_recorded_with_each_write(
     assert all(p["provenance"] == expected for p in observed) and len(observed) == 3
     with pytest.raises(TenancyError, match="provenance keys: job_seed"):
         engine.observe({**user, "session": "x"}, "wm", "refused", scope_id="job-1")
+
+
+def test_every_write_path_gives_a_wm_row_its_ticks(engine: Engine) -> None:
+    with engine.tenant(_user()) as mem:
+        many = mem.observe_many([{"tier": "wm", "content": "one", "scope_id": "job-1"},
+                                 {"tier": "wm", "content": "two", "scope_id": "job-1",
+                                  "ttl_ticks": 1}])
+        assert {r.id: r.ttl_ticks for r in mem.ticked("wm")} == {many[0].id: 3, many[1].id: 1}
+        assert mem.tick().expired == 1
