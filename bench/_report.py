@@ -224,6 +224,9 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
             lines.append(f"| {op} | {a['p50_ms']:.2f} / {a['p95_ms']:.2f} | {b['p50_ms']:.2f} / "
                          f"{b['p95_ms']:.2f} | {a['p50_ms'] / b['p50_ms']:.2f}x |")
         lines.append("")
+    tick = _read(folder / "tick.json")
+    if tick:
+        lines += _tick_lines(tick)
     maintain = _read(folder / "maintain.json")
     if maintain:
         lines += _maintain_lines(maintain)
@@ -342,6 +345,18 @@ def _maintain_lines(result: dict[str, Any]) -> list[str]:
                      f"| | <= {search['target']:g}x |")
     lines.append("")
     return lines
+
+
+def _tick_lines(result: dict[str, Any]) -> list[str]:
+    """A tick of working memory against one UPDATE of its TTL column (``python -m
+    bench.tick``)."""
+    ratio = result["tick_vs_update"]
+    return [f"A tick over {result['rows']:,} working-memory items in {result['jobs']} jobs "
+            "(`python -m bench.tick`, `bench/results/tick.json`; what a tick does is in "
+            "[profiles/mace.md](profiles/mace.md#ticks)):", "",
+            "| measurement | median | worst | target |", "|---|---:|---:|---:|",
+            f"| `tick()` / one `UPDATE` of the same rows' `ttl_ticks` | {ratio['median']:.2f}x "
+            f"| {ratio['worst']:.2f}x | <= {ratio['target']:g}x |", ""]
 
 
 def _consolidation_lines(result: dict[str, Any]) -> list[str]:

@@ -168,6 +168,11 @@ def _memory_columns(spec: AgentSpec, tables: Tables, capabilities: Capabilities)
         Column("ttl_ticks", INTEGER),
         Column("source", TEXT),
         Column("actor", TEXT),
+        # tick-based tiers (seed 001): ticks the row has lived, and the ages at which it was
+        # referenced (primitives.engine._ticks); a references promotion counts them in a
+        # window. Last, so the views that list every column only gain columns at their end.
+        Column("age_ticks", INTEGER, added=True),
+        Column("reference_ticks", sql.SQL("integer[]"), added=True),
     ]
     return columns
 
@@ -190,6 +195,8 @@ MEMORY_UPDATE_COLUMNS = (
     "access_count", "last_accessed_at",
     # vectors written after the row, store metadata and expiry
     "embedding", "embedding_model", "provenance", "expires_at",
+    # tick-based tiers (primitives.engine._ticks): tick() and reference() set them
+    "ttl_ticks", "age_ticks", "reference_ticks",
     # erasure (engine erase) changes content, value, envelope, tags and source only through
     # the SECURITY DEFINER function <prefix>_erase_row: no runtime session rewrites them
 )

@@ -15,10 +15,13 @@ MAX_ANCHOR_VALUE = 256
 
 @dataclass(frozen=True)
 class Anchor:
-    """A validated anchor: the tenant (first key) and every anchor column's value."""
+    """A validated anchor: the tenant (first key) and every anchor column's value;
+    ``provenance``: the values of the spec's ``anchor.provenance`` keys the caller gave
+    (recorded with each write, not part of the scope)."""
 
     tenant: str
     values: tuple[tuple[str, str | None], ...]
+    provenance: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, str | None]:
         return dict(self.values)
@@ -36,12 +39,24 @@ def resolve_anchor(spec: AgentSpec, anchor: Mapping[str, object]) -> Anchor:
             f"got {type(anchor).__name__}", agent=spec.agent,
         )
     keys = spec.anchor.keys
-    unknown = [k for k in anchor if k not in keys]
+    unknown = [k for k in anchor if k not in keys and k not in spec.anchor.provenance]
     if unknown:
+        extra = (f"; provenance keys: {', '.join(spec.anchor.provenance)}"
+                 if spec.anchor.provenance else "")
         raise TenancyError(
             f"unknown anchor key(s) {', '.join(map(repr, unknown))} for agent '{spec.agent}'; "
-            f"its anchor is ({', '.join(keys)})", agent=spec.agent,
+            f"its anchor is ({', '.join(keys)}){extra}", agent=spec.agent,
         )
+    provenance: list[tuple[str, str]] = []
+    for key in spec.anchor.provenance:
+        value = anchor.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or len(value) > MAX_ANCHOR_VALUE or "\x00" in value:
+            raise TenancyError(f"provenance key '{key}' must be a string of at most "
+                               f"{MAX_ANCHOR_VALUE} characters without NUL bytes",
+                               agent=spec.agent)
+        provenance.append((key, value))
     values: list[tuple[str, str | None]] = []
     for key in keys:
         value = anchor.get(key)
@@ -63,4 +78,4 @@ def resolve_anchor(spec: AgentSpec, anchor: Mapping[str, object]) -> Anchor:
         values.append((key, value))
     tenant = values[0][1]
     assert tenant is not None  # the tenant key is always required (checked by the loader)
-    return Anchor(tenant=tenant, values=tuple(values))
+    return Anchor(tenant=tenant, values=tuple(values), provenance=tuple(provenance))

@@ -31,6 +31,7 @@ from primitives.engine import _core as core
 from primitives.engine import _graph as graph
 from primitives.engine import _pending as pending
 from primitives.engine import _store_ops as store_ops
+from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, aschema_features, render
 from primitives.engine._observe_message import ObserveCall, observe_call
@@ -395,13 +396,31 @@ class AsyncTenantMemory:
         return await arun_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
 
     async def end_scope(self, tier: str, scope_id: str, *,
-                        into_scope: str | None = None, extractor: Any = None) -> ScopeEnd:
+                        into_scope: str | None = None, extractor: Any = None,
+                        reflective_log_id: str | None = None) -> ScopeEnd:
         """End a transient tier's scope: consolidation where the spec extracts at its end,
         compounding upward, then removal or archive
         (see :func:`primitives.engine._core.end_scope`)."""
         return await arun_op(self._conn, core.end_scope(self.ctx, tier, scope_id,
                                                         into_scope=into_scope,
-                                                        extractor=extractor))
+                                                        extractor=extractor,
+                                                        reflective_log_id=reflective_log_id))
+
+    async def tick(self, *, scope_id: str | None = None,
+                   into_scope: str | None = None) -> ticks.TickResult:
+        """One workflow tick (see :func:`primitives.engine._ticks.tick`)."""
+        return await arun_op(self._conn, ticks.tick(self.ctx, scope_id=scope_id,
+                                                    into_scope=into_scope))
+
+    async def use(self, memory_ids: Sequence[UUID | str]) -> list[UUID]:
+        """Count one use of each row of a ticked tier (see
+        :func:`primitives.engine._ticks.reference`)."""
+        return await arun_op(self._conn, ticks.reference(self.ctx, memory_ids))
+
+    async def ticked(self, tier: str, *,
+                     scope_id: str | None = None) -> list[ticks.TickedRow]:
+        """The live rows of a ticked tier, newest first."""
+        return await arun_op(self._conn, ticks.ticked_rows(self.ctx, tier, scope_id=scope_id))
 
     async def consolidate(self, scope_id: str, *,
                           extractor: Any = None) -> list[consolidation.Consolidation]:

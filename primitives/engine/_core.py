@@ -252,6 +252,15 @@ def check_write_policy(spec: AgentSpec, tier: str, typology: str, *,
     sanitization crossing) are the engine's own operations, never an argument of a write.
     ``promotion``: the write is one of those operations of the engine's own (consolidation),
     which may write ``promotion_only`` memory; governed memory still needs its approval."""
+    if not promotion:
+        for rule in spec.behavior.promotion:
+            source = rule.from_.split(".", 1)[0]
+            if rule.criteria == "references" and rule.to.split(".", 1)[0] == tier:
+                raise GovernanceError(
+                    f"tier '{tier}' of agent '{spec.agent}' is written only by promotion from "
+                    f"{source} (behavior.promotion criteria references): observe the memory "
+                    f"in {source}, reference it {rule.min_references} times within "
+                    f"{rule.window_ticks} ticks, and tick()", tier=tier)
     policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
     if policy is None:
         return
@@ -430,7 +439,7 @@ def observed_payload(w: WriteInput, row_key: str, via: str) -> dict[str, Any]:
 
 
 _OBSERVE_FIELDS = ("typology", "key", "namespace", "value", "envelope", "tags", "scope_id",
-                   "event_time", "source", "memory_id", "consent")
+                   "event_time", "source", "memory_id", "consent", "ttl_ticks")
 """What a caller may give ``observe`` besides tier and content."""
 
 KEY_RACE_ATTEMPTS = 16
@@ -463,7 +472,7 @@ def observe(
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
     source: str | None = None, memory_id: UUID | str | None = None,
     embedding: Sequence[float] | None = None, final: bool = False,
-    consent: UUID | str | None = None, **unknown: Any,
+    consent: UUID | str | None = None, ttl_ticks: int | None = None, **unknown: Any,
 ) -> Op[Memory]:
     """Write a memory. With ``key``, the write is an atomic supersession: an unchanged write
     returns the current row (no event), a changed one supersedes it (the old row stays,
@@ -475,12 +484,15 @@ def observe(
     already has it). ``final``: this operation is the whole transaction, so its last
     statement is marked ``last``. ``consent``: the id of a ``pii_consent`` event of this
     tenant (:func:`record_consent`): values the PII policy redacts are also kept raw, for the
-    privacy admin's logged read (the row still holds the redacted text). Any other argument
-    is refused (``via`` among them)."""
+    privacy admin's logged read (the row still holds the redacted text). ``ttl_ticks``: the
+    row's time to live in ticks, on a tier that declares ``ttl_ticks`` (the tier's value
+    when None; :mod:`primitives.engine._ticks`). Any other argument is refused (``via``
+    among them)."""
     w, rest = _checked_observe(ctx, tier, content, typology=typology, key=key,
                                namespace=namespace, value=value, envelope=envelope, tags=tags,
                                scope_id=scope_id, event_time=event_time, source=source,
-                               memory_id=memory_id, consent=consent, **unknown)
+                               memory_id=memory_id, consent=consent, ttl_ticks=ttl_ticks,
+                               **unknown)
     return (yield from _write(ctx, w, embedding=embedding, final=final, via="direct", **rest))
 
 
@@ -490,7 +502,7 @@ def _checked_observe(
     value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
     source: str | None = None, memory_id: UUID | str | None = None,
-    consent: UUID | str | None = None, **unknown: Any,
+    consent: UUID | str | None = None, ttl_ticks: int | None = None, **unknown: Any,
 ) -> tuple[WriteInput, dict[str, Any]]:
     """:func:`observe`'s fields checked (and redacted where the PII policy says): the write
     input, and the rest of what :func:`_write` takes from them."""
@@ -501,14 +513,16 @@ def _checked_observe(
     w = checked_write(ctx.spec, tier, content, typology=typology, key=key, namespace=namespace,
                       value=value, envelope=envelope, tags=tags, scope_id=scope_id,
                       source=source)
+    from primitives.engine import _ticks
     return w, {"event_time": event_time, "source": source, "memory_id": memory_id,
-               "consent": consent}
+               "consent": consent, "ttl_ticks": _ticks.write_ttl(ctx.spec, w.tier, ttl_ticks)}
 
 
 def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: str | None,
            memory_id: UUID | str | None, embedding: Sequence[float] | None, final: bool,
            via: str, consent: UUID | str | None = None,
-           provenance: Mapping[str, Any] | None = None) -> Op[Memory]:
+           provenance: Mapping[str, Any] | None = None,
+           ttl_ticks: int | None = None) -> Op[Memory]:
     """Write the checked ``w`` (see :func:`observe`); ``via`` is the engine's path, kept in
     the journal; ``provenance``: what the engine's own path records of where the row came
     from (consolidation: ``derived_from``), beside the PII guard's hashes."""
@@ -516,6 +530,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
     consent_id = (yield from _consent(ctx, consent)) if w.pii is not None else None
     tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
     ns, tag_list, key, scope_id = w.namespace, w.tags, w.key, w.scope_id
+    if ttl_ticks is None:  # every path's row of a ticked tier lives the tier's ticks
+        ttl_ticks = spec.tier(tier).ttl_ticks
     new_id = _memory_id(memory_id)
     vector: dict[str, Any] = {}
     if ctx.embeds:
@@ -536,11 +552,14 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,
         "key": row_key, "content": content,
         "value": Jsonb(value), "envelope": Jsonb(envelope), "tags": tag_list,
-        "provenance": Jsonb({**(provenance or {}),
+        "provenance": Jsonb({**dict(ctx.anchor.provenance), **(provenance or {}),
                              **(w.pii.provenance() if w.pii is not None else {})}),
         "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
-        "event_id": q.new_event_id(), "payload": Jsonb(observed_payload(w, row_key, via)),
+        "event_id": q.new_event_id(),
+        "payload": Jsonb({**observed_payload(w, row_key, via),
+                          **({"provenance": dict(ctx.anchor.provenance)}
+                             if ctx.anchor.provenance else {})}),
     }
     policy = None if append_only(spec, tier, typ) else _conflict_policy(spec, typ)
     candidate: UUID | None = None
@@ -587,7 +606,7 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         resolves = policy is not None and (previous is not None or candidate is not None)
         row = yield Step(insert, params, "one",
                          last=final and not linked and not may_retry and not resolves
-                         and w.pii is None)
+                         and w.pii is None and ttl_ticks is None)
         if row is not None:
             break
         if not may_retry:
@@ -597,6 +616,9 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         raise StorageError(
             f"a keyed write of '{key}' lost the race for its key {KEY_RACE_ATTEMPTS} times to "
             "concurrent writers; retry it", tenant=ctx.tenant, key=key)
+    if ttl_ticks is not None:
+        from primitives.engine import _ticks
+        yield _ticks.set_ttl_step(ctx, new_id, ttl_ticks)
     if w.pii is not None:
         yield from _redacted(ctx, w, w.pii, new_id, consent_id)
     if policy is not None and candidate is not None:
@@ -864,7 +886,8 @@ def link_action(ctx: Context, action_id: str, memory_ids: Sequence[UUID], kind: 
 
 
 def end_scope(ctx: Context, tier: str, scope_id: str, *,
-              into_scope: str | None = None, extractor: Any = None) -> Op[ScopeEnd]:
+              into_scope: str | None = None, extractor: Any = None,
+              reflective_log_id: str | None = None) -> Op[ScopeEnd]:
     """End one scope of a transient tier at its boundary (:mod:`primitives.lifecycle._boundary`):
     its rows compound into the next tier (corroborating near-duplicates there, promoting the
     rest), then leave as their typology's lifecycle declares (removed or archived);
@@ -876,7 +899,11 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
     Where the spec's extraction rules (``behavior.promotion`` criteria ``extraction``) run
     at this tier's end, the scope's episodes are consolidated first, before any leave
     (:func:`primitives.engine._consolidate.consolidate_scope`), with ``extractor`` (an
-    :class:`~primitives.extraction.Extractor`; the spec's default when None)."""
+    :class:`~primitives.extraction.Extractor`; the spec's default when None).
+
+    Where a ``summary`` promotion runs at ``job_end`` and ``tier`` ends with the job, the
+    summary of its source tier is appended first
+    (:func:`primitives.engine._ticks.job_summaries`, with ``reflective_log_id``)."""
     spec = ctx.spec
     if tier not in spec.tier_names:
         raise TenancyError(f"unknown tier '{tier}'; tiers: {', '.join(spec.tier_names)}")
@@ -895,6 +922,10 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
             tier=tier, field="into_scope")
     if into_scope is not None:
         into_scope = _text(into_scope, "into_scope")
+    if reflective_log_id is not None:
+        reflective_log_id = _text(reflective_log_id, "reflective_log_id")
+    from primitives.engine import _ticks
+    yield from _ticks.job_summaries(ctx, tier, scope_id, reflective_log_id=reflective_log_id)
     from primitives.engine import _consolidate
     for rule in _consolidate.extraction_rules(spec):
         if rule.runs_at_end_of(tier):

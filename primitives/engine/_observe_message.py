@@ -155,9 +155,11 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
                       envelope=fields.get("envelope"), tags=fields.get("tags", ()),
                       scope_id=fields.get("scope_id"), source=source)
     if (links_to_previous(spec, w.scope_id) or similarity_detects(spec, w.typology)
-            or w.pii is not None):
+            or w.pii is not None or spec.tier(w.tier).ttl_ticks is not None
+            or anchor.provenance):
         return None  # a temporal edge, the conflict lookup of detect: similarity, or redacted
-        # personal data (its pii_redacted event)
+        # personal data (its pii_redacted event), a ticked tier (its ttl_ticks), or the
+        # anchor's provenance keys (recorded in the row's provenance)
     tables = engine.tables
     statement = q.insert_memory_observed(tables, tables.anchor_columns, embedding=False,
                                          scoped=w.scope_id is not None)

@@ -34,6 +34,7 @@ from primitives.engine import _core as core
 from primitives.engine import _graph as graph
 from primitives.engine import _pending as pending
 from primitives.engine import _store_ops as store_ops
+from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, render, schema_features
 from primitives.engine._observe_message import ObserveCall, observe_call
@@ -466,13 +467,31 @@ class TenantMemory:
         return run_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
 
     def end_scope(self, tier: str, scope_id: str, *,
-                  into_scope: str | None = None, extractor: Any = None) -> ScopeEnd:
+                  into_scope: str | None = None, extractor: Any = None,
+                  reflective_log_id: str | None = None) -> ScopeEnd:
         """End a transient tier's scope: consolidation where the spec extracts at its end
         (``extractor``: an :class:`~primitives.extraction.Extractor`, the spec's default
         when None), compounding upward, then removal or archive
         (see :func:`primitives.engine._core.end_scope`)."""
         return run_op(self._conn, core.end_scope(self.ctx, tier, scope_id,
-                                                 into_scope=into_scope, extractor=extractor))
+                                                 into_scope=into_scope, extractor=extractor,
+                                                 reflective_log_id=reflective_log_id))
+
+    def tick(self, *, scope_id: str | None = None,
+             into_scope: str | None = None) -> ticks.TickResult:
+        """One workflow tick of the ticked tiers: references promotions, then TTLs down by
+        one and rows at 0 removed (see :func:`primitives.engine._ticks.tick`)."""
+        return run_op(self._conn, ticks.tick(self.ctx, scope_id=scope_id,
+                                             into_scope=into_scope))
+
+    def use(self, memory_ids: Sequence[UUID | str]) -> list[UUID]:
+        """Count one use of each row of a ticked tier (see
+        :func:`primitives.engine._ticks.reference`)."""
+        return run_op(self._conn, ticks.reference(self.ctx, memory_ids))
+
+    def ticked(self, tier: str, *, scope_id: str | None = None) -> list[ticks.TickedRow]:
+        """The live rows of a ticked tier, newest first."""
+        return run_op(self._conn, ticks.ticked_rows(self.ctx, tier, scope_id=scope_id))
 
     def consolidate(self, scope_id: str, *,
                     extractor: Any = None) -> list[consolidation.Consolidation]:

@@ -64,6 +64,7 @@ _TI = "tests/security/test_tenant_isolation.py::"
 _MT = "tests/integration/test_maintain.py::"
 _CX = "tests/unit/test_context.py::"
 _GR = "tests/integration/test_graph.py::"
+_MG = "tests/integration/test_mace_golden.py::"
 _RR = "tests/integration/test_context_and_rerank.py::"
 _IN = "tests/unit/test_intent.py::"
 _CV = "tests/unit/test_compile_views.py::"
@@ -169,8 +170,12 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].criteria=corroboration": (
         _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
     "behavior.promotion[].criteria=recurrence": (),
-    "behavior.promotion[].criteria=references": (),
-    "behavior.promotion[].criteria=summary": (),
+    "behavior.promotion[].criteria=references": (
+        _MG + "test_m_t2_wm_item_referenced_twice_within_the_window_moves_to_cwm",
+        _MG + "test_cwm_is_written_only_through_promotion"),
+    "behavior.promotion[].criteria=summary": (
+        _MG + "test_m_t3_ending_the_job_appends_an_episodic_summary_of_cwm",
+        _MG + "test_a_job_without_cwm_rows_writes_no_summary"),
     "behavior.promotion[].criteria=governed": (),
     "behavior.promotion[].criteria=extraction": (
         _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
@@ -185,7 +190,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].at=continuous": (
         _RL + "test_world_sessions_corroborate_into_world_knowledge",
         _RL + "test_a_corroboration_rule_at_the_tier_boundary_waits_for_its_scope_to_end"),
-    "behavior.promotion[].at=tick": (),
+    "behavior.promotion[].at=tick": (
+        _MG + "test_m_t2_wm_item_referenced_twice_within_the_window_moves_to_cwm",),
     "behavior.promotion[].at=job_end": (
         _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",),
     "behavior.promotion[].at=session_end": (
@@ -196,8 +202,10 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _LB + "test_embedding_similarity_compounds_when_rows_have_vectors",),
     "behavior.promotion[].min_corroborations": (
         _LB + "test_two_observations_are_not_enough_for_promotion",),
-    "behavior.promotion[].min_references": (),
-    "behavior.promotion[].window_ticks": (),
+    "behavior.promotion[].min_references": (
+        _MG + "test_m_t2_wm_item_referenced_twice_within_the_window_moves_to_cwm",),
+    "behavior.promotion[].window_ticks": (
+        _MG + "test_references_outside_the_window_do_not_promote",),
     "behavior.promotion[].min_versions": (),
     "behavior.promotion[].sanitization": (
         _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
@@ -396,7 +404,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _MP + "test_long_orphans_are_tombstoned_journalled_once_and_read_or_linked_rows_stay",),
     "tiers[].retention.audit_retention": (),
     "tiers[].retention.deletion_requires": (),
-    "tiers[].ttl_ticks": (),
+    "tiers[].ttl_ticks": (
+        _MG + "test_m_t1_wm_item_with_ttl_2_is_removed_after_two_ticks",
+        _MG + "test_a_re_referenced_cwm_row_gets_its_ttl_back"),
     # retrieval: fusion, abstention, reranking, intents -----------------------------------------
     "retrieval.fusion.method=rrf": (_RS + "test_fusion_is_weighted_rrf_over_every_signal_once",),
     "retrieval.fusion.method=weighted": (

@@ -54,11 +54,13 @@ CREATE TABLE IF NOT EXISTS "memory"."assistant_memories" (
     "ttl_ticks" integer,
     "source" text,
     "actor" text,
+    "age_ticks" integer,
+    "reference_ticks" integer[],
     CONSTRAINT "assistant_memories_pkey" PRIMARY KEY ("user_id", "id")
 );
 
 -- memory.assistant_memories: columns added since the table first shipped
-ALTER TABLE "memory"."assistant_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz;
+ALTER TABLE "memory"."assistant_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz, ADD COLUMN IF NOT EXISTS "age_ticks" integer, ADD COLUMN IF NOT EXISTS "reference_ticks" integer[];
 
 -- memory.assistant_memories: bounds function memory.assistant_memories_bounds (its CHECKs, planned once per session)
 CREATE OR REPLACE FUNCTION "memory"."assistant_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
@@ -230,13 +232,13 @@ CREATE POLICY "assistant_maintainer" ON "memory"."assistant_memories" AS PERMISS
 REVOKE ALL ON TABLE "memory"."assistant_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- memory.assistant_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "memory"."assistant_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks") ON TABLE "memory"."assistant_memories" TO "primitives_app";
 
 -- memory.assistant_memories: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_memories" TO "primitives_auditor";
 
 -- memory.assistant_memories: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "memory"."assistant_memories" TO "primitives_maintainer";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks"), DELETE ON TABLE "memory"."assistant_memories" TO "primitives_maintainer";
 
 -- memory.assistant_memory_events: table
 CREATE TABLE IF NOT EXISTS "memory"."assistant_memory_events" (
@@ -1098,7 +1100,9 @@ SELECT "m"."user_id",
        "m"."expires_at",
        "m"."ttl_ticks",
        "m"."source",
-       "m"."actor"
+       "m"."actor",
+       "m"."age_ticks",
+       "m"."reference_ticks"
 FROM "memory"."assistant_memories" AS m
 WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."archived_at" IS NULL AND "m"."tombstoned_at" IS NULL AND m.erased_at IS NULL
   AND (m.expires_at IS NULL OR m.expires_at > now());

@@ -52,11 +52,13 @@ CREATE TABLE IF NOT EXISTS "mace"."mace_memories" (
     "ttl_ticks" integer,
     "source" text,
     "actor" text,
+    "age_ticks" integer,
+    "reference_ticks" integer[],
     CONSTRAINT "mace_memories_pkey" PRIMARY KEY ("user_id", "id")
 );
 
 -- mace.mace_memories: columns added since the table first shipped
-ALTER TABLE "mace"."mace_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz;
+ALTER TABLE "mace"."mace_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz, ADD COLUMN IF NOT EXISTS "age_ticks" integer, ADD COLUMN IF NOT EXISTS "reference_ticks" integer[];
 
 -- mace.mace_memories: bounds function mace.mace_memories_bounds (its CHECKs, planned once per session)
 CREATE OR REPLACE FUNCTION "mace"."mace_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
@@ -222,13 +224,13 @@ CREATE POLICY "mace_maintainer" ON "mace"."mace_memories" AS PERMISSIVE FOR ALL 
 REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at") ON TABLE "mace"."mace_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks") ON TABLE "mace"."mace_memories" TO "primitives_app";
 
 -- mace.mace_memories: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";
 
 -- mace.mace_memories: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at"), DELETE ON TABLE "mace"."mace_memories" TO "primitives_maintainer";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks"), DELETE ON TABLE "mace"."mace_memories" TO "primitives_maintainer";
 
 -- mace.mace_memory_events: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_memory_events" (
@@ -1041,7 +1043,9 @@ SELECT "m"."user_id",
        "m"."expires_at",
        "m"."ttl_ticks",
        "m"."source",
-       "m"."actor"
+       "m"."actor",
+       "m"."age_ticks",
+       "m"."reference_ticks"
 FROM "mace"."mace_memories" AS m
 WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."archived_at" IS NULL AND "m"."tombstoned_at" IS NULL AND m.erased_at IS NULL
   AND (m.expires_at IS NULL OR m.expires_at > now());

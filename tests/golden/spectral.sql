@@ -54,11 +54,13 @@ CREATE TABLE IF NOT EXISTS "platform"."spectral_memories" (
     "ttl_ticks" integer,
     "source" text,
     "actor" text,
+    "age_ticks" integer,
+    "reference_ticks" integer[],
     CONSTRAINT "spectral_memories_pkey" PRIMARY KEY ("workspace_id", "id")
 );
 
 -- platform.spectral_memories: columns added since the table first shipped
-ALTER TABLE "platform"."spectral_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz;
+ALTER TABLE "platform"."spectral_memories" ADD COLUMN IF NOT EXISTS "corroborated_at" timestamptz, ADD COLUMN IF NOT EXISTS "age_ticks" integer, ADD COLUMN IF NOT EXISTS "reference_ticks" integer[];
 
 -- platform.spectral_memories: bounds function platform.spectral_memories_bounds (its CHECKs, planned once per session)
 CREATE OR REPLACE FUNCTION "platform"."spectral_memories_bounds"("tier" text, "typology" text, "content" text, "value" jsonb, "envelope" jsonb, "provenance" jsonb, "confidence" real, "erased_at" timestamptz, "erasure_reason" text) RETURNS boolean
@@ -227,13 +229,13 @@ CREATE POLICY "spectral_maintainer" ON "platform"."spectral_memories" AS PERMISS
 REVOKE ALL ON TABLE "platform"."spectral_memories" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- platform.spectral_memories: grants for the app role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at") ON TABLE "platform"."spectral_memories" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks") ON TABLE "platform"."spectral_memories" TO "primitives_app";
 
 -- platform.spectral_memories: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_memories" TO "primitives_auditor";
 
 -- platform.spectral_memories: grants for the maintainer role
-GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at"), DELETE ON TABLE "platform"."spectral_memories" TO "primitives_maintainer";
+GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "embedding", "embedding_model", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks"), DELETE ON TABLE "platform"."spectral_memories" TO "primitives_maintainer";
 
 -- platform.spectral_memory_events: table
 CREATE TABLE IF NOT EXISTS "platform"."spectral_memory_events" (
@@ -1041,7 +1043,9 @@ SELECT "m"."workspace_id",
        "m"."expires_at",
        "m"."ttl_ticks",
        "m"."source",
-       "m"."actor"
+       "m"."actor",
+       "m"."age_ticks",
+       "m"."reference_ticks"
 FROM "platform"."spectral_memories" AS m
 WHERE "m"."superseded_at" IS NULL AND "m"."invalidated_at" IS NULL AND "m"."archived_at" IS NULL AND "m"."tombstoned_at" IS NULL AND m.erased_at IS NULL
   AND (m.expires_at IS NULL OR m.expires_at > now());
