@@ -244,14 +244,16 @@ def refuse_append_only(spec: AgentSpec, tier: str, typology: str, memory_id: UUI
 
 
 def check_write_policy(spec: AgentSpec, tier: str, typology: str, *,
-                       promotion: bool = False) -> None:
+                       promotion: bool = False, approved: bool = False) -> None:
     """Refuse writes the spec's write policy routes elsewhere; say which path to take.
 
     It holds for every write a caller can start, a supersession included: the paths that
     may write governed or ``promotion_only`` memory (promotion, the approval flow, the
     sanitization crossing) are the engine's own operations, never an argument of a write.
     ``promotion``: the write is one of those operations of the engine's own (consolidation),
-    which may write ``promotion_only`` memory; governed memory still needs its approval."""
+    which may write ``promotion_only`` memory; governed memory still needs its approval.
+    ``approved``: the write is the governed path's own (:mod:`primitives.engine._sem`: an
+    approved request or a recorded user intent), which may write governed memory."""
     policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
     if policy is None:
         return
@@ -261,7 +263,7 @@ def check_write_policy(spec: AgentSpec, tier: str, typology: str, *,
             "engine (behavior.write_policy: promotion_only); observe episodic memory and let "
             "behavior.promotion promote it", tier=tier, typology=typology,
         )
-    if policy.mode == "governed":
+    if policy.mode == "governed" and not approved:
         kind = policy.governance.request_kind if policy.governance else "action request"
         raise GovernanceError(
             f"{typology} memory of agent '{spec.agent}' is governed: file a {kind} and write "
@@ -374,7 +376,7 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
                   key: str | None, namespace: Sequence[str], value: Mapping[str, Any] | None,
                   envelope: Mapping[str, Any] | None, tags: Sequence[str],
                   scope_id: str | None, source: str | None = None,
-                  promotion: bool = False) -> WriteInput:
+                  promotion: bool = False, approved: bool = False) -> WriteInput:
     """Check a write against the spec (tier, typology, write policy, limits on every field)
     and turn its fields into what the row will hold: plain strings (the memory returned is
     built from them, :meth:`Memory.from_written`), lists of labels, the value's canonical
@@ -387,7 +389,7 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
     limits = spec.persistence.store.limits
     tier, content = clean_text(tier, "tier"), clean_text(content, "content")
     typ = _text(_typology(spec, tier, typology), "typology")
-    check_write_policy(spec, tier, typ, promotion=promotion)
+    check_write_policy(spec, tier, typ, promotion=promotion, approved=approved)
     value, envelope = check_object(value, "value"), check_object(envelope, "envelope")
     # JSON checks before canonical_json, which would recurse into a deep value
     check_json(value, "value", depth=limits.json_depth)
@@ -821,11 +823,21 @@ _STATE_EVENTS = {"invalidate": "invalidated", "archive": "archived", "tombstone"
 
 
 def change_state(ctx: Context, action: str, memory_id: UUID, *, reason: str | None,
-                 at: datetime | None = None, cause: str | None = None) -> Op[Memory]:
+                 at: datetime | None = None, cause: str | None = None,
+                 approved: bool = False) -> Op[Memory]:
     """Invalidate, archive or tombstone: a state column is set; the row is never removed.
     The caller's ``reason`` is journaled as a hash; ``cause``, a fixed label of the engine's
-    own (``store: deleted``), in clear."""
+    own (``store: deleted``), in clear. A tombstone of governed memory is the approved
+    deletion's alone (``approved``, :func:`primitives.engine._sem.approve`)."""
     memory = _require(Memory.from_row_or_none((yield get_step(ctx, memory_id))), memory_id)
+    policy = ctx.spec.behavior.write_policy.get(memory.typology)  # type: ignore[call-overload]
+    if (action == "tombstone" and not approved and policy is not None
+            and policy.mode == "governed"):
+        raise GovernanceError(
+            f"{memory.typology} memory of agent '{ctx.spec.agent}' is governed: deleting it "
+            f"needs a deletion request approved by {', '.join(_deletion_requires(ctx.spec)) or 'its approvers'} "
+            "(request_deletion), never a direct tombstone", memory_id=str(memory_id),
+            typology=memory.typology)
     column = _STATE_COLUMNS[action]
     if getattr(memory, column) is not None:
         return memory
