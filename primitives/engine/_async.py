@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
@@ -28,6 +29,7 @@ from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
+from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
 from primitives.engine import _pending as pending
 from primitives.engine import _sem as sem
@@ -394,6 +396,15 @@ class AsyncTenantMemory:
     async def read_raw(self, memory_id: UUID, *, reason: str) -> dict[str, Any] | None:
         """See :meth:`primitives.engine.TenantMemory.read_raw`."""
         return await arun_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
+
+    async def episodic_query(self, query: str, *, max_results: int | None = None,
+                             since: datetime | None = None, until: datetime | None = None,
+                             tiers: Sequence[str] | None = None,
+                             typology: str | None = "episodic") -> SearchResult[Hit]:
+        """See :meth:`primitives.engine.TenantMemory.episodic_query`."""
+        return await arun_op(self._conn, episodic.episodic_query(
+            self.ctx, query, max_results=max_results, since=since, until=until, tiers=tiers,
+            typology=typology))
 
     # governed semantic memory (seed 001; see primitives.engine._sem) ---------------------------
     async def sem_get(self, key: str) -> dict[str, Any]:

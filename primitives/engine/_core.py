@@ -1055,7 +1055,9 @@ def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None 
     """Hybrid search over this tenant's active rows (or, with ``as_of``, the rows valid at
     that time), fused by weighted reciprocal rank in one statement; with ``restrict``, over
     the rows its clause admits. A :class:`SearchResult`: the hits, and whether the search
-    abstained (``retrieval.abstain``)."""
+    abstained (``retrieval.abstain``). With ``retrieval.lexical.ranking: token_overlap`` the
+    ranking is seed 001's deterministic token overlap (:mod:`primitives.engine._episodic`)
+    over every typology of the tiers, without fusion."""
     explanation = yield from explain_search(ctx, query, envelope=envelope, tiers=tiers,
                                             limit=limit, as_of=as_of, restrict=restrict)
     return explanation.hits
@@ -1066,8 +1068,18 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
                    as_of: datetime | None = None, final: bool = False,
                    restrict: retrieval.Restriction | None = None) -> Op[Explanation]:
     """:func:`search`, returning per signal how many rows it gave and how semantic ran.
-    ``final``: this operation is the whole transaction (its search statement is ``last``)."""
+    ``final``: this operation is the whole transaction (its search statement is ``last``).
+    With ``retrieval.lexical.ranking: token_overlap`` and a query (no ``as_of``, envelope or
+    restriction), the ranking is seed 001's deterministic token overlap
+    (:mod:`primitives.engine._episodic`) over every typology of the tiers, without fusion."""
     config = ctx.spec.retrieval
+    if (config.lexical.ranking == "token_overlap" and query.strip() and as_of is None
+            and restrict is None and not envelope):
+        from primitives.engine._episodic import episodic_query  # it imports this module
+        ranked = yield from episodic_query(ctx, query, max_results=limit, tiers=tiers,
+                                           typology=None, final=final)
+        return Explanation(ranked, ("lexical",), {"lexical": len(ranked)}, None,
+                           config.fusion.k, {"lexical": 1.0})
     scope = search_scope(ctx.spec)
     chosen = list(tiers) if tiers is not None else list(scope)
     for tier in chosen:

@@ -15,6 +15,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
@@ -31,6 +32,7 @@ from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
+from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
 from primitives.engine import _pending as pending
 from primitives.engine import _sem as sem
@@ -465,6 +467,16 @@ class TenantMemory:
         with ``primitives.db.privacy_admin_dsn``); the read is journalled with the reason's
         hash. ``None`` when nothing raw is kept for it."""
         return run_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
+
+    def episodic_query(self, query: str, *, max_results: int | None = None,
+                       since: datetime | None = None, until: datetime | None = None,
+                       tiers: Sequence[str] | None = None,
+                       typology: str | None = "episodic") -> SearchResult[Hit]:
+        """Seed 001 §3's deterministic token-overlap ranking (see
+        :func:`primitives.engine._episodic.episodic_query`)."""
+        return run_op(self._conn, episodic.episodic_query(
+            self.ctx, query, max_results=max_results, since=since, until=until, tiers=tiers,
+            typology=typology))
 
     # governed semantic memory (seed 001; see primitives.engine._sem) ---------------------------
     def sem_get(self, key: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -313,3 +314,39 @@ def test_canonical_key_is_the_one_form_of_a_key() -> None:
     assert canonical_key("a/b/") == canonical_key("A / B") == "a/b"
     with pytest.raises(Exception, match="segment"):
         canonical_key(" / ")
+
+
+# M-T4 -------------------------------------------------------------------------------------------
+def test_m_t4_episodic_query_ranks_by_token_overlap_then_time_then_id(engine: Engine) -> None:
+    anchor = _anchor()
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    at = {n: t0 + timedelta(ticks) for n, ticks in (("t0", 0), ("t1", 1), ("t2", 2),
+                                                     ("t3", 3), ("t4", 4), ("t5", 5))}
+    entries = [  # summary, seeded time: overlap with "budget meeting" / entry tokens
+        ("A", "Budget meeting moved to Friday", "t1"),   # 2/5 = 0.4
+        ("B", "budget review", "t2"),                    # 1/2 = 0.5
+        ("C", "Meeting notes: budget!", "t3"),           # 2/3
+        ("D", "meeting", "t4"),                          # 1/1
+        ("E", "lunch with the team", "t5"),              # 0: not returned
+        ("F", "Budget, review", "t2"),                   # 1/2, same time as B: by id
+        ("G", "budget meeting", "t0"),                   # 1/1, older than D
+    ]
+    with engine.tenant(anchor) as mem:
+        ids = {name: mem.observe("long_term", text, typology="episodic",
+                                 event_time=at[when]).id for name, text, when in entries}
+        intent = mem.record_intent("k/budget", "budget meeting")
+        mem.sem_put("k/budget", "budget meeting", intent=intent)
+        ranked = mem.episodic_query("Budget MEETING")
+        windowed = mem.episodic_query("budget meeting", since=at["t1"])
+        top = mem.episodic_query("budget meeting", max_results=3)
+        searched = mem.search("budget meeting", limit=20)
+    b_f = sorted([ids["B"], ids["F"]], key=str)
+    expected = [ids["D"], ids["G"], ids["C"], *b_f, ids["A"]]
+    assert [h.memory.id for h in ranked] == expected
+    assert [round(h.score, 4) for h in ranked] == [1.0, 1.0, 0.6667, 0.5, 0.5, 0.4]
+    assert [h.memory.id for h in windowed] == [i for i in expected if i != ids["G"]]
+    assert [h.memory.id for h in top] == expected[:3]
+    # search ranks the same way under retrieval.lexical.ranking: token_overlap, over every
+    # typology of the scope (the semantic row ties with D and G at 1.0 and is the newest)
+    assert [h.memory.id for h in searched][1:] == expected
+    assert searched[0].memory.typology == "semantic"
