@@ -3,6 +3,7 @@ with the governed SEM paths around them: user intent, approval, PROMOTION_LOOP, 
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,10 +15,16 @@ import pytest
 from psycopg import sql
 
 from primitives._project import migrate
-from primitives.engine import Engine
+from primitives.engine import AsyncEngine, Engine
 from primitives.engine._retry import backoff_seconds
 from primitives.engine._sem import canonical_key
-from primitives.errors import GovernanceError, MemoryWriteFail, PrivacyBlocked, PromotionLoop
+from primitives.errors import (
+    GovernanceError,
+    MemoryWriteFail,
+    PrivacyBlocked,
+    PromotionLoop,
+    StorageFull,
+)
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
 
@@ -191,6 +198,8 @@ def test_deletion_needs_council_and_admin_and_is_a_deletion_event(engine: Engine
         request = mem.request_deletion(key, justification="the user asked to forget it")
         half = mem.approve(request.id, approver="council")
         assert half.status == "pending" and mem.sem_get(key)["exists"]
+        with pytest.raises(GovernanceError, match=r"decided action request .* already"):
+            mem.approve(request.id, approver="council")
         done = mem.approve(request.id, approver="admin")
         assert done.status == "executed" and done.approvals == ("council", "admin")
         assert not mem.sem_get(key)["exists"]
@@ -350,3 +359,70 @@ def test_m_t4_episodic_query_ranks_by_token_overlap_then_time_then_id(engine: En
     # typology of the scope (the semantic row ties with D and G at 1.0 and is the newest)
     assert [h.memory.id for h in searched][1:] == expected
     assert searched[0].memory.typology == "semantic"
+
+
+def test_two_concurrent_requests_for_one_source_cannot_both_pass_the_loop_check(
+    engine: Engine,
+) -> None:
+    anchor = _anchor()
+    with engine.tenant(anchor) as mem:
+        episode = _episode(mem, "the user likes tea")
+    outcome: list[BaseException | None] = []
+    second_started = threading.Event()
+
+    def second() -> None:
+        try:
+            with engine.tenant(anchor) as other:
+                second_started.set()
+                other.request_promotion(episode.id, "user/prefs/drink", value="tea",
+                                        justification="the second")
+            outcome.append(None)
+        except BaseException as err:  # the thread reports what it met
+            outcome.append(err)
+
+    with engine.tenant(anchor) as mem:
+        mem.request_promotion(episode.id, "user/prefs/drink", value="tea",
+                              justification="the first")
+        thread = threading.Thread(target=second)
+        thread.start()
+        second_started.wait(10)
+        thread.join(1.0)
+        assert thread.is_alive(), "the second request did not wait for the first's lock"
+    thread.join(20)
+    assert len(outcome) == 1 and isinstance(outcome[0], PromotionLoop)
+    with engine.tenant(anchor) as mem:
+        assert len(_requests(mem)) == 1
+
+
+async def test_the_async_engine_runs_the_same_governed_paths(
+    pg: PostgresHandle, mace: AgentSpec,
+) -> None:
+    anchor = _anchor()
+    engine = await AsyncEngine.connect(mace, pg.app_dsn)
+    try:
+        async with engine.tenant(anchor) as mem:
+            episode = await mem.observe("long_term", "the user is vegan", typology="episodic")
+            request = await mem.request_promotion(episode.id, "user/profile/diet",
+                                                  value="vegan", justification="said so")
+            assert not (await mem.sem_get("user/profile/diet"))["exists"]
+            done = await mem.approve(request.id, approver="admin")
+            assert done.status == "executed"
+            intent = await mem.record_intent("user/profile/city", "Porto")
+            await mem.sem_put("user/profile/city", "Porto", intent=intent)
+            facts = await mem.sem_search("user/profile")
+            ranked = await mem.episodic_query("vegan user")
+        assert [(f["key"], f["value"]) for f in facts] == [
+            ("user/profile/city", "Porto"), ("user/profile/diet", "vegan")]
+        assert [h.memory.id for h in ranked] == [episode.id]
+    finally:
+        await engine.close()
+
+
+def test_the_seed_errors_carry_their_user_facing_text() -> None:
+    assert StorageFull("disk").envelope()["user_message"] == (
+        "My memory is full, so I couldn't save that. Nothing was lost; an admin has to make "
+        "room.")
+    assert MemoryWriteFail("x").envelope()["user_message"] == WRITE_FAIL_TEXT
+    loop = PromotionLoop("again", source="s").envelope()
+    assert loop["error"] == "PROMOTION_LOOP" and loop["source"] == "s"
+    assert loop["user_message"] == "I already asked to remember that; the first request still stands."
