@@ -14,6 +14,7 @@ on. Lower-level exceptions are always chained with ``raise ... from``.
      │    ├── PrivacyBlocked    a write carries personal data its PII policy blocks (PRIVACY_BLOCKED)
  │    └── NonMirrorViolation a write copies canonical text the spec says memory never mirrors
      ├── GovernanceError        a write needs an approval or goes through a path it may not take
+     │    └── PromotionLoop     the same source is promoted again (PROMOTION_LOOP)
      ├── ModelMismatch          vectors of another embedding model in the same index
      ├── EmbedderUnavailable    no embedding model can be loaded (weights or packages missing)
      └── StorageError           the database failed or is unreachable
@@ -45,6 +46,7 @@ __all__ = [
     "PolicyViolation",
     "PrimitivesError",
     "PrivacyBlocked",
+    "PromotionLoop",
     "ServerError",
     "SpecError",
     "StorageError",
@@ -66,8 +68,15 @@ class PrimitivesError(Exception):
     def envelope(self) -> dict[str, Any]:
         """A JSON-serialisable error envelope: ``{"error": CODE, "message": ..., **context}``."""
         out: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.user_message is not None:
+            out["user_message"] = self.user_message
         out.update({k: v for k, v in self.context.items() if v is not None})
         return out
+
+    user_message: str | None = None
+    """The fixed sentence an agent says to its user for this error (seed 001 §9), where the
+    error has one; the envelope carries it as ``user_message`` unless the context names
+    another."""
 
 
 class SpecError(PrimitivesError):
@@ -146,6 +155,15 @@ class GovernanceError(PrimitivesError):
     code = "GOVERNANCE_ERROR"
 
 
+class PromotionLoop(GovernanceError):
+    """A promotion of a source that is promoted already, or waits for its approval: promotions
+    are idempotent per source, so the repeat is refused and nothing is written. ``source``
+    names it and ``request_id`` the request that holds it."""
+
+    code = "PROMOTION_LOOP"
+    user_message = "I already asked to remember that; the first request still stands."
+
+
 class ModelMismatch(PrimitivesError):
     """Vectors from a different embedding model would be mixed into one index."""
 
@@ -187,3 +205,4 @@ class StorageFull(StorageError):
     """The disk or a quota is full. The write was refused, never silently dropped."""
 
     code = "STORAGE_FULL"
+    user_message = "My memory is full, so I couldn't save that. Nothing was lost; an admin has to make room."

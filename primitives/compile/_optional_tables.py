@@ -231,6 +231,7 @@ def action_requests_table(spec: AgentSpec, tables: Tables) -> TableDef:
         indexes=(Index(name("action_requests_status_idx"), "btree",
                        (sql.Identifier(t), sql.Identifier("status"),
                         sql.Identifier("created_at")), t),),
+        app_update_columns=("status", "decided_at"),  # a decision closes or executes it
         comment=(
             f"Governed write requests of agent '{tables.agent}': a write in mode 'governed' "
             "runs only once its request is approved."

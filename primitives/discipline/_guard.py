@@ -103,7 +103,8 @@ class PiiGuard:
 
     def _refuse(self, kinds: Sequence[str], field: str) -> PrivacyBlocked:
         return PrivacyBlocked(self.policy.refusal_message, kinds=sorted(set(kinds)), field=field,
-                              policy=self.policy_name, agent=self.agent)
+                              policy=self.policy_name, agent=self.agent,
+                              user_message=self.policy.refusal_message)
 
     def check_labels(self, labels: Mapping[str, str | Sequence[str] | None]) -> None:
         """Refuse a label (key, namespace, tags, source, scope id) holding personal data."""
@@ -118,7 +119,8 @@ class PiiGuard:
                         f"{', '.join(sorted({f.kind for f in found}))}: labels are matched "
                         "on and cannot be redacted; put the detail in the content)",
                         kinds=sorted({f.kind for f in found}), field=field,
-                        policy=self.policy_name, agent=self.agent)
+                        policy=self.policy_name, agent=self.agent,
+                        user_message=self.policy.refusal_message)
 
     def scan(self, content: str, value: dict[str, Any],
              envelope: dict[str, Any]) -> PiiScan | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
@@ -28,8 +29,10 @@ from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
+from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
 from primitives.engine import _pending as pending
+from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
 from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
@@ -394,6 +397,56 @@ class AsyncTenantMemory:
     async def read_raw(self, memory_id: UUID, *, reason: str) -> dict[str, Any] | None:
         """See :meth:`primitives.engine.TenantMemory.read_raw`."""
         return await arun_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
+
+    async def episodic_query(self, query: str, *, max_results: int | None = None,
+                             since: datetime | None = None, until: datetime | None = None,
+                             tiers: Sequence[str] | None = None,
+                             typology: str | None = "episodic") -> SearchResult[Hit]:
+        """See :meth:`primitives.engine.TenantMemory.episodic_query`."""
+        return await arun_op(self._conn, episodic.episodic_query(
+            self.ctx, query, max_results=max_results, since=since, until=until, tiers=tiers,
+            typology=typology))
+
+    # governed semantic memory (seed 001; see primitives.engine._sem) ---------------------------
+    async def sem_get(self, key: str) -> dict[str, Any]:
+        """See :meth:`primitives.engine.TenantMemory.sem_get`."""
+        return await arun_op(self._conn, sem.sem_get(self.ctx, key))
+
+    async def sem_search(self, prefix: str, *,
+                         limit: int = sem.SEARCH_LIMIT) -> list[dict[str, Any]]:
+        """See :meth:`primitives.engine.TenantMemory.sem_search`."""
+        return await arun_op(self._conn, sem.sem_search(self.ctx, prefix, limit=limit))
+
+    async def record_intent(self, key: str, value: Any, *, reason: str | None = None) -> UUID:
+        """See :meth:`primitives.engine.TenantMemory.record_intent`."""
+        return await arun_op(self._conn, sem.record_intent(self.ctx, key, value, reason=reason))
+
+    async def sem_put(self, key: str, value: Any, *, intent: UUID | str,
+                      source: str | None = None, consent: UUID | str | None = None,
+                      raw: bool = False) -> Memory:
+        """See :meth:`primitives.engine.TenantMemory.sem_put`."""
+        return await arun_op(self._conn, sem.sem_put(self.ctx, key, value, intent=intent,
+                                                     source=source, consent=consent, raw=raw))
+
+    async def request_promotion(self, source: UUID | str, target_key: str, *,
+                                justification: str, value: Any = None,
+                                evidence: Sequence[Mapping[str, Any]] = ()
+                                ) -> sem.ActionRequest:
+        """See :meth:`primitives.engine.TenantMemory.request_promotion`."""
+        return await arun_op(self._conn, sem.request_promotion(
+            self.ctx, source, target_key, justification=justification, value=value,
+            evidence=evidence))
+
+    async def request_deletion(self, key: str, *, justification: str) -> sem.ActionRequest:
+        """See :meth:`primitives.engine.TenantMemory.request_deletion`."""
+        return await arun_op(self._conn, sem.request_deletion(self.ctx, key,
+                                                              justification=justification))
+
+    async def approve(self, request_id: UUID | str, *, approver: str,
+                      decision: str = "approve", reason: str | None = None) -> sem.ActionRequest:
+        """See :meth:`primitives.engine.TenantMemory.approve`."""
+        return await arun_op(self._conn, sem.approve(self.ctx, request_id, approver=approver,
+                                                     decision=decision, reason=reason))
 
     async def end_scope(self, tier: str, scope_id: str, *,
                         into_scope: str | None = None, extractor: Any = None,

@@ -244,14 +244,16 @@ def refuse_append_only(spec: AgentSpec, tier: str, typology: str, memory_id: UUI
 
 
 def check_write_policy(spec: AgentSpec, tier: str, typology: str, *,
-                       promotion: bool = False) -> None:
+                       promotion: bool = False, approved: bool = False) -> None:
     """Refuse writes the spec's write policy routes elsewhere; say which path to take.
 
     It holds for every write a caller can start, a supersession included: the paths that
     may write governed or ``promotion_only`` memory (promotion, the approval flow, the
     sanitization crossing) are the engine's own operations, never an argument of a write.
     ``promotion``: the write is one of those operations of the engine's own (consolidation),
-    which may write ``promotion_only`` memory; governed memory still needs its approval."""
+    which may write ``promotion_only`` memory; governed memory still needs its approval.
+    ``approved``: the write is the governed path's own (:mod:`primitives.engine._sem`: an
+    approved request or a recorded user intent), which may write governed memory."""
     if not promotion:
         for rule in spec.behavior.promotion:
             source = rule.from_.split(".", 1)[0]
@@ -270,7 +272,7 @@ def check_write_policy(spec: AgentSpec, tier: str, typology: str, *,
             "engine (behavior.write_policy: promotion_only); observe episodic memory and let "
             "behavior.promotion promote it", tier=tier, typology=typology,
         )
-    if policy.mode == "governed":
+    if policy.mode == "governed" and not approved:
         kind = policy.governance.request_kind if policy.governance else "action request"
         raise GovernanceError(
             f"{typology} memory of agent '{spec.agent}' is governed: file a {kind} and write "
@@ -383,7 +385,7 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
                   key: str | None, namespace: Sequence[str], value: Mapping[str, Any] | None,
                   envelope: Mapping[str, Any] | None, tags: Sequence[str],
                   scope_id: str | None, source: str | None = None,
-                  promotion: bool = False) -> WriteInput:
+                  promotion: bool = False, approved: bool = False) -> WriteInput:
     """Check a write against the spec (tier, typology, write policy, limits on every field)
     and turn its fields into what the row will hold: plain strings (the memory returned is
     built from them, :meth:`Memory.from_written`), lists of labels, the value's canonical
@@ -396,7 +398,7 @@ def checked_write(spec: AgentSpec, tier: str, content: str, *, typology: str | N
     limits = spec.persistence.store.limits
     tier, content = clean_text(tier, "tier"), clean_text(content, "content")
     typ = _text(_typology(spec, tier, typology), "typology")
-    check_write_policy(spec, tier, typ, promotion=promotion)
+    check_write_policy(spec, tier, typ, promotion=promotion, approved=approved)
     value, envelope = check_object(value, "value"), check_object(envelope, "envelope")
     # JSON checks before canonical_json, which would recurse into a deep value
     check_json(value, "value", depth=limits.json_depth)
@@ -843,11 +845,21 @@ _STATE_EVENTS = {"invalidate": "invalidated", "archive": "archived", "tombstone"
 
 
 def change_state(ctx: Context, action: str, memory_id: UUID, *, reason: str | None,
-                 at: datetime | None = None, cause: str | None = None) -> Op[Memory]:
+                 at: datetime | None = None, cause: str | None = None,
+                 approved: bool = False) -> Op[Memory]:
     """Invalidate, archive or tombstone: a state column is set; the row is never removed.
     The caller's ``reason`` is journaled as a hash; ``cause``, a fixed label of the engine's
-    own (``store: deleted``), in clear."""
+    own (``store: deleted``), in clear. A tombstone of governed memory is the approved
+    deletion's alone (``approved``, :func:`primitives.engine._sem.approve`)."""
     memory = _require(Memory.from_row_or_none((yield get_step(ctx, memory_id))), memory_id)
+    policy = ctx.spec.behavior.write_policy.get(memory.typology)  # type: ignore[call-overload]
+    if (action == "tombstone" and not approved and policy is not None
+            and policy.mode == "governed"):
+        raise GovernanceError(
+            f"{memory.typology} memory of agent '{ctx.spec.agent}' is governed: deleting it "
+            f"needs a deletion request approved by {', '.join(_deletion_requires(ctx.spec)) or 'its approvers'} "
+            "(request_deletion), never a direct tombstone", memory_id=str(memory_id),
+            typology=memory.typology)
     column = _STATE_COLUMNS[action]
     if getattr(memory, column) is not None:
         return memory
@@ -1074,7 +1086,9 @@ def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None 
     """Hybrid search over this tenant's active rows (or, with ``as_of``, the rows valid at
     that time), fused by weighted reciprocal rank in one statement; with ``restrict``, over
     the rows its clause admits. A :class:`SearchResult`: the hits, and whether the search
-    abstained (``retrieval.abstain``)."""
+    abstained (``retrieval.abstain``). With ``retrieval.lexical.ranking: token_overlap`` the
+    ranking is seed 001's deterministic token overlap (:mod:`primitives.engine._episodic`)
+    over every typology of the tiers, without fusion."""
     explanation = yield from explain_search(ctx, query, envelope=envelope, tiers=tiers,
                                             limit=limit, as_of=as_of, restrict=restrict)
     return explanation.hits
@@ -1085,8 +1099,18 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
                    as_of: datetime | None = None, final: bool = False,
                    restrict: retrieval.Restriction | None = None) -> Op[Explanation]:
     """:func:`search`, returning per signal how many rows it gave and how semantic ran.
-    ``final``: this operation is the whole transaction (its search statement is ``last``)."""
+    ``final``: this operation is the whole transaction (its search statement is ``last``).
+    With ``retrieval.lexical.ranking: token_overlap`` and a query (no ``as_of``, envelope or
+    restriction), the ranking is seed 001's deterministic token overlap
+    (:mod:`primitives.engine._episodic`) over every typology of the tiers, without fusion."""
     config = ctx.spec.retrieval
+    if (config.lexical.ranking == "token_overlap" and query.strip() and as_of is None
+            and restrict is None and not envelope):
+        from primitives.engine._episodic import episodic_query  # it imports this module
+        ranked = yield from episodic_query(ctx, query, max_results=limit, tiers=tiers,
+                                           typology=None, final=final)
+        return Explanation(ranked, ("lexical",), {"lexical": len(ranked)}, None,
+                           config.fusion.k, {"lexical": 1.0})
     scope = search_scope(ctx.spec)
     chosen = list(tiers) if tiers is not None else list(scope)
     for tier in chosen:

@@ -15,6 +15,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
@@ -31,8 +32,10 @@ from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
+from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
 from primitives.engine import _pending as pending
+from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
 from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
@@ -465,6 +468,54 @@ class TenantMemory:
         with ``primitives.db.privacy_admin_dsn``); the read is journalled with the reason's
         hash. ``None`` when nothing raw is kept for it."""
         return run_op(self._conn, core.read_raw(self.ctx, memory_id, reason=reason))
+
+    def episodic_query(self, query: str, *, max_results: int | None = None,
+                       since: datetime | None = None, until: datetime | None = None,
+                       tiers: Sequence[str] | None = None,
+                       typology: str | None = "episodic") -> SearchResult[Hit]:
+        """Seed 001 §3's deterministic token-overlap ranking (see
+        :func:`primitives.engine._episodic.episodic_query`)."""
+        return run_op(self._conn, episodic.episodic_query(
+            self.ctx, query, max_results=max_results, since=since, until=until, tiers=tiers,
+            typology=typology))
+
+    # governed semantic memory (seed 001; see primitives.engine._sem) ---------------------------
+    def sem_get(self, key: str) -> dict[str, Any]:
+        """``{exists, key, value, meta}`` of the fact under exactly the canonical ``key``."""
+        return run_op(self._conn, sem.sem_get(self.ctx, key))
+
+    def sem_search(self, prefix: str, *, limit: int = sem.SEARCH_LIMIT) -> list[dict[str, Any]]:
+        """Facts whose canonical key starts with the canonical ``prefix``, by key."""
+        return run_op(self._conn, sem.sem_search(self.ctx, prefix, limit=limit))
+
+    def record_intent(self, key: str, value: Any, *, reason: str | None = None) -> UUID:
+        """Journal the user's confirmed "remember X"; pass the id to :meth:`sem_put`."""
+        return run_op(self._conn, sem.record_intent(self.ctx, key, value, reason=reason))
+
+    def sem_put(self, key: str, value: Any, *, intent: UUID | str, source: str | None = None,
+                consent: UUID | str | None = None, raw: bool = False) -> Memory:
+        """Write a fact on a recorded user intent (:func:`primitives.engine._sem.sem_put`)."""
+        return run_op(self._conn, sem.sem_put(self.ctx, key, value, intent=intent,
+                                              source=source, consent=consent, raw=raw))
+
+    def request_promotion(self, source: UUID | str, target_key: str, *, justification: str,
+                          value: Any = None,
+                          evidence: Sequence[Mapping[str, Any]] = ()) -> sem.ActionRequest:
+        """File a governed promotion of ``source`` to the fact ``target_key``."""
+        return run_op(self._conn, sem.request_promotion(
+            self.ctx, source, target_key, justification=justification, value=value,
+            evidence=evidence))
+
+    def request_deletion(self, key: str, *, justification: str) -> sem.ActionRequest:
+        """File a request to delete the fact under ``key`` (deletion approvers decide)."""
+        return run_op(self._conn, sem.request_deletion(self.ctx, key,
+                                                       justification=justification))
+
+    def approve(self, request_id: UUID | str, *, approver: str, decision: str = "approve",
+                reason: str | None = None) -> sem.ActionRequest:
+        """Record an approver's decision; a request with its approvals executes at once."""
+        return run_op(self._conn, sem.approve(self.ctx, request_id, approver=approver,
+                                              decision=decision, reason=reason))
 
     def end_scope(self, tier: str, scope_id: str, *,
                   into_scope: str | None = None, extractor: Any = None,

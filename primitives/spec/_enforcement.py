@@ -82,6 +82,7 @@ _ED = "tests/integration/test_embed_deferred.py::"
 _SG = "tests/integration/test_sanitization_gates.py::"
 _OB = "tests/integration/test_outbox.py::"
 _AW = "tests/integration/test_ask_world_agent.py::"
+_MS = "tests/integration/test_mace_golden_sem.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -156,10 +157,14 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _CN + "test_a_decision_below_the_extract_threshold_is_skipped",),
     "behavior.write_policy.*.governance": (
         _GB + "test_governed_memory_is_refused_without_via_naming_the_path_to_take",),
-    "behavior.write_policy.*.governance.request_kind": (),
-    "behavior.write_policy.*.governance.approvals_required": (),
-    "behavior.write_policy.*.governance.approvers": (),
-    "behavior.write_policy.*.governance.user_intent_allowed": (),
+    "behavior.write_policy.*.governance.request_kind": (
+        _MS + "test_m_t5_promotion_waits_for_council_approval_then_sem_put_runs_once",),
+    "behavior.write_policy.*.governance.approvals_required": (
+        _MS + "test_m_t5_promotion_waits_for_council_approval_then_sem_put_runs_once",),
+    "behavior.write_policy.*.governance.approvers": (
+        _MS + "test_only_named_approvers_decide_and_each_once",),
+    "behavior.write_policy.*.governance.user_intent_allowed": (
+        _MS + "test_user_intent_writes_sem_once_and_only_what_the_intent_names",),
     # 9. promotion ------------------------------------------------------------------------------
     "behavior.promotion[].from": (
         _LB + "test_spectral_rules_compound_each_transient_tier_into_the_next",),
@@ -176,7 +181,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].criteria=summary": (
         _MG + "test_m_t3_ending_the_job_appends_an_episodic_summary_of_cwm",
         _MG + "test_a_job_without_cwm_rows_writes_no_summary"),
-    "behavior.promotion[].criteria=governed": (),
+    "behavior.promotion[].criteria=governed": (
+        _MS + "test_m_t5_promotion_waits_for_council_approval_then_sem_put_runs_once",
+        _MS + "test_a_repeated_promotion_of_the_same_source_is_refused_with_promotion_loop"),
     "behavior.promotion[].criteria=extraction": (
         _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
               "nothing",
@@ -197,7 +204,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].at=session_end": (
         _LB + "test_a_compounding_rule_at_each_boundary_value_runs_when_the_scope_ends",
         _CN + "test_consolidation_writes_promotion_only_memory_that_observe_refuses"),
-    "behavior.promotion[].at=on_approval": (),
+    "behavior.promotion[].at=on_approval": (
+        _MS + "test_m_t5_promotion_waits_for_council_approval_then_sem_put_runs_once",),
     "behavior.promotion[].dedup_similarity": (
         _LB + "test_embedding_similarity_compounds_when_rows_have_vectors",),
     "behavior.promotion[].min_corroborations": (
@@ -403,7 +411,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "tiers[].retention.tombstone_orphans_after": (
         _MP + "test_long_orphans_are_tombstoned_journalled_once_and_read_or_linked_rows_stay",),
     "tiers[].retention.audit_retention": (),
-    "tiers[].retention.deletion_requires": (),
+    "tiers[].retention.deletion_requires": (
+        _MS + "test_deletion_needs_council_and_admin_and_is_a_deletion_event",),
     "tiers[].ttl_ticks": (
         _MG + "test_m_t1_wm_item_with_ttl_2_is_removed_after_two_ticks",
         _MG + "test_a_re_referenced_cwm_row_gets_its_ttl_back"),
@@ -412,6 +421,14 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "retrieval.fusion.method=weighted": (
         "tests/integration/test_retrieval.py::test_fusion_method_decides_how_signal_scores_"
         "combine",),
+    "retrieval.lexical.ranking=websearch": (
+        "tests/integration/test_retrieval.py::test_bm25_finds_rows_matching_some_words_that_"
+        "websearch_misses",),
+    "retrieval.lexical.ranking=bm25": (
+        "tests/integration/test_retrieval.py::test_bm25_finds_rows_matching_some_words_that_"
+        "websearch_misses", _RS + "test_bm25_matches_any_word_and_weighs_rare_words_by_idf"),
+    "retrieval.lexical.ranking=token_overlap": (
+        _MS + "test_m_t4_episodic_query_ranks_by_token_overlap_then_time_then_id",),
     "retrieval.abstain": (
         _AB + "test_a_hit_scoring_about_0_016_makes_world_abstain",),
     "retrieval.abstain.min_fused_score": (

@@ -253,10 +253,14 @@ class Abstain(SpecModel):
 class Lexical(SpecModel):
     """How the lexical signal matches and ranks (PostgreSQL full-text search)."""
 
-    ranking: Literal["websearch", "bm25"] = Field(
+    ranking: Literal["websearch", "bm25", "token_overlap"] = Field(
         default="websearch",
         description="websearch: every query word must match (websearch_to_tsquery syntax), "
-        "ranked by ts_rank_cd; bm25: any word may match, ranked by BM25 (IDF within the tenant)",
+        "ranked by ts_rank_cd; bm25: any word may match, ranked by BM25 (IDF within the tenant); "
+        "token_overlap (seed 001 §3): lower-cased tokens split on non-alphanumerics, score = "
+        "the entry's tokens that are query terms / the entry's token count, ranked by score, "
+        "then event time (newest first), then id; no fusion, no vectors, the same order on "
+        "every run",
     )
     k1: float = Field(default=1.2, ge=0, description="BM25 term-frequency saturation")
     b: float = Field(default=0.75, ge=0, le=1, description="BM25 document-length normalisation")

@@ -625,7 +625,7 @@ CREATE POLICY "mace_maintainer" ON "mace"."mace_action_requests" AS PERMISSIVE F
 REVOKE ALL ON TABLE "mace"."mace_action_requests" FROM "primitives_app", "primitives_auditor", "primitives_maintainer";
 
 -- mace.mace_action_requests: grants for the app role
-GRANT SELECT, INSERT ON TABLE "mace"."mace_action_requests" TO "primitives_app";
+GRANT SELECT, INSERT, UPDATE ("status", "decided_at") ON TABLE "mace"."mace_action_requests" TO "primitives_app";
 
 -- mace.mace_action_requests: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_action_requests" TO "primitives_auditor";

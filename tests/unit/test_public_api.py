@@ -32,5 +32,7 @@ def test_every_error_derives_from_the_one_base_and_has_a_code() -> None:
 
 def test_error_envelope_carries_code_message_and_context() -> None:
     err = primitives.MemoryWriteFail("write failed", attempts=2)
-    assert err.envelope() == {"error": "MEMORY_WRITE_FAIL", "message": "write failed",
-                              "attempts": 2}
+    assert err.envelope() == {
+        "error": "MEMORY_WRITE_FAIL", "message": "write failed", "attempts": 2,
+        "user_message": "I tried to save that but my memory failed. I might not remember "
+                        "this next time."}
