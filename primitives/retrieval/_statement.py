@@ -214,7 +214,8 @@ def entity_named(terms: str) -> sql.Composable:
         "WHERE {v} @@ phraseto_tsquery('simple', a.name))))").format(v=sql.SQL(terms))
 
 
-def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool) -> list[sql.Composable]:
+def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool,
+           words: sql.Composable | None = None) -> list[sql.Composable]:
     """Memories connected to the query through the graph, ranked by closeness.
 
     Walks start from the memories that mention an entity the query names (its canonical
@@ -225,7 +226,9 @@ def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool) -> list[
     the best ``strength / (1 + hops)`` over its walks, where strength is the product of
     ``weight * confidence`` of the edges walked; an entity mention counts as zero hops.
     The start rows of other signals are not ranked again unless the query names an entity
-    they mention.
+    they mention. ``words`` (the text-match operator), when given, adds the top
+    ``graph_seeds`` rows that hold any word of the query (ranked by ``ts_rank_cd``) to the
+    starts, so a question whose words are not all in one row still has a start.
     """
     if tables.edges is None or tables.entities is None or tables.node_entities is None:
         raise ValueError(f"agent '{tables.agent}' has no graph tables (spec has no graph:)")
@@ -236,10 +239,17 @@ def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool) -> list[
     else:
         valid = sql.SQL("(e.valid_until IS NULL OR e.valid_until > now())")
     seeds: sql.Composable = sql.SQL("SELECT NULL::uuid AS id WHERE false")
-    if matched:
-        seeds = sql.SQL(" UNION ").join(
-            sql.SQL("(SELECT id FROM {} ORDER BY rank LIMIT %(graph_seeds)s)").format(
-                sql.Identifier(s)) for s in matched)
+    starts: list[sql.Composable] = [
+        sql.SQL("(SELECT id FROM {} ORDER BY rank LIMIT %(graph_seeds)s)").format(
+            sql.Identifier(s)) for s in matched]
+    if words is not None:
+        starts.append(sql.SQL(
+            "(SELECT m.id FROM live AS m, (SELECT replace(plainto_tsquery("
+            "%(config)s::regconfig, %(query)s)::text, ' & ', ' | ')::tsquery AS q) AS w "
+            "WHERE m.tsv {} w.q ORDER BY ts_rank_cd(m.tsv, w.q) DESC, m.id "
+            "LIMIT %(graph_seeds)s)").format(words))
+    if starts:
+        seeds = sql.SQL(" UNION ").join(starts)
     step = sql.SQL(
         "SELECT e.{end} AS id, (e.weight * e.confidence)::float8 AS s FROM {edges} AS e "
         "WHERE e.{t} = %(tenant)s AND e.{start} = w.id "
@@ -405,7 +415,10 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
             "AND m.envelope @> %(envelope)s::jsonb ORDER BY rank LIMIT %(cap)s)"))
         matched.append("envelope")
     if "graph" in used:
-        ctes += _graph(tables, [s for s in matched if s != "envelope"], point_in_time)
+        # BM25's lexical signal already matches any word of the query; the all-words match
+        # gets the any-word starts added to the walk's.
+        ctes += _graph(tables, [s for s in matched if s != "envelope"], point_in_time,
+                       None if bm25 or "lexical" not in used else match)
         matched.append("graph")
     if "recency" in used:
         scope: sql.Composable = sql.SQL("TRUE")
