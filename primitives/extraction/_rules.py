@@ -27,6 +27,7 @@ organisation, ``in Lisbon`` a place, two capitalised words a person).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from uuid import UUID
@@ -200,7 +201,7 @@ class RuleBasedExtractor:
                 unified.append(one)
         resolved = [self._against(d, existing.get(key)) for key, d in decisions.items()]
         causes = tuple((before.id, after.id) for before, after
-                       in zip(request.episodes, request.episodes[1:], strict=False)
+                       in itertools.pairwise(request.episodes)
                        if _CONSEQUENCE.match(after.content))
         return Extraction(tuple(d for d in resolved if d is not None), tuple(unified), causes)
 

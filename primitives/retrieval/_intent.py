@@ -24,13 +24,16 @@ from primitives.embeddings import Embedder
 from primitives.spec import AgentSpec
 
 __all__ = [
+    "COMPLEXITY",
     "INTENTS",
     "EmbeddingIntentClassifier",
     "IntentClassifier",
     "KeywordIntentClassifier",
     "Route",
     "classifier_for",
+    "classify_query_complexity",
     "route",
+    "temporal_direction",
 ]
 
 INTENTS = ("why", "when", "who", "what", "general")
@@ -168,3 +171,52 @@ def route(spec: AgentSpec, signals: Sequence[str], intent: str | None) -> Route:
         if traverse is not None:
             edges = tuple(traverse)
     return Route(intent, weights, edges)
+
+
+# complexity (seed 002 §11.5) --------------------------------------------------------------------
+COMPLEXITY: Mapping[str, tuple[int, int]] = {"simple": (5, 2), "complex": (20, 4)}
+"""Per query complexity: (hits a search returns when the caller names no limit, graph depth
+before ``graph.max_depth`` caps it)."""
+
+_AGGREGATE = re.compile(r"\b(?:compare|comparing|summari[sz]e|summary|everything|all|overview|"
+                        r"list|history)\b")
+_CONJUNCTION = re.compile(r"\b(?:and|or|but)\b")
+
+
+def classify_query_complexity(query: str) -> str:
+    """``complex`` for a question of 10 words or more, one with an aggregate word
+    (``compare``, ``summarize``, ``everything``, ``all``, ``overview``...) or with two or more
+    conjunctions (``and``/``or``/``but``); ``simple`` otherwise (seed 002 §11.5).
+
+    >>> classify_query_complexity("where do I work?")
+    'simple'
+    >>> classify_query_complexity("summarize my week")
+    'complex'
+    >>> classify_query_complexity("Alice and Bob or Carol")
+    'complex'
+    """
+    text = query.strip().lower()
+    if len(text.split()) >= 10 or _AGGREGATE.search(text):
+        return "complex"
+    return "complex" if len(_CONJUNCTION.findall(text)) >= 2 else "simple"
+
+
+_AFTER = re.compile(r"\b(?:after|afterwards?|since|next|later|following|then)\b")
+_BEFORE = re.compile(r"\b(?:before|previous(?:ly)?|earlier|prior|led up to|leading up to)\b")
+
+
+def temporal_direction(query: str) -> str:
+    """Which way a "when" question walks temporal edges (earlier -> later): ``forward``
+    for what came after (``after``, ``since``, ``next``...), ``backward`` for what came before
+    (``before``, ``previously``, ``earlier``...), ``both`` when it says neither or both.
+
+    >>> temporal_direction("what happened after the launch?")
+    'forward'
+    >>> temporal_direction("what did we decide before the meeting?")
+    'backward'
+    >>> temporal_direction("when did we talk about it?")
+    'both'
+    """
+    text = query.strip().lower()
+    after, before = bool(_AFTER.search(text)), bool(_BEFORE.search(text))
+    return "forward" if after and not before else "backward" if before and not after else "both"

@@ -8,7 +8,8 @@ Params of :func:`search_statement`: ``tenant``, ``tiers`` (text[]), ``tier_weigh
 (jsonb), ``cap`` (rows per signal), ``k``, ``w_<signal>`` per signal, ``limit``; with the
 semantic signal ``qvec`` (a halfvec literal), ``model`` and ``small`` (boolean: below the
 exact-scan switch point, from :func:`hnsw_settings`); with the
-graph signal ``edge_types`` (text[]), ``max_depth`` and ``graph_seeds``; with
+graph signal ``edge_types`` (text[]), ``max_depth``, ``graph_seeds`` and ``direction``
+(``both``, ``forward`` or ``backward``); with
 ``point_in_time`` ``as_of`` (timestamptz); with ``bm25`` ``bm25_k1`` and ``bm25_b``.
 """
 
@@ -221,7 +222,8 @@ def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool,
     Walks start from the memories that mention an entity the query names (its canonical
     name or an alias, matched as a phrase of whole words, case-insensitively) and from the
     top ``graph_seeds`` rows of each matched query signal, then follow edges of
-    ``edge_types`` in both directions (causes and effects, earlier and later turns) for up
+    ``edge_types`` in both directions (causes and effects, earlier and later turns), or
+    only from source to target (``direction`` ``forward``) or back (``backward``), for up
     to ``max_depth`` hops, through edges valid now (or at ``as_of``). A row's graph score is
     the best ``strength / (1 + hops)`` over its walks, where strength is the product of
     ``weight * confidence`` of the edges walked; an entity mention counts as zero hops.
@@ -253,11 +255,13 @@ def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool,
     step = sql.SQL(
         "SELECT e.{end} AS id, (e.weight * e.confidence)::float8 AS s FROM {edges} AS e "
         "WHERE e.{t} = %(tenant)s AND e.{start} = w.id "
-        "AND e.relation_type = ANY(%(edge_types)s::text[]) AND {valid}")
+        "AND e.relation_type = ANY(%(edge_types)s::text[]) AND {valid} "
+        "AND %(direction)s::text IN ('both', {way})")
     steps = sql.SQL(" UNION ALL ").join(
         step.format(end=sql.Identifier(end), start=sql.Identifier(start), edges=tables.edges.ident,
-                    t=t, valid=valid)
-        for end, start in (("target_id", "source_id"), ("source_id", "target_id")))
+                    t=t, valid=valid, way=sql.Literal(way))
+        for end, start, way in (("target_id", "source_id", "forward"),
+                                ("source_id", "target_id", "backward")))
     return [
         sql.SQL("graph_terms AS (SELECT to_tsvector('simple', %(query)s) AS v)"),
         sql.SQL("graph_entity AS (SELECT e.id FROM {entities} AS e, graph_terms AS g "
