@@ -212,3 +212,18 @@ def test_a_question_with_words_absent_from_every_row_still_starts_the_walk(
     found = engine.search(user, "why exactly did the backup fail yesterday", explain=True)
     assert found.signal_rows["lexical"] == 0
     assert _by_graph(found) == {cause.id}
+
+
+def test_the_context_budget_follows_the_inferred_complexity(engine: Engine) -> None:
+    user = {"user_id": f"u-{uuid.uuid4().hex[:10]}"}
+    filler = " ".join(f"word{n}" for n in range(40))
+    with engine.tenant(user) as mem:
+        for n in range(40):
+            mem.observe("long_term", f"tomato fact {n}: water the tomatoes daily {filler}",
+                        typology="semantic")
+    simple = engine.context_pack(user, "tomatoes water")
+    complex_ = engine.context_pack(user, "tomatoes and water and daily")
+    assert 0 < simple.total_tokens_used <= 1000 < complex_.total_tokens_used <= 3000
+    # a caller's complexity still wins
+    assert engine.context_pack(user, "tomatoes water", complexity="complex"
+                               ).total_tokens_used == complex_.total_tokens_used
