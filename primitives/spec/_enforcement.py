@@ -418,9 +418,7 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "retrieval.intents.classifier=embedding": (
         _IN + "test_embedding_classifier_picks_the_nearest_examples_above_the_threshold",),
     "retrieval.intents.threshold": (
-        _IN + "test_embedding_classifier_picks_the_nearest_examples_above_the_threshold",
-        "tests/unit/test_intent_accuracy.py::"
-        "test_routing_with_the_offline_model_against_the_keyword_rules"),
+        _IN + "test_embedding_classifier_picks_the_nearest_examples_above_the_threshold",),
     "retrieval.intents.routes": (
         _IN + "test_a_route_replaces_the_weights_it_names_and_picks_the_edges",),
     "retrieval.intents.traverse": (
