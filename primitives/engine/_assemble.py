@@ -65,12 +65,15 @@ def context(ctx: Context, query: str = "", *, complexity: str | None = None,
             limit: int | None = None, per_tier: int = 100, final: bool = False,
             **search: Any) -> Op[retrieval.ContextPack]:
     """The spec's context blocks filled for this tenant (see the module docstring).
-    ``complexity`` (``simple``/``complex``) picks the total budget the spec gives for it;
+    ``complexity`` (``simple``/``complex``) picks the total budget the spec gives for it
+    (inferred from the query where the spec routes by intent and the caller names none);
     ``search`` passes on to the search (``envelope``, ``tiers``, ``as_of``). ``final``: the
     operation is the whole transaction."""
     spec = ctx.spec
     if complexity not in (None, "simple", "complex"):
         raise PolicyViolation(f"complexity is 'simple' or 'complex', got {complexity!r}")
+    if complexity is None and query.strip() and spec.retrieval.intents is not None:
+        complexity = retrieval.classify_query_complexity(query)  # seed 002 §11.5
     if not 1 <= per_tier <= 1000:
         raise PolicyViolation(f"per_tier must be between 1 and 1000, got {per_tier}")
     transient = [tier.name for tier in spec.tiers if not tier.persistent]

@@ -350,6 +350,7 @@ def consolidate_scope(ctx: Context, rule: ExtractionRule, scope_id: str,
         yield from apply.decision(index, decision)
     if graph_spec is not None:
         yield from apply.mentions(extraction.mentions)
+        yield from apply.causes(extraction.causes)
     result = apply.result()
     yield _event(ctx, CONSOLIDATED_EVENT, None, {
         "rule": rule.name, "scope_id": scope_id, "extractor": extractor.name,
@@ -530,6 +531,26 @@ class _Apply:
         """The ``graph.confidence`` source of an edge: ``extraction`` when declared."""
         declared = self.ctx.spec.graph.confidence if self.ctx.spec.graph else {}
         return "extraction" if "extraction" in dict(declared) else None
+
+    def causes(self, causes: Sequence[tuple[UUID, UUID]]) -> Op[None]:
+        """A ``causal`` edge, cause -> effect, for each inferred pair of this scope's
+        episodes, at the ``inference`` confidence where ``graph.confidence`` declares it
+        (specs whose ``graph.edges`` lack ``causal`` record none)."""
+        graph_spec = self.ctx.spec.graph
+        if graph_spec is None or "causal" not in graph_spec.edges:
+            return
+        source = "inference" if "inference" in dict(graph_spec.confidence) else None
+        for index, (cause, effect) in enumerate(dict.fromkeys(causes)):
+            for episode in (cause, effect):
+                if episode not in self.episodes:
+                    raise PolicyViolation(f"consolidation cause {index} ({self.extractor}): "
+                                          f"{episode} is not an episode of scope "
+                                          f"'{self.scope_id}'", field=f"causes[{index}]")
+            yield from graph.relate(self.ctx, cause, effect, "causal", source=source,
+                                    confidence=None if source else 0.6, evidence=[
+                                        {"rule": self.rule.name, "scope_id": self.scope_id,
+                                         "extractor": self.extractor}])
+            self.counts["edges"] += 1
 
     def mentions(self, mentions: Sequence[tuple[UUID, EntityMention]]) -> Op[None]:
         """The entities each episode mentions, created when new."""

@@ -1117,6 +1117,12 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         if tier not in ctx.spec.tier_names:
             raise TenancyError(f"unknown tier '{tier}' for agent '{ctx.spec.agent}'; "
                                f"tiers: {', '.join(ctx.spec.tier_names)}")
+    # Seed 002 §11.5: where the spec routes by intent, the query's complexity sets the
+    # limit (when the caller names none) and the graph depth (capped by graph.max_depth).
+    complexity = (retrieval.classify_query_complexity(query)
+                  if config.intents is not None and query.strip() else None)
+    if limit is None and complexity is not None:
+        limit = retrieval.COMPLEXITY[complexity][0]
     limit = limit or config.default_limit
     if not 1 <= limit <= 1000:
         raise PolicyViolation(f"limit must be between 1 and 1000, got {limit}")
@@ -1166,8 +1172,12 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
     params.update({f"w_{s}": w for s, w in weights.items()})
     if "graph" in signals:
         assert ctx.spec.graph is not None
-        params.update(edge_types=list(routed.edge_types), max_depth=ctx.spec.graph.max_depth,
-                      graph_seeds=ctx.spec.graph.walk_from)
+        depth = ctx.spec.graph.max_depth
+        if complexity is not None:
+            depth = min(depth, retrieval.COMPLEXITY[complexity][1])
+        direction = retrieval.temporal_direction(query) if intent == "when" else None
+        params.update(edge_types=list(routed.edge_types), max_depth=depth,
+                      graph_seeds=ctx.spec.graph.walk_from, direction=direction or "both")
     bm25 = config.lexical.ranking == "bm25"
     if bm25:
         params.update(bm25_k1=config.lexical.k1, bm25_b=config.lexical.b)
@@ -1207,7 +1217,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
                        signals, {s: int(counts.get(s, 0)) for s in signals},
                        mode, config.fusion.k, weights, dropped, intent,
                        routed.edge_types if "graph" in signals else (), reranked,
-                       abstained, message)
+                       abstained, message, complexity,
+                       direction if "graph" in signals else None)
 
 
 def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Memory]]:

@@ -216,6 +216,12 @@ class Explanation:
     """The query had no hit at or above ``retrieval.abstain.min_fused_score``."""
     message: str | None = None
     """The spec's abstain message when it abstained."""
+    complexity: str | None = None
+    """The query's complexity (``simple``/``complex``, seed 002 §11.5) where the spec routes
+    by intent; it set the limit (when the caller gave none) and the graph depth."""
+    direction: str | None = None
+    """Which way the graph walked temporal edges for a ``when`` query (``forward``,
+    ``backward`` or ``both``); None for other intents."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.hits, SearchResult):  # a plain list of hits

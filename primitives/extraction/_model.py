@@ -107,11 +107,14 @@ class Decision:
 
 @dataclass(frozen=True)
 class Extraction:
-    """An extractor's answer: its decisions, and the entities each episode mentions as
-    ``(episode id, mention)`` pairs."""
+    """An extractor's answer: its decisions, the entities each episode mentions as
+    ``(episode id, mention)`` pairs, and the causal links it infers between episodes as
+    ``(cause episode id, effect episode id)`` pairs (in graph specs with ``causal`` edges,
+    each becomes a ``causal`` edge at the ``inference`` confidence)."""
 
     decisions: tuple[Decision, ...] = ()
     mentions: tuple[tuple[UUID, EntityMention], ...] = field(default=())
+    causes: tuple[tuple[UUID, UUID], ...] = field(default=())
 
 
 @runtime_checkable

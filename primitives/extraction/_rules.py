@@ -14,6 +14,10 @@ pattern                                         typology     key
 ``always / never <do something>``               procedural   ``procedure:<text>``
 ==============================================  ===========  ==============================
 
+Causes: an episode that opens with a consequence connective (``so``, ``therefore``, ``as a
+result``, ``because of that``, ``that's why``, ``hence``, ``consequently``) is inferred to be
+the effect of the episode before it in the scope (``Extraction.causes``).
+
 A key that an existing memory holds turns an ``ADD`` into ``UPDATE`` of it (or ``NOOP`` when
 the text is the same); a typology the request does not allow is skipped (preferences fall
 back to ``semantic``). Entity mentions come from the tenant's known names and aliases first,
@@ -23,6 +27,7 @@ organisation, ``in Lisbon`` a place, two capitalised words a person).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from uuid import UUID
@@ -39,6 +44,10 @@ from primitives.extraction._model import (
 
 __all__ = ["RuleBasedExtractor"]
 
+_CONSEQUENCE = re.compile(
+    r"\s*(?:so|therefore|as a result|because of (?:that|this)|that(?:'s| is) why|hence|"
+    r"consequently)\b", re.IGNORECASE)
+"""An episode opening like this is the effect of the one before it."""
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = r"[A-Z][\w'&.-]*[\w&]|[A-Z]"
 _PROPER = re.compile(rf"\b(?:{_WORD})(?:\s+(?:of\s+|&\s+)?(?:{_WORD}))*")
@@ -191,7 +200,10 @@ class RuleBasedExtractor:
             if one not in unified:
                 unified.append(one)
         resolved = [self._against(d, existing.get(key)) for key, d in decisions.items()]
-        return Extraction(tuple(d for d in resolved if d is not None), tuple(unified))
+        causes = tuple((before.id, after.id) for before, after
+                       in itertools.pairwise(request.episodes)
+                       if _CONSEQUENCE.match(after.content))
+        return Extraction(tuple(d for d in resolved if d is not None), tuple(unified), causes)
 
     def _sentence(self, text: str, episode: Episode, allowed: set[str],
                   known: tuple[KnownEntity, ...], types: tuple[str, ...],

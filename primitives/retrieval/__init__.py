@@ -20,13 +20,16 @@ from primitives.retrieval._context import (
 from primitives.retrieval._explain import explain_query, render_explanation
 from primitives.retrieval._fusion import rrf
 from primitives.retrieval._intent import (
+    COMPLEXITY,
     INTENTS,
     EmbeddingIntentClassifier,
     IntentClassifier,
     KeywordIntentClassifier,
     Route,
     classifier_for,
+    classify_query_complexity,
     route,
+    temporal_direction,
 )
 from primitives.retrieval._rerank import FlagReranker, Reranker, default_reranker, rerank_hits
 from primitives.retrieval._statement import (
@@ -40,6 +43,7 @@ from primitives.retrieval._statement import (
 )
 
 __all__ = [
+    "COMPLEXITY",
     "INTENTS",
     "SIGNAL_ORDER",
     "ContextBlockResult",
@@ -54,6 +58,7 @@ __all__ = [
     "active_at",
     "assemble_context",
     "classifier_for",
+    "classify_query_complexity",
     "default_reranker",
     "estimate_tokens",
     "explain_query",
@@ -65,5 +70,6 @@ __all__ = [
     "rrf",
     "search_statement",
     "stored_model",
+    "temporal_direction",
     "vector_literal",
 ]

@@ -8,7 +8,8 @@ Params of :func:`search_statement`: ``tenant``, ``tiers`` (text[]), ``tier_weigh
 (jsonb), ``cap`` (rows per signal), ``k``, ``w_<signal>`` per signal, ``limit``; with the
 semantic signal ``qvec`` (a halfvec literal), ``model`` and ``small`` (boolean: below the
 exact-scan switch point, from :func:`hnsw_settings`); with the
-graph signal ``edge_types`` (text[]), ``max_depth`` and ``graph_seeds``; with
+graph signal ``edge_types`` (text[]), ``max_depth``, ``graph_seeds`` and ``direction``
+(``both``, ``forward`` or ``backward``); with
 ``point_in_time`` ``as_of`` (timestamptz); with ``bm25`` ``bm25_k1`` and ``bm25_b``.
 """
 
@@ -214,18 +215,22 @@ def entity_named(terms: str) -> sql.Composable:
         "WHERE {v} @@ phraseto_tsquery('simple', a.name))))").format(v=sql.SQL(terms))
 
 
-def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool) -> list[sql.Composable]:
+def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool,
+           words: sql.Composable | None = None) -> list[sql.Composable]:
     """Memories connected to the query through the graph, ranked by closeness.
 
     Walks start from the memories that mention an entity the query names (its canonical
     name or an alias, matched as a phrase of whole words, case-insensitively) and from the
     top ``graph_seeds`` rows of each matched query signal, then follow edges of
-    ``edge_types`` in both directions (causes and effects, earlier and later turns) for up
+    ``edge_types`` in both directions (causes and effects, earlier and later turns), or
+    only from source to target (``direction`` ``forward``) or back (``backward``), for up
     to ``max_depth`` hops, through edges valid now (or at ``as_of``). A row's graph score is
     the best ``strength / (1 + hops)`` over its walks, where strength is the product of
     ``weight * confidence`` of the edges walked; an entity mention counts as zero hops.
     The start rows of other signals are not ranked again unless the query names an entity
-    they mention.
+    they mention. ``words`` (the text-match operator), when given, adds the top
+    ``graph_seeds`` rows that hold any word of the query (ranked by ``ts_rank_cd``) to the
+    starts, so a question whose words are not all in one row still has a start.
     """
     if tables.edges is None or tables.entities is None or tables.node_entities is None:
         raise ValueError(f"agent '{tables.agent}' has no graph tables (spec has no graph:)")
@@ -236,18 +241,27 @@ def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool) -> list[
     else:
         valid = sql.SQL("(e.valid_until IS NULL OR e.valid_until > now())")
     seeds: sql.Composable = sql.SQL("SELECT NULL::uuid AS id WHERE false")
-    if matched:
-        seeds = sql.SQL(" UNION ").join(
-            sql.SQL("(SELECT id FROM {} ORDER BY rank LIMIT %(graph_seeds)s)").format(
-                sql.Identifier(s)) for s in matched)
+    starts: list[sql.Composable] = [
+        sql.SQL("(SELECT id FROM {} ORDER BY rank LIMIT %(graph_seeds)s)").format(
+            sql.Identifier(s)) for s in matched]
+    if words is not None:
+        starts.append(sql.SQL(
+            "(SELECT m.id FROM live AS m, (SELECT replace(plainto_tsquery("
+            "%(config)s::regconfig, %(query)s)::text, ' & ', ' | ')::tsquery AS q) AS w "
+            "WHERE m.tsv {} w.q ORDER BY ts_rank_cd(m.tsv, w.q) DESC, m.id "
+            "LIMIT %(graph_seeds)s)").format(words))
+    if starts:
+        seeds = sql.SQL(" UNION ").join(starts)
     step = sql.SQL(
         "SELECT e.{end} AS id, (e.weight * e.confidence)::float8 AS s FROM {edges} AS e "
         "WHERE e.{t} = %(tenant)s AND e.{start} = w.id "
-        "AND e.relation_type = ANY(%(edge_types)s::text[]) AND {valid}")
+        "AND e.relation_type = ANY(%(edge_types)s::text[]) AND {valid} "
+        "AND %(direction)s::text IN ('both', {way})")
     steps = sql.SQL(" UNION ALL ").join(
         step.format(end=sql.Identifier(end), start=sql.Identifier(start), edges=tables.edges.ident,
-                    t=t, valid=valid)
-        for end, start in (("target_id", "source_id"), ("source_id", "target_id")))
+                    t=t, valid=valid, way=sql.Literal(way))
+        for end, start, way in (("target_id", "source_id", "forward"),
+                                ("source_id", "target_id", "backward")))
     return [
         sql.SQL("graph_terms AS (SELECT to_tsvector('simple', %(query)s) AS v)"),
         sql.SQL("graph_entity AS (SELECT e.id FROM {entities} AS e, graph_terms AS g "
@@ -405,7 +419,10 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
             "AND m.envelope @> %(envelope)s::jsonb ORDER BY rank LIMIT %(cap)s)"))
         matched.append("envelope")
     if "graph" in used:
-        ctes += _graph(tables, [s for s in matched if s != "envelope"], point_in_time)
+        # BM25's lexical signal already matches any word of the query; the all-words match
+        # gets the any-word starts added to the walk's.
+        ctes += _graph(tables, [s for s in matched if s != "envelope"], point_in_time,
+                       None if bm25 or "lexical" not in used else match)
         matched.append("graph")
     if "recency" in used:
         scope: sql.Composable = sql.SQL("TRUE")

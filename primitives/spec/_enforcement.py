@@ -83,6 +83,7 @@ _SG = "tests/integration/test_sanitization_gates.py::"
 _OB = "tests/integration/test_outbox.py::"
 _AW = "tests/integration/test_ask_world_agent.py::"
 _MS = "tests/integration/test_mace_golden_sem.py::"
+_AL = "tests/integration/test_assistant_life.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -279,7 +280,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _CX + "test_eviction_takes_whole_items_from_the_highest_priority_number_first",),
     "behavior.context.complexity": (
         _CX + "test_share_budget_follows_query_complexity",
-        _CX + "test_pack_never_exceeds_the_complexity_total"),
+        _CX + "test_pack_never_exceeds_the_complexity_total",
+        _AL + "test_the_context_budget_follows_the_inferred_complexity"),
     "behavior.context.blocks[].content=memories": (
         _CX + "test_always_rows_feed_always_blocks_and_on_demand_blocks_take_hits_only",),
     "behavior.context.blocks[].content=entity_profiles": (
@@ -448,7 +450,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _IN + "test_a_route_replaces_the_weights_it_names_and_picks_the_edges",),
     "retrieval.intents.traverse": (
         _IN + "test_a_route_replaces_the_weights_it_names_and_picks_the_edges",
-        _GR + "test_a_why_query_walks_causal_edges_from_the_text_matches"),
+        _GR + "test_a_why_query_walks_causal_edges_from_the_text_matches",
+        _AL + "test_the_assistant_lives_through_sessions_correction_and_decay"),
     "retrieval.embedding.embed=inline": (
         _ED + "test_an_inline_spec_still_embeds_inside_the_write",),
     "retrieval.embedding.embed=deferred": (
@@ -468,23 +471,27 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     # graph (seed 002) --------------------------------------------------------------------------
     "graph": (_GR + "test_a_spec_without_graph_refuses_graph_writes",),
     "graph.edges=temporal": (_GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
-    "graph.edges=causal": (_GR + "test_a_why_query_walks_causal_edges_from_the_text_matches",),
+    "graph.edges=causal": (_GR + "test_a_why_query_walks_causal_edges_from_the_text_matches",
+                           _AL + "test_the_assistant_lives_through_sessions_correction_and_decay"),
     "graph.edges=entity": (_GR + "test_a_named_entity_finds_the_memories_that_mention_it",),
     "graph.edges=derived_from": (
         _LB + "test_a_graph_spec_links_promoted_rows_to_their_evidence_by_derived_from_edges",
         _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
               "nothing"),
     "graph.edges=supersedes": (
-        _CF + "test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge",),
+        _CF + "test_correct_fact_in_a_graph_spec_links_new_to_old_by_a_supersedes_edge",
+        _AL + "test_the_assistant_lives_through_sessions_correction_and_decay"),
     "graph.entity_types": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",),
     "graph.protect_entity_mentions_over": (
         _DD + "test_decay_sql_agrees_with_the_python_formulas_on_real_rows",),
     "graph.max_depth": (
-        _RS + "test_the_graph_walk_is_recursive_bounded_and_seeded_by_the_text_signals",),
+        _RS + "test_the_graph_walk_is_recursive_bounded_and_seeded_by_the_text_signals",
+        _AL + "test_query_complexity_sets_the_limit_and_the_graph_depth"),
     "graph.walk_from": (),
     "graph.temporal_edges_on_write": (
         _GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
-    "graph.confidence": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",),
+    "graph.confidence": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",
+                         _AL + "test_the_assistant_lives_through_sessions_correction_and_decay"),
     "graph.reinforcement": (
         _DU + "test_reinforcement_adds_its_share_of_ln_access_and_caps_at_one",),
 }
