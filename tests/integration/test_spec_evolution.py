@@ -14,7 +14,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
+from primitives._doctor import run_doctor
 from primitives._project import migrate, plan_specs
 from primitives.cli import main
 from primitives.errors import SpecChangeRefused
@@ -80,15 +82,19 @@ def store(tmp_path: Path, pg: PostgresHandle,
           admin_conn: psycopg.Connection[Any]) -> Iterator[Store]:
     made = Store(tmp_path, pg)
     yield made
-    admin_conn.execute(f'DROP SCHEMA IF EXISTS "{made.schema}" CASCADE')
-    admin_conn.execute(f'DROP SCHEMA IF EXISTS "{made.schema}_moved" CASCADE')
+    admin_conn.execute(_q(made, "DROP SCHEMA IF EXISTS {s} CASCADE"))
     admin_conn.execute("DELETE FROM primitives.agent_plans WHERE agent = %s", (made.agent,))
 
 
+def _q(store: Store, text: str) -> sql.Composed:
+    """``text`` with ``{s}`` as the store's schema."""
+    return sql.SQL(text).format(s=sql.Identifier(store.schema))
+
+
 def _insert(conn: psycopg.Connection[Any], store: Store, tier: str, key: str) -> None:
-    conn.execute(
-        f'INSERT INTO "{store.schema}".evo_memories (team_id, tier, typology, key, content) '
-        "VALUES ('t1', %s, 'episodic', %s, 'kept')", (tier, key))
+    conn.execute(_q(store,
+        "INSERT INTO {s}.evo_memories (team_id, tier, typology, key, content) "
+        "VALUES ('t1', %s, 'episodic', %s, 'kept')"), (tier, key))
 
 
 def _persistent_expression(conn: psycopg.Connection[Any], store: Store) -> str:
@@ -127,7 +133,7 @@ def test_renaming_the_persistent_tier_with_no_rows_moves_the_generated_column(
     assert "'org'" in _persistent_expression(admin_conn, store)
     _insert(admin_conn, store, "org", "k")
     assert admin_conn.execute(
-        f'SELECT persistent FROM "{store.schema}".evo_memories').fetchall() == [(True,)]
+        _q(store, "SELECT persistent FROM {s}.evo_memories")).fetchall() == [(True,)]
 
 
 def test_renaming_the_persistent_tier_with_rows_moves_them_and_every_check_follows(
@@ -138,7 +144,7 @@ def test_renaming_the_persistent_tier_with_rows_moves_them_and_every_check_follo
     _insert(admin_conn, store, "team", "b")
     store.migrate(store.write(persistent="org", tier_extra="\n    renamed_from: team"))
     assert admin_conn.execute(
-        f'SELECT tier, persistent FROM "{store.schema}".evo_memories ORDER BY key').fetchall() \
+        _q(store, "SELECT tier, persistent FROM {s}.evo_memories ORDER BY key")).fetchall() \
         == [("org", True), ("org", True)]
     with pytest.raises(psycopg.errors.CheckViolation):
         _insert(admin_conn, store, "team", "c")  # the old name is no longer a tier
@@ -183,10 +189,9 @@ def test_renaming_an_anchor_key_declared_renames_the_column_in_every_table(
         "AND column_name = 'user_id'", (store.schema,)).fetchall()
     assert left == []
     assert admin_conn.execute(
-        f'SELECT count(*) FROM "{store.schema}".evo_memories WHERE member_id IS NULL'
-    ).fetchone() == (1,)
+        _q(store, "SELECT count(*) FROM {s}.evo_memories WHERE member_id IS NULL")).fetchone() == (1,)
     assert admin_conn.execute(
-        f'SELECT count(*) FROM "{store.schema}".evo_active_memories').fetchone() == (1,)
+        _q(store, "SELECT count(*) FROM {s}.evo_active_memories")).fetchone() == (1,)
 
 
 def test_changing_embedding_dims_is_refused_with_the_way_forward(
@@ -272,3 +277,24 @@ def test_plan_command_prints_each_change_and_exits_1_on_a_refusal(
     assert main(["plan", str(store.path)]) == 0
     assert "no changes" in capsys.readouterr().out
     assert plan_specs([store.write()], dsn=pg.admin_dsn)[0].unchanged
+
+
+def test_doctor_fails_on_a_catalog_that_drifted_from_the_spec(
+    store: Store, admin_conn: psycopg.Connection[Any]
+) -> None:
+    spec = store.write()
+    store.migrate(spec)
+    assert [f for f in run_doctor(admin_conn, [spec]).findings if f.check == "drift"] == []
+    admin_conn.execute(_q(store, "ALTER TABLE {s}.evo_memories ALTER COLUMN persistent "
+                                 "SET EXPRESSION AS (tier = 'run')"))
+    admin_conn.execute(_q(store, "ALTER TABLE {s}.evo_memory_events DISABLE TRIGGER "
+                                 "primitives_refuse_mutation"))
+    admin_conn.execute(_q(store, "ALTER TABLE {s}.evo_scopes DROP CONSTRAINT "
+                                 "evo_scopes_tier_check"))
+    report = run_doctor(admin_conn, [spec])
+    drift = sorted(f.problem for f in report.findings if f.check == "drift")
+    assert not report.ok
+    assert any(p.startswith("generated column persistent is (tier = 'run'::text)")
+               for p in drift), drift
+    assert "trigger primitives_refuse_mutation is disabled" in drift
+    assert "CHECK constraint evo_scopes_tier_check is missing" in drift
