@@ -102,7 +102,8 @@ def plan_record(spec: AgentSpec, plan: Plan, evolution: Evolution,
     return PlanRecord(shape=spec_shape(spec, plan),
                       changes=[c.as_json() for c in evolution.changes],
                       before=tuple(step.statement for step in evolution.before),
-                      allowed=tuple(used), reason=reason if used else None)
+                      allowed=tuple(used), reason=reason if used else None,
+                      validations=tuple(step.statement for step in plan.validations))
 
 
 def render_evolution(evolution: Evolution, plan: Plan, *, unchanged: bool = False,

@@ -345,9 +345,10 @@ def _embedding_changes(old: Shape, new: Shape, spec: AgentSpec) -> Iterator[Chan
 def _retention_changes(old: Shape, new: Shape, spec: AgentSpec) -> Iterator[Change]:
     old_retention: Mapping[str, int | None] = old.get("audit_retention_s", {})
     for tier, now in new["audit_retention_s"].items():
-        if tier not in old_retention:
+        before = tier if tier in old_retention else spec.tier(tier).renamed_from
+        if before is None or before not in old_retention:
             continue
-        was = old_retention[tier]
+        was = old_retention[before]
         if was == now:
             continue
         index = _tier_index(spec, tier)

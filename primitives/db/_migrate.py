@@ -182,6 +182,8 @@ class PlanRecord:
     """Statements run ahead of the plan (a declared rename's steps)."""
     allowed: tuple[str, ...] = ()
     reason: str | None = None
+    validations: tuple[Query, ...] = ()
+    """Run after the plan commits, each in its own transaction (``VALIDATE CONSTRAINT``)."""
 
 
 def recorded_plan(conn: psycopg.Connection[Any], name: str) -> tuple[str, Any] | None:
@@ -234,6 +236,17 @@ def apply_plan(
         raise MigrationError(
             f"plan for agent {name!r} failed: {_describe(err)}", agent=name, sqlstate=err.sqlstate
         ) from err
+    for statement in record.validations if record else ():
+        try:
+            with conn.transaction():
+                conn.execute(_AS_OWNER)
+                conn.execute(statement)
+        except psycopg.Error as err:
+            raise MigrationError(
+                f"plan for agent {name!r} applied, but existing rows break one of its CHECKs "
+                f"({_describe(err)}): new rows are checked; fix the rows and migrate again "
+                "(`primitives doctor` reports the constraint NOT VALID until then)",
+                agent=name, sqlstate=err.sqlstate) from err
     _log.info("applied plan for agent %s (%d statements)", name, len(statements))
     return True
 

@@ -19,6 +19,7 @@ from psycopg import sql
 from primitives._doctor import run_doctor
 from primitives._project import migrate, plan_specs
 from primitives.cli import main
+from primitives.compile import compile_plan
 from primitives.errors import SpecChangeRefused
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
@@ -298,3 +299,32 @@ def test_doctor_fails_on_a_catalog_that_drifted_from_the_spec(
                for p in drift), drift
     assert "trigger primitives_refuse_mutation is disabled" in drift
     assert "CHECK constraint evo_scopes_tier_check is missing" in drift
+
+
+def test_checks_are_added_not_valid_and_validated_without_blocking_readers_or_writers(
+    store: Store, pg: PostgresHandle, admin_conn: psycopg.Connection[Any]
+) -> None:
+    spec = store.write()
+    plan = compile_plan(spec)
+    added = [s.statement.as_string(None) for s in plan.steps
+             if "ADD CONSTRAINT" in s.statement.as_string(None)]
+    assert added and all(text.count("NOT VALID") == text.count("ADD CONSTRAINT")
+                         for text in added)
+    assert plan.validations and all("VALIDATE CONSTRAINT" in s.statement.as_string(None)
+                                    for s in plan.validations)
+    store.migrate(spec)
+    _insert(admin_conn, store, "team", "a")
+    memories = next(s.statement for s in plan.validations
+                    if s.title.startswith(f"{store.schema}.evo_memories"))
+    with psycopg.connect(pg.admin_dsn) as validator, \
+            psycopg.connect(pg.admin_dsn, autocommit=True) as other:
+        validator.execute(memories)  # its transaction stays open, holding the VALIDATE lock
+        other.execute("SET lock_timeout = '1s'")
+        assert other.execute(_q(store, "SELECT count(*) FROM {s}.evo_memories")).fetchone() \
+            == (1,)
+        _insert(other, store, "team", "b")  # a writer is not blocked either
+        validator.rollback()
+    unvalidated = admin_conn.execute(
+        "SELECT count(*) FROM pg_constraint WHERE connamespace = %s::regnamespace "
+        "AND contype = 'c' AND NOT convalidated", (store.schema,)).fetchone()
+    assert unvalidated == (0,)  # migrate validated them after its plan committed
