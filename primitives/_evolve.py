@@ -41,16 +41,19 @@ _SERVER_VERSION = sql.SQL("SELECT current_setting('server_version_num')::int")
 _MARKS = {"additive": "+", "rebuild": "~", "destructive": "!", "weakening": "!"}
 
 
-def _facts(conn: psycopg.Connection[Any], plan: Plan) -> Facts:
+def _facts(conn: psycopg.Connection[Any], spec: AgentSpec, plan: Plan,
+           shape: dict[str, Any]) -> Facts:
     tables = plan.tables
     columns = {str(name): frozenset(cols) for name, cols in conn.execute(
         _COLUMNS, (tables.schema, f"{tables.prefix}\\_%")).fetchall()}
     rows: dict[str, int] = {}
+    # only the tiers that disappear or are renamed are counted (a scan: not on every migrate)
+    gone = [t for t in shape.get("tiers", ()) if t not in spec.tier_names]
     exists = conn.execute(_TABLE_EXISTS, (tables.memories.qualified,)).fetchone()
-    if exists is not None and exists[0]:
+    if gone and exists is not None and exists[0]:
         rows = {str(tier): int(count) for tier, count in conn.execute(
-            sql.SQL("SELECT tier, count(*) FROM {} GROUP BY tier").format(
-                tables.memories.ident)).fetchall()}
+            sql.SQL("SELECT tier, count(*) FROM {} WHERE tier = ANY(%s) GROUP BY tier").format(
+                tables.memories.ident), (gone,)).fetchall()}
     version = conn.execute(_SERVER_VERSION).fetchone()
     return Facts(rows_by_tier=rows, columns=columns,
                  server_version=int(version[0]) if version else 0)
@@ -63,7 +66,7 @@ def plan_spec(conn: psycopg.Connection[Any], spec: AgentSpec, plan: Plan) -> Evo
     if recorded is not None and shape is None:
         # applied before shapes were recorded: the spec's own shape stands in
         shape = spec_shape(spec, plan)
-    return evolve(shape, spec, plan, _facts(conn, plan) if shape else Facts())
+    return evolve(shape, spec, plan, _facts(conn, spec, plan, shape) if shape else Facts())
 
 
 def check_allowed(allowed: Sequence[str], reason: str | None) -> frozenset[str]:
