@@ -10,7 +10,10 @@ migrations are never edited, a new one is added instead.
 
 ``apply_plan`` does the same for one agent's compiled DDL, recorded in
 ``primitives.agent_plans``: same checksum, nothing to do; new checksum, the
-(idempotent, ``IF NOT EXISTS``) statements run as ``primitives_owner``.
+(idempotent, ``IF NOT EXISTS``) statements run as ``primitives_owner``. With a
+:class:`PlanRecord` (what ``primitives migrate`` passes) it also records the spec's shape,
+runs a declared rename's steps first, journals the plan in ``primitives.plan_history`` and,
+after the commit, validates the CHECKs the plan added ``NOT VALID``.
 
 Example::
 
