@@ -21,6 +21,7 @@ from typing import Any, Final, NamedTuple
 
 import psycopg
 
+from primitives._doctor_drift import drift_findings
 from primitives._doctor_runtime import (
     Definer,
     RoleSetting,
@@ -32,8 +33,8 @@ from primitives._doctor_runtime import (
     reach_findings,
     role_setting_findings,
 )
-from primitives._project import detect_capabilities
-from primitives.compile import Table, Tables, agent_tables
+from primitives._project import canonical_capabilities, detect_capabilities
+from primitives.compile import Table, Tables, agent_tables, compile_plan
 from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA, MAINTAINER_ROLE
 from primitives.compile._non_mirror import guarded as guarded_entries
 from primitives.compile._rls import tenant_policy_name
@@ -78,6 +79,8 @@ CHECKS: Final[Mapping[str, str]] = {
                          "locks, or read the per-table statistics views and functions",
     "security_definer": "every SECURITY DEFINER function of the agent and framework schemas "
                         "has SET search_path = pg_catalog, pg_temp and no EXECUTE for PUBLIC",
+    "drift": "each table matches the spec's compiled plan: generated column expressions, "
+             "CHECK constraints present and validated, triggers present and enabled",
 }
 """Every check ``primitives doctor`` runs, by name, with what it requires."""
 
@@ -599,9 +602,15 @@ def run_doctor(conn: psycopg.Connection[Any], specs: Sequence[AgentSpec]) -> Doc
     except psycopg.Error as err:
         raise StorageError(f"cannot read the catalog: {err}", sqlstate=err.sqlstate) from err
     guarded = frozenset(spec.agent for spec in specs if guarded_entries(spec, caps))
+    try:
+        drift = [Finding(*f) for spec in specs
+                 for f in drift_findings(conn, compile_plan(
+                     spec, capabilities=canonical_capabilities(conn, spec, caps)[0]))]
+    except psycopg.Error as err:
+        raise StorageError(f"cannot read the catalog: {err}", sqlstate=err.sqlstate) from err
     return DoctorReport(
         agents=tuple(spec.agent for spec in specs),
         relations=len({(r.schema, r.name) for r in catalog.relations}),
-        findings=tuple(diagnose(agents, catalog, guarded)),
+        findings=(*diagnose(agents, catalog, guarded), *dict.fromkeys(drift)),
         warnings=tuple(warnings),
     )

@@ -9,7 +9,15 @@ from typing import Any, Literal
 
 import psycopg
 
-from primitives.compile import Capabilities, compile_citus, compile_plan, require_server_version
+from primitives._evolve import check_allowed, plan_record, plan_spec, refuse
+from primitives.compile import (
+    Capabilities,
+    Plan,
+    compile_citus,
+    compile_plan,
+    require_server_version,
+)
+from primitives.compile._evolution import Evolution, spec_shape
 from primitives.db import (
     TEXT_MATCH_OPCLASS,
     apply_migrations,
@@ -24,12 +32,13 @@ from primitives.db._citus import (
     is_citus_coordinator,
     migrate_cluster,
 )
+from primitives.db._migrate import recorded_plan
 from primitives.discipline._canonical import canonical_problems
 from primitives.errors import MigrationError, StorageError
 from primitives.spec import AgentSpec
 
-__all__ = ["MigrateReport", "PlanResult", "canonical_capabilities", "detect_capabilities",
-           "migrate"]
+__all__ = ["MigrateReport", "PlanResult", "SpecPlan", "canonical_capabilities",
+           "detect_capabilities", "migrate", "plan_specs"]
 
 _log = logging.getLogger("primitives")
 
@@ -88,12 +97,22 @@ def _resolve_target(conn: psycopg.Connection[Any], target: Target) -> bool:
 
 
 @dataclass
+class SpecPlan:
+    """One spec's classified changes (``primitives plan``), and whether its plan is unchanged."""
+
+    evolution: Evolution
+    plan: Plan
+    unchanged: bool
+
+
+@dataclass
 class MigrateReport:
     target: str = "single"
     migrations: list[str] = field(default_factory=list)
     plans: list[PlanResult] = field(default_factory=list)
     capabilities: Capabilities = field(default_factory=Capabilities)
     warnings: list[str] = field(default_factory=list)
+    specs: list[SpecPlan] = field(default_factory=list)
 
     def summary(self) -> str:
         applied = sum(p.applied for p in self.plans)
@@ -107,13 +126,23 @@ def migrate(
     dsn: str | None = None,
     progress: Callable[[str], object] = _log.info,
     target: Target = "auto",
+    allow: Sequence[str] = (),
+    reason: str | None = None,
+    dry_run: bool = False,
 ) -> MigrateReport:
     """Apply pending framework migrations, then each spec's compiled plan (idempotent).
 
     ``target``: ``"single"`` (one server), ``"citus"`` (a Citus coordinator: migrations on
     every node, distributed plans) or ``"auto"`` (``"citus"`` when the server is a
     coordinator). A single-node plan is refused on a server with the citus extension.
+
+    On a single node each spec is first compared with the shape its store was applied with
+    (``primitives plan``): a destructive or weakening change raises
+    :class:`~primitives.errors.SpecChangeRefused` before any plan is applied, unless its
+    kind is in ``allow`` with a ``reason`` (journalled in ``primitives.plan_history``).
+    ``dry_run``: classify and report, apply nothing (framework migrations included).
     """
+    allowed = check_allowed(allow, reason)
     admin = dsn or resolve_dsn()
     report = MigrateReport()
     try:
@@ -127,11 +156,13 @@ def migrate(
             report.migrations = migrate_cluster(conn, admin)
             progress(f"Citus coordinator: framework migrations on each of "
                      f"{len(cluster_nodes(conn))} nodes")
+        elif dry_run:
+            report.migrations = []
         else:
             report.migrations = apply_migrations(conn)
         for name in report.migrations:
             progress(f"applied framework migration {name}")
-        if not citus and ensure_text_match(conn) == "installed":
+        if not citus and not dry_run and ensure_text_match(conn) == "installed":
             progress(f"installed the leakproof full-text match ({TEXT_MATCH_OPCLASS})")
         caps = detect_capabilities(conn)
         require_server_version(caps)
@@ -147,17 +178,28 @@ def migrate(
                     "of its full-text index")
             report.warnings.append(note)
             progress(f"warning: {note}")
+        compiled: list[tuple[AgentSpec, Capabilities]] = []
         for spec in specs:
             spec_caps, notes = canonical_capabilities(conn, spec, caps)
             for note in notes:
                 report.warnings.append(note)
                 progress(f"warning: {note}")
-            if citus:
+            compiled.append((spec, spec_caps))
+        if not citus:
+            report.specs = _plan_specs(conn, compiled)
+            for each in report.specs:
+                refuse(each.evolution, allowed)
+            if dry_run:
+                return report
+        planned: list[SpecPlan | None] = [*report.specs] or [None] * len(compiled)
+        for (spec, spec_caps), spec_plan in zip(compiled, planned, strict=True):
+            if spec_plan is None:
                 plan = compile_citus(spec, capabilities=spec_caps)
                 applied = apply_distributed_plan(conn, spec.agent, plan.checksum, plan.steps)
             else:
-                plan = compile_plan(spec, capabilities=spec_caps)
-                applied = apply_plan(conn, spec.agent, plan.checksum, plan.statements)
+                plan = spec_plan.plan
+                applied = apply_plan(conn, spec.agent, plan.checksum, plan.statements,
+                                     plan_record(spec, plan, spec_plan.evolution, allowed, reason))
             store = spec.persistence.store
             report.plans.append(PlanResult(spec.agent, store.schema_, store.prefix,
                                            len(plan.steps), applied))
@@ -165,3 +207,29 @@ def migrate(
             progress(f"agent {spec.agent}: {store.schema_}.{store.prefix}_* {state} "
                      f"({len(plan.steps)} statements)")
     return report
+
+
+def _plan_specs(conn: psycopg.Connection[Any],
+                compiled: Sequence[tuple[AgentSpec, Capabilities]]) -> list[SpecPlan]:
+    planned = []
+    for spec, spec_caps in compiled:
+        plan = compile_plan(spec, capabilities=spec_caps)
+        recorded = recorded_plan(conn, spec.agent)
+        evolution = plan_spec(conn, spec, plan)
+        unchanged = (recorded is not None and recorded[0] == plan.checksum
+                     and recorded[1] == spec_shape(spec, plan))
+        planned.append(SpecPlan(evolution, plan, unchanged))
+    return planned
+
+
+def plan_specs(specs: Sequence[AgentSpec], *, dsn: str | None = None) -> list[SpecPlan]:
+    """``primitives plan``: each spec's classified changes against the live database."""
+    try:
+        conn = psycopg.connect(dsn or resolve_dsn(), autocommit=True)
+    except psycopg.Error as err:
+        raise StorageError(f"cannot connect to plan: {err}") from err
+    with conn:
+        caps = detect_capabilities(conn)
+        require_server_version(caps)
+        compiled = [(spec, canonical_capabilities(conn, spec, caps)[0]) for spec in specs]
+        return _plan_specs(conn, compiled)

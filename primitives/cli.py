@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.prompt import Prompt
 from rich.table import Table
 
-from primitives.errors import PrimitivesError, SpecError, StorageError
+from primitives.errors import PrimitivesError, SpecChangeRefused, SpecError, StorageError
 
 if TYPE_CHECKING:
     from primitives.spec import AgentSpec
@@ -146,9 +146,43 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     specs = load_specs(list(_spec_paths(args.specs)))
     for spec in specs:
         _warn_unenforced(spec)
-    report = migrate(specs, progress=console.print, target=args.target)
+    report = migrate(specs, progress=console.print, target=args.target, allow=args.allow,
+                     reason=args.reason, dry_run=args.dry_run)
+    if args.dry_run:
+        _print_spec_plans(report.specs, json_output=False, allowed=frozenset(args.allow))
+        console.print("dry run: nothing applied")
+        return 0
     console.print(f"[green]done[/green]: {report.summary()}")
     return 0
+
+
+# plan -------------------------------------------------------------------------------------------
+def _print_spec_plans(planned: Sequence[Any], *, json_output: bool,
+                      allowed: frozenset[str] = frozenset()) -> int:
+    from primitives._evolve import render_evolution
+
+    refused = sum(len(p.evolution.refused(allowed)) for p in planned)
+    if json_output:
+        sys.stdout.write(json.dumps([{
+            "agent": p.evolution.agent, "spec": p.evolution.source, "unchanged": p.unchanged,
+            "changes": [] if p.unchanged else [c.as_json() for c in p.evolution.changes],
+            "rebuild_statements": [s.statement.as_string(None) for s in p.evolution.before],
+            "plan_statements": len(p.plan.steps),
+        } for p in planned], indent=2) + "\n")
+    else:
+        for p in planned:
+            sys.stdout.write(render_evolution(p.evolution, p.plan, unchanged=p.unchanged,
+                                              allowed=allowed))
+    return 1 if refused else 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from primitives._project import plan_specs
+    from primitives.spec import load_specs
+
+    specs = load_specs(list(_spec_paths(args.specs)))
+    return _print_spec_plans(plan_specs(specs), json_output=args.json,
+                             allowed=frozenset(args.allow))
 
 
 # server -----------------------------------------------------------------------------------------
@@ -613,7 +647,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", choices=("auto", "single", "citus"), default="auto",
                    help="single server, Citus coordinator (migrations on every node, "
                         "distributed plans), or auto: citus when the server is a coordinator")
+    p.add_argument("--dry-run", action="store_true",
+                   help="show each spec's classified changes; apply nothing")
+    p.add_argument("--allow", action="append", default=[], choices=("destructive", "weakening"),
+                   help="apply changes of this kind (journalled with --reason)")
+    p.add_argument("--reason", help="why the allowed changes are applied (for the auditor)")
     p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("plan", help="the changes between each spec and the live database")
+    p.add_argument("specs", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")
+    p.add_argument("--allow", action="append", default=[], choices=("destructive", "weakening"),
+                   help="show changes of this kind as applied rather than refused")
+    p.add_argument("--json", action="store_true", help="one JSON object per spec")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("server", help="manage the embedded PostgreSQL server")
     p.add_argument("action", choices=["start", "stop", "status", "dsn"])
@@ -717,6 +763,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except SpecError as err:
         _report_spec_error(err)
+        return 1
+    except SpecChangeRefused as err:
+        errors.print(f"[red]{err.code}[/red] {escape(str(err))}", soft_wrap=True)
         return 1
     except StorageError as err:
         errors.print(f"[red]{err.code}[/red] {err}", soft_wrap=True)

@@ -20,6 +20,7 @@ on. Lower-level exceptions are always chained with ``raise ... from``.
      └── StorageError           the database failed or is unreachable
           ├── ServerError       the embedded server could not start or stop
           ├── MigrationError    a migration failed, or an applied one was edited (checksum)
+          │    └── SpecChangeRefused  a spec change is destructive or weakening (PLAN_REFUSED)
           ├── MemoryWriteFail   a write failed after its one deterministic retry (MEMORY_WRITE_FAIL)
           └── StorageFull       disk or quota exhausted (STORAGE_FULL); nothing is dropped silently
 
@@ -48,6 +49,7 @@ __all__ = [
     "PrivacyBlocked",
     "PromotionLoop",
     "ServerError",
+    "SpecChangeRefused",
     "SpecError",
     "StorageError",
     "StorageFull",
@@ -206,3 +208,13 @@ class StorageFull(StorageError):
 
     code = "STORAGE_FULL"
     user_message = "My memory is full, so I couldn't save that. Nothing was lost; an admin has to make room."
+
+
+class SpecChangeRefused(MigrationError):
+    """A spec change would destroy or weaken what the store holds; nothing was applied.
+
+    The message names the spec file and line of each refused change, the reason and the way
+    forward (a declared ``renamed_from``, or ``--allow KIND --reason TEXT``).
+    """
+
+    code = "PLAN_REFUSED"

@@ -295,7 +295,8 @@ def compile_citus(
     for definition in definitions:
         without_fks = replace(definition, constraints=tuple(
             c for c in definition.constraints if c.kind != "foreign_key"))
-        steps += (_without_subquery(step) for step in _table_steps(tables, without_fks))
+        steps += (_without_subquery(step)
+                  for step in _table_steps(tables, without_fks, not_valid=True))
         if definition.bounds:
             # the shards' CHECK calls it on the workers
             steps.append(Step(
@@ -313,6 +314,7 @@ def compile_citus(
         steps += _foreign_key_steps(definition)
     steps += _unpublish_steps(tables)
     steps += _view_steps(spec, tables, definitions[0], base.capabilities)
+    steps += base.validations  # the distributed plan commits in parts; these run last
     return Plan(
         agent=spec.agent,
         steps=tuple(steps),

@@ -58,6 +58,7 @@ __all__ = [
     "in_list",
     "primary_key",
     "replace_checks_sql",
+    "validate_checks_sql",
 ]
 
 Privilege = Literal["SELECT", "INSERT"]
@@ -251,7 +252,7 @@ def add_columns_sql(table: TableDef) -> sql.Composed | None:
         sql.SQL("ADD COLUMN IF NOT EXISTS {}").format(column_sql(c)) for c in added))
 
 
-def replace_checks_sql(table: TableDef) -> sql.Composed | None:
+def replace_checks_sql(table: TableDef, *, not_valid: bool = False) -> sql.Composed | None:
     """One ``ALTER TABLE`` that drops and re-adds every CHECK constraint of the table.
 
     One statement, so the existing rows are validated in a single scan, and a row that
@@ -259,6 +260,11 @@ def replace_checks_sql(table: TableDef) -> sql.Composed | None:
     without its checks. ``None`` when the table has no CHECK constraint. A table with
     ``bounds`` gets one constraint that calls its bounds function instead; the separate
     constraints an earlier plan made are dropped.
+
+    ``not_valid``: the constraints are added ``NOT VALID`` (enforced for new rows at once,
+    no scan under the statement's ACCESS EXCLUSIVE lock); :func:`validate_checks_sql`
+    then checks the existing rows after the plan commits, under a lock that lets readers
+    and writers through.
     """
     checks = [c for c in table.constraints if c.kind == "check"]
     if not checks:
@@ -272,9 +278,23 @@ def replace_checks_sql(table: TableDef) -> sql.Composed | None:
     else:
         added = [(c.name, c.body) for c in checks]
     drops = [sql.SQL("DROP CONSTRAINT IF EXISTS {}").format(sql.Identifier(n)) for n in names]
-    adds = [sql.SQL("ADD CONSTRAINT {} {}").format(sql.Identifier(name), body)
+    suffix = sql.SQL(" NOT VALID" if not_valid else "")
+    adds = [sql.SQL("ADD CONSTRAINT {} {}{}").format(sql.Identifier(name), body, suffix)
             for name, body in added]
     return sql.SQL("ALTER TABLE {}\n    {}").format(table.table.ident, _INDENT.join(drops + adds))
+
+
+def validate_checks_sql(table: TableDef) -> sql.Composed | None:
+    """``ALTER TABLE ... VALIDATE CONSTRAINT``: the existing rows against the CHECKs that
+    :func:`replace_checks_sql` added ``NOT VALID`` (SHARE UPDATE EXCLUSIVE: reads and writes
+    go on during the scan)."""
+    names = [c.name for c in table.constraints if c.kind == "check"]
+    if not names:
+        return None
+    if table.bounds:
+        names = [bounds_constraint_name(table.table)]
+    return sql.SQL("ALTER TABLE {}\n    {}").format(table.table.ident, _INDENT.join(
+        sql.SQL("VALIDATE CONSTRAINT {}").format(sql.Identifier(n)) for n in names))
 
 
 def bounds_function_name(table: Table) -> str:

@@ -35,6 +35,7 @@ from primitives.compile._ddl import (
     create_trigger_sql,
     drop_index_sql,
     replace_checks_sql,
+    validate_checks_sql,
 )
 from primitives.compile._definer import definer_names
 from primitives.compile._names import (
@@ -124,6 +125,9 @@ class Plan:
     tables: Tables
     capabilities: Capabilities
     definitions: tuple[TableDef, ...]
+    validations: tuple[Step, ...] = ()
+    """Run after the plan commits, each in its own transaction: the existing rows against the
+    CHECKs the plan added ``NOT VALID`` (no exclusive lock is held during the scan)."""
 
     @property
     def statements(self) -> tuple[sql.Composed, ...]:
@@ -144,7 +148,11 @@ class Plan:
             f"{self.tables.tenant_column}; extensions: {', '.join(enabled) or 'none'}"
             f"{'; leakproof full-text match' if self.capabilities.text_match else ''}\n"
         )
-        return header + "".join("\n" + step.render() for step in self.steps)
+        validations = "".join("\n" + step.render() for step in self.validations)
+        if validations:
+            validations = ("\n-- after the plan commits, each in its own transaction (readers "
+                           "and writers are not blocked):\n" + validations)
+        return header + "".join("\n" + step.render() for step in self.steps) + validations
 
     @cached_property
     def checksum(self) -> str:
@@ -225,7 +233,8 @@ def _schema_steps(tables: Tables) -> Iterator[Step]:
         yield Step(f"schema {schema}: usage for the runtime roles", grant_schema_usage_sql(schema))
 
 
-def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
+def _table_steps(tables: Tables, definition: TableDef, *,
+                 not_valid: bool = False) -> Iterator[Step]:
     table = definition.table
     name = table.qualified
     yield Step(f"{name}: table", create_table_sql(definition))
@@ -242,7 +251,7 @@ def _table_steps(tables: Tables, definition: TableDef) -> Iterator[Step]:
                    bounds_grant_sql(definition, APP_ROLE))
         yield Step(f"{name}: bounds function: the maintainer role writes the table",
                    bounds_grant_sql(definition, MAINTAINER_ROLE))
-    checks = replace_checks_sql(definition)
+    checks = replace_checks_sql(definition, not_valid=not_valid)
     if checks is not None:
         yield Step(f"{name}: checks (replaced, so they follow the spec)", checks)
     for retired, why in definition.retired_indexes:
@@ -335,13 +344,17 @@ def compile_plan(spec: AgentSpec, *, capabilities: Capabilities = DEFAULT_CAPABI
     steps: list[Step] = [Step("objects are owned by the owner role", set_owner_role_sql())]
     steps += _schema_steps(tables)
     for definition in definitions:
-        steps += _table_steps(tables, definition)
+        steps += _table_steps(tables, definition, not_valid=True)
     steps += _unpublish_steps(tables)
     steps += _view_steps(spec, tables, definitions[0], capabilities)
+    validations = tuple(
+        Step(f"{d.table.qualified}: validate the checks against the existing rows", v)
+        for d in definitions for v in [validate_checks_sql(d)] if v is not None)
     return Plan(
         agent=spec.agent,
         steps=tuple(steps),
         tables=tables,
         capabilities=capabilities,
         definitions=definitions,
+        validations=validations,
     )

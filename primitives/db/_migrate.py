@@ -10,7 +10,10 @@ migrations are never edited, a new one is added instead.
 
 ``apply_plan`` does the same for one agent's compiled DDL, recorded in
 ``primitives.agent_plans``: same checksum, nothing to do; new checksum, the
-(idempotent, ``IF NOT EXISTS``) statements run as ``primitives_owner``.
+(idempotent, ``IF NOT EXISTS``) statements run as ``primitives_owner``. With a
+:class:`PlanRecord` (what ``primitives migrate`` passes) it also records the spec's shape,
+runs a declared rename's steps first, journals the plan in ``primitives.plan_history`` and,
+after the commit, validates the CHECKs the plan added ``NOT VALID``.
 
 Example::
 
@@ -35,11 +38,20 @@ import psycopg
 from psycopg import sql
 from psycopg.abc import Query
 from psycopg.pq import TransactionStatus
+from psycopg.types.json import Jsonb
 
 from primitives.db._names import OWNER_ROLE
 from primitives.errors import MigrationError, StorageError
 
-__all__ = ["Migration", "apply_migrations", "apply_plan", "load_migrations", "migrations_dir"]
+__all__ = [
+    "Migration",
+    "PlanRecord",
+    "apply_migrations",
+    "apply_plan",
+    "load_migrations",
+    "migrations_dir",
+    "recorded_plan",
+]
 
 _log = logging.getLogger("primitives.db")
 
@@ -71,7 +83,7 @@ _RECORD_MIGRATION = sql.SQL(
 )
 _RESET_ROLE = sql.SQL("RESET ROLE")
 
-_PLAN_CHECKSUM = sql.SQL("SELECT checksum FROM primitives.agent_plans WHERE agent = %s")
+_PLAN_CHECKSUM = sql.SQL("SELECT checksum, shape FROM primitives.agent_plans WHERE agent = %s")
 _HAS_CITUS = sql.SQL(
     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')")
 _AS_OWNER = sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(OWNER_ROLE))
@@ -79,6 +91,11 @@ _RECORD_PLAN = sql.SQL(
     "INSERT INTO primitives.agent_plans (agent, checksum, statement_count) VALUES (%s, %s, %s)"
     " ON CONFLICT (agent) DO UPDATE SET checksum = EXCLUDED.checksum,"
     " statement_count = EXCLUDED.statement_count, applied_at = now()"
+)
+_RECORD_SHAPE = sql.SQL("UPDATE primitives.agent_plans SET shape = %s WHERE agent = %s")
+_RECORD_HISTORY = sql.SQL(
+    "INSERT INTO primitives.plan_history (agent, checksum, shape, changes, allowed, reason)"
+    " VALUES (%s, %s, %s, %s, %s, %s)"
 )
 
 Directory = str | os.PathLike[str] | Traversable
@@ -158,8 +175,29 @@ def apply_migrations(
     return _apply_migrations(conn_or_dsn, migrations)
 
 
+@dataclass(frozen=True)
+class PlanRecord:
+    """What ``apply_plan`` journals besides the checksum (``primitives.plan_history``)."""
+
+    shape: dict[str, Any]
+    changes: list[dict[str, Any]]
+    before: tuple[Query, ...] = ()
+    """Statements run ahead of the plan (a declared rename's steps)."""
+    allowed: tuple[str, ...] = ()
+    reason: str | None = None
+    validations: tuple[Query, ...] = ()
+    """Run after the plan commits, each in its own transaction (``VALIDATE CONSTRAINT``)."""
+
+
+def recorded_plan(conn: psycopg.Connection[Any], name: str) -> tuple[str, Any] | None:
+    """The checksum and recorded shape of an agent's applied plan, or None if never applied."""
+    row = conn.execute(_PLAN_CHECKSUM, (name,)).fetchone()
+    return (str(row[0]), row[1]) if row is not None else None
+
+
 def apply_plan(
-    conn: psycopg.Connection[Any], name: str, checksum: str, statements: Sequence[Query]
+    conn: psycopg.Connection[Any], name: str, checksum: str, statements: Sequence[Query],
+    record: PlanRecord | None = None,
 ) -> bool:
     """Apply an agent's compiled DDL once per checksum; True if it ran, False if already applied.
 
@@ -173,7 +211,8 @@ def apply_plan(
         with conn.transaction():
             conn.execute(DDL_XACT_LOCK)
             row = conn.execute(_PLAN_CHECKSUM, (name,)).fetchone()
-            if row is not None and row[0] == checksum:
+            if row is not None and row[0] == checksum and (
+                    record is None or row[1] == record.shape):
                 return False
             citus = conn.execute(_HAS_CITUS).fetchone()
             if citus is not None and citus[0]:
@@ -183,14 +222,34 @@ def apply_plan(
                     "would stay on the coordinator, undistributed); apply the distributed "
                     "plan instead: `primitives migrate` does so on a coordinator "
                     "(`--target citus`)", agent=name)
+            # the rebuild steps run as the migrating role: the owner is bound by the
+            # tables' forced row-level security, and moving a tier's rows crosses tenants
+            for statement in record.before if record else ():
+                conn.execute(statement)
             conn.execute(_AS_OWNER)
             for statement in statements:
                 conn.execute(statement)
             conn.execute(_RECORD_PLAN, (name, checksum, len(statements)))
+            if record is not None:
+                conn.execute(_RECORD_SHAPE, (Jsonb(record.shape), name))
+                conn.execute(_RECORD_HISTORY, (
+                    name, checksum, Jsonb(record.shape), Jsonb(record.changes),
+                    list(record.allowed), record.reason))
     except psycopg.Error as err:
         raise MigrationError(
             f"plan for agent {name!r} failed: {_describe(err)}", agent=name, sqlstate=err.sqlstate
         ) from err
+    for statement in record.validations if record else ():
+        try:
+            with conn.transaction():
+                conn.execute(_AS_OWNER)
+                conn.execute(statement)
+        except psycopg.Error as err:
+            raise MigrationError(
+                f"plan for agent {name!r} applied, but existing rows break one of its CHECKs "
+                f"({_describe(err)}): new rows are checked; fix the rows and migrate again "
+                "(`primitives doctor` reports the constraint NOT VALID until then)",
+                agent=name, sqlstate=err.sqlstate) from err
     _log.info("applied plan for agent %s (%d statements)", name, len(statements))
     return True
 

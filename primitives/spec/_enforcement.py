@@ -516,6 +516,8 @@ STRUCTURAL: dict[str, str] = {
     "tiers[].persistent": "foundational: the delete guard and end_scope refusal",
     "tiers[].placement": "foundational: which store holds the tier",
     "tiers[].description": "documentation",
+    "tiers[].renamed_from": "migration: `primitives migrate` moves the tier's rows and checks "
+                            "(tests/integration/test_spec_evolution.py)",
     "persistence": "foundational: schema, prefix and row bounds compiled into the tables",
     "retrieval.signals": "foundational retrieval, tested by the retrieval tests",
     "retrieval.lexical": "foundational retrieval, tested by the retrieval tests",

@@ -73,6 +73,20 @@ class Anchor(SpecModel):
         default_factory=list,
         description="contextual keys recorded with each write but not part of the scope",
     )
+    renamed_from: dict[Name, Name] = Field(
+        default_factory=dict,
+        description="declared renames, new key: old key; `primitives migrate` renames the "
+        "column in every table instead of refusing a key that disappeared",
+    )
+
+    @model_validator(mode="after")
+    def _renames_name_keys(self) -> Anchor:
+        for new, old in self.renamed_from.items():
+            if new not in self.keys:
+                raise ValueError(f"renamed_from: '{new}' is not one of the anchor keys")
+            if old in self.keys:
+                raise ValueError(f"renamed_from: '{old}' is still an anchor key")
+        return self
 
     @property
     def tenant_key(self) -> str:
@@ -135,6 +149,11 @@ class Tier(SpecModel):
     placement: Literal["store", "checkpointer"] = "store"
     retention: Retention | None = None
     description: str | None = None
+    renamed_from: Name | None = Field(
+        default=None,
+        description="the tier's earlier name: `primitives migrate` moves its rows and "
+        "constraints to the new name instead of refusing a tier that disappeared",
+    )
 
 
 # 4. Persistence ----------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ ALTER TABLE "memory"."assistant_memories"
     DROP CONSTRAINT IF EXISTS "assistant_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "assistant_memories_erasure_check",
     DROP CONSTRAINT IF EXISTS "assistant_memories_bounds_check",
-    ADD CONSTRAINT "assistant_memories_bounds_check" CHECK ("memory"."assistant_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason"));
+    ADD CONSTRAINT "assistant_memories_bounds_check" CHECK ("memory"."assistant_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason")) NOT VALID;
 
 -- memory.assistant_memories: drop index assistant_memories_envelope_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "memory"."assistant_memories_envelope_idx";
@@ -466,7 +466,7 @@ CREATE TABLE IF NOT EXISTS "memory"."assistant_scopes" (
 -- memory.assistant_scopes: checks (replaced, so they follow the spec)
 ALTER TABLE "memory"."assistant_scopes"
     DROP CONSTRAINT IF EXISTS "assistant_scopes_tier_check",
-    ADD CONSTRAINT "assistant_scopes_tier_check" CHECK (tier IN ('session', 'long_term'));
+    ADD CONSTRAINT "assistant_scopes_tier_check" CHECK (tier IN ('session', 'long_term')) NOT VALID;
 
 -- memory.assistant_scopes: index assistant_scopes_open_idx
 CREATE INDEX IF NOT EXISTS "assistant_scopes_open_idx" ON "memory"."assistant_scopes" USING btree ("user_id", "tier", "last_activity_at") WHERE closed_at IS NULL;
@@ -590,9 +590,9 @@ ALTER TABLE "memory"."assistant_entities"
     DROP CONSTRAINT IF EXISTS "assistant_entities_name_check",
     DROP CONSTRAINT IF EXISTS "assistant_entities_summary_check",
     DROP CONSTRAINT IF EXISTS "assistant_entities_type_check",
-    ADD CONSTRAINT "assistant_entities_name_check" CHECK (char_length(canonical_name) <= 512),
-    ADD CONSTRAINT "assistant_entities_summary_check" CHECK (char_length(summary) <= 4000),
-    ADD CONSTRAINT "assistant_entities_type_check" CHECK (type IN ('person', 'project', 'organization', 'place', 'concept', 'tool'));
+    ADD CONSTRAINT "assistant_entities_name_check" CHECK (char_length(canonical_name) <= 512) NOT VALID,
+    ADD CONSTRAINT "assistant_entities_summary_check" CHECK (char_length(summary) <= 4000) NOT VALID,
+    ADD CONSTRAINT "assistant_entities_type_check" CHECK (type IN ('person', 'project', 'organization', 'place', 'concept', 'tool')) NOT VALID;
 
 -- memory.assistant_entities: index assistant_entities_name_key
 CREATE UNIQUE INDEX IF NOT EXISTS "assistant_entities_name_key" ON "memory"."assistant_entities" USING btree ("user_id", lower(canonical_name), "type");
@@ -669,9 +669,9 @@ ALTER TABLE "memory"."assistant_edges"
     DROP CONSTRAINT IF EXISTS "assistant_edges_relation_type_check",
     DROP CONSTRAINT IF EXISTS "assistant_edges_confidence_check",
     DROP CONSTRAINT IF EXISTS "assistant_edges_evidence_check",
-    ADD CONSTRAINT "assistant_edges_relation_type_check" CHECK (relation_type IN ('temporal', 'causal', 'entity', 'derived_from', 'supersedes')),
-    ADD CONSTRAINT "assistant_edges_confidence_check" CHECK (confidence BETWEEN 0 AND 1),
-    ADD CONSTRAINT "assistant_edges_evidence_check" CHECK (octet_length(evidence::text) <= 32768);
+    ADD CONSTRAINT "assistant_edges_relation_type_check" CHECK (relation_type IN ('temporal', 'causal', 'entity', 'derived_from', 'supersedes')) NOT VALID,
+    ADD CONSTRAINT "assistant_edges_confidence_check" CHECK (confidence BETWEEN 0 AND 1) NOT VALID,
+    ADD CONSTRAINT "assistant_edges_evidence_check" CHECK (octet_length(evidence::text) <= 32768) NOT VALID;
 
 -- memory.assistant_edges: index assistant_edges_source_idx
 CREATE INDEX IF NOT EXISTS "assistant_edges_source_idx" ON "memory"."assistant_edges" USING btree ("user_id", "source_id", "relation_type");
@@ -1369,3 +1369,25 @@ GRANT SELECT ON TABLE "memory"."assistant_audit_policy_coverage" TO "primitives_
 
 -- memory.assistant_audit_policy_coverage: grants for the auditor role
 GRANT SELECT ON TABLE "memory"."assistant_audit_policy_coverage" TO "primitives_auditor";
+
+-- after the plan commits, each in its own transaction (readers and writers are not blocked):
+
+-- memory.assistant_memories: validate the checks against the existing rows
+ALTER TABLE "memory"."assistant_memories"
+    VALIDATE CONSTRAINT "assistant_memories_bounds_check";
+
+-- memory.assistant_scopes: validate the checks against the existing rows
+ALTER TABLE "memory"."assistant_scopes"
+    VALIDATE CONSTRAINT "assistant_scopes_tier_check";
+
+-- memory.assistant_entities: validate the checks against the existing rows
+ALTER TABLE "memory"."assistant_entities"
+    VALIDATE CONSTRAINT "assistant_entities_name_check",
+    VALIDATE CONSTRAINT "assistant_entities_summary_check",
+    VALIDATE CONSTRAINT "assistant_entities_type_check";
+
+-- memory.assistant_edges: validate the checks against the existing rows
+ALTER TABLE "memory"."assistant_edges"
+    VALIDATE CONSTRAINT "assistant_edges_relation_type_check",
+    VALIDATE CONSTRAINT "assistant_edges_confidence_check",
+    VALIDATE CONSTRAINT "assistant_edges_evidence_check";

@@ -141,7 +141,7 @@ ALTER TABLE "mace"."mace_memories"
     DROP CONSTRAINT IF EXISTS "mace_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "mace_memories_erasure_check",
     DROP CONSTRAINT IF EXISTS "mace_memories_bounds_check",
-    ADD CONSTRAINT "mace_memories_bounds_check" CHECK ("mace"."mace_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason"));
+    ADD CONSTRAINT "mace_memories_bounds_check" CHECK ("mace"."mace_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason")) NOT VALID;
 
 -- mace.mace_memories: drop index mace_memories_envelope_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "mace"."mace_memories_envelope_idx";
@@ -458,7 +458,7 @@ CREATE TABLE IF NOT EXISTS "mace"."mace_scopes" (
 -- mace.mace_scopes: checks (replaced, so they follow the spec)
 ALTER TABLE "mace"."mace_scopes"
     DROP CONSTRAINT IF EXISTS "mace_scopes_tier_check",
-    ADD CONSTRAINT "mace_scopes_tier_check" CHECK (tier IN ('wm', 'cwm', 'long_term'));
+    ADD CONSTRAINT "mace_scopes_tier_check" CHECK (tier IN ('wm', 'cwm', 'long_term')) NOT VALID;
 
 -- mace.mace_scopes: index mace_scopes_open_idx
 CREATE INDEX IF NOT EXISTS "mace_scopes_open_idx" ON "mace"."mace_scopes" USING btree ("user_id", "tier", "last_activity_at") WHERE closed_at IS NULL;
@@ -582,8 +582,8 @@ CREATE TABLE IF NOT EXISTS "mace"."mace_action_requests" (
 ALTER TABLE "mace"."mace_action_requests"
     DROP CONSTRAINT IF EXISTS "mace_action_requests_status_check",
     DROP CONSTRAINT IF EXISTS "mace_action_requests_payload_check",
-    ADD CONSTRAINT "mace_action_requests_status_check" CHECK (status IN ('pending', 'approved', 'rejected', 'executed')),
-    ADD CONSTRAINT "mace_action_requests_payload_check" CHECK (octet_length(payload::text) <= 32768);
+    ADD CONSTRAINT "mace_action_requests_status_check" CHECK (status IN ('pending', 'approved', 'rejected', 'executed')) NOT VALID,
+    ADD CONSTRAINT "mace_action_requests_payload_check" CHECK (octet_length(payload::text) <= 32768) NOT VALID;
 
 -- mace.mace_action_requests: index mace_action_requests_status_idx
 CREATE INDEX IF NOT EXISTS "mace_action_requests_status_idx" ON "mace"."mace_action_requests" USING btree ("user_id", "status", "created_at");
@@ -644,7 +644,7 @@ CREATE TABLE IF NOT EXISTS "mace"."mace_approvals" (
 -- mace.mace_approvals: checks (replaced, so they follow the spec)
 ALTER TABLE "mace"."mace_approvals"
     DROP CONSTRAINT IF EXISTS "mace_approvals_decision_check",
-    ADD CONSTRAINT "mace_approvals_decision_check" CHECK (decision IN ('approve', 'reject'));
+    ADD CONSTRAINT "mace_approvals_decision_check" CHECK (decision IN ('approve', 'reject')) NOT VALID;
 
 -- mace.mace_approvals: trigger primitives_refuse_mutation
 CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE ON "mace"."mace_approvals" FOR EACH ROW EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
@@ -1311,3 +1311,22 @@ GRANT SELECT ON TABLE "mace"."mace_audit_policy_coverage" TO "primitives_app";
 
 -- mace.mace_audit_policy_coverage: grants for the auditor role
 GRANT SELECT ON TABLE "mace"."mace_audit_policy_coverage" TO "primitives_auditor";
+
+-- after the plan commits, each in its own transaction (readers and writers are not blocked):
+
+-- mace.mace_memories: validate the checks against the existing rows
+ALTER TABLE "mace"."mace_memories"
+    VALIDATE CONSTRAINT "mace_memories_bounds_check";
+
+-- mace.mace_scopes: validate the checks against the existing rows
+ALTER TABLE "mace"."mace_scopes"
+    VALIDATE CONSTRAINT "mace_scopes_tier_check";
+
+-- mace.mace_action_requests: validate the checks against the existing rows
+ALTER TABLE "mace"."mace_action_requests"
+    VALIDATE CONSTRAINT "mace_action_requests_status_check",
+    VALIDATE CONSTRAINT "mace_action_requests_payload_check";
+
+-- mace.mace_approvals: validate the checks against the existing rows
+ALTER TABLE "mace"."mace_approvals"
+    VALIDATE CONSTRAINT "mace_approvals_decision_check";

@@ -143,7 +143,7 @@ ALTER TABLE "platform"."operations_memories"
     DROP CONSTRAINT IF EXISTS "operations_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "operations_memories_erasure_check",
     DROP CONSTRAINT IF EXISTS "operations_memories_bounds_check",
-    ADD CONSTRAINT "operations_memories_bounds_check" CHECK ("platform"."operations_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason"));
+    ADD CONSTRAINT "operations_memories_bounds_check" CHECK ("platform"."operations_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason")) NOT VALID;
 
 -- platform.operations_memories: drop index operations_memories_envelope_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "platform"."operations_memories_envelope_idx";
@@ -517,7 +517,7 @@ CREATE TABLE IF NOT EXISTS "platform"."operations_scopes" (
 -- platform.operations_scopes: checks (replaced, so they follow the spec)
 ALTER TABLE "platform"."operations_scopes"
     DROP CONSTRAINT IF EXISTS "operations_scopes_tier_check",
-    ADD CONSTRAINT "operations_scopes_tier_check" CHECK (tier IN ('conversation', 'operator_session', 'operator'));
+    ADD CONSTRAINT "operations_scopes_tier_check" CHECK (tier IN ('conversation', 'operator_session', 'operator')) NOT VALID;
 
 -- platform.operations_scopes: index operations_scopes_open_idx
 CREATE INDEX IF NOT EXISTS "operations_scopes_open_idx" ON "platform"."operations_scopes" USING btree ("operator_id", "tier", "last_activity_at") WHERE closed_at IS NULL;
@@ -639,8 +639,8 @@ CREATE TABLE IF NOT EXISTS "platform"."operations_canonical_refs" (
 ALTER TABLE "platform"."operations_canonical_refs"
     DROP CONSTRAINT IF EXISTS "operations_canonical_refs_category_check",
     DROP CONSTRAINT IF EXISTS "operations_canonical_refs_bounds_check",
-    ADD CONSTRAINT "operations_canonical_refs_category_check" CHECK (category IN ('world_model_rule_content', 'scan_trace_data', 'customer_pii')),
-    ADD CONSTRAINT "operations_canonical_refs_bounds_check" CHECK (char_length(canonical_key) <= 512 AND char_length(canonical_version) <= 512);
+    ADD CONSTRAINT "operations_canonical_refs_category_check" CHECK (category IN ('world_model_rule_content', 'scan_trace_data', 'customer_pii')) NOT VALID,
+    ADD CONSTRAINT "operations_canonical_refs_bounds_check" CHECK (char_length(canonical_key) <= 512 AND char_length(canonical_version) <= 512) NOT VALID;
 
 -- platform.operations_canonical_refs: index operations_canonical_refs_key_idx
 CREATE INDEX IF NOT EXISTS "operations_canonical_refs_key_idx" ON "platform"."operations_canonical_refs" USING btree ("operator_id", "category", "canonical_key");
@@ -1248,3 +1248,18 @@ GRANT SELECT ON TABLE "platform"."operations_audit_policy_coverage" TO "primitiv
 
 -- platform.operations_audit_policy_coverage: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."operations_audit_policy_coverage" TO "primitives_auditor";
+
+-- after the plan commits, each in its own transaction (readers and writers are not blocked):
+
+-- platform.operations_memories: validate the checks against the existing rows
+ALTER TABLE "platform"."operations_memories"
+    VALIDATE CONSTRAINT "operations_memories_bounds_check";
+
+-- platform.operations_scopes: validate the checks against the existing rows
+ALTER TABLE "platform"."operations_scopes"
+    VALIDATE CONSTRAINT "operations_scopes_tier_check";
+
+-- platform.operations_canonical_refs: validate the checks against the existing rows
+ALTER TABLE "platform"."operations_canonical_refs"
+    VALIDATE CONSTRAINT "operations_canonical_refs_category_check",
+    VALIDATE CONSTRAINT "operations_canonical_refs_bounds_check";

@@ -143,7 +143,7 @@ ALTER TABLE "platform"."spectral_memories"
     DROP CONSTRAINT IF EXISTS "spectral_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "spectral_memories_erasure_check",
     DROP CONSTRAINT IF EXISTS "spectral_memories_bounds_check",
-    ADD CONSTRAINT "spectral_memories_bounds_check" CHECK ("platform"."spectral_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason"));
+    ADD CONSTRAINT "spectral_memories_bounds_check" CHECK ("platform"."spectral_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason")) NOT VALID;
 
 -- platform.spectral_memories: drop index spectral_memories_envelope_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "platform"."spectral_memories_envelope_idx";
@@ -463,7 +463,7 @@ CREATE TABLE IF NOT EXISTS "platform"."spectral_scopes" (
 -- platform.spectral_scopes: checks (replaced, so they follow the spec)
 ALTER TABLE "platform"."spectral_scopes"
     DROP CONSTRAINT IF EXISTS "spectral_scopes_tier_check",
-    ADD CONSTRAINT "spectral_scopes_tier_check" CHECK (tier IN ('cycle', 'run', 'workspace'));
+    ADD CONSTRAINT "spectral_scopes_tier_check" CHECK (tier IN ('cycle', 'run', 'workspace')) NOT VALID;
 
 -- platform.spectral_scopes: index spectral_scopes_open_idx
 CREATE INDEX IF NOT EXISTS "spectral_scopes_open_idx" ON "platform"."spectral_scopes" USING btree ("workspace_id", "tier", "last_activity_at") WHERE closed_at IS NULL;
@@ -585,8 +585,8 @@ CREATE TABLE IF NOT EXISTS "platform"."spectral_canonical_refs" (
 ALTER TABLE "platform"."spectral_canonical_refs"
     DROP CONSTRAINT IF EXISTS "spectral_canonical_refs_category_check",
     DROP CONSTRAINT IF EXISTS "spectral_canonical_refs_bounds_check",
-    ADD CONSTRAINT "spectral_canonical_refs_category_check" CHECK (category IN ('world_model_rule_content', 'canonical_scan_results')),
-    ADD CONSTRAINT "spectral_canonical_refs_bounds_check" CHECK (char_length(canonical_key) <= 512 AND char_length(canonical_version) <= 512);
+    ADD CONSTRAINT "spectral_canonical_refs_category_check" CHECK (category IN ('world_model_rule_content', 'canonical_scan_results')) NOT VALID,
+    ADD CONSTRAINT "spectral_canonical_refs_bounds_check" CHECK (char_length(canonical_key) <= 512 AND char_length(canonical_version) <= 512) NOT VALID;
 
 -- platform.spectral_canonical_refs: index spectral_canonical_refs_key_idx
 CREATE INDEX IF NOT EXISTS "spectral_canonical_refs_key_idx" ON "platform"."spectral_canonical_refs" USING btree ("workspace_id", "category", "canonical_key");
@@ -1310,3 +1310,18 @@ GRANT SELECT ON TABLE "platform"."spectral_audit_policy_coverage" TO "primitives
 
 -- platform.spectral_audit_policy_coverage: grants for the auditor role
 GRANT SELECT ON TABLE "platform"."spectral_audit_policy_coverage" TO "primitives_auditor";
+
+-- after the plan commits, each in its own transaction (readers and writers are not blocked):
+
+-- platform.spectral_memories: validate the checks against the existing rows
+ALTER TABLE "platform"."spectral_memories"
+    VALIDATE CONSTRAINT "spectral_memories_bounds_check";
+
+-- platform.spectral_scopes: validate the checks against the existing rows
+ALTER TABLE "platform"."spectral_scopes"
+    VALIDATE CONSTRAINT "spectral_scopes_tier_check";
+
+-- platform.spectral_canonical_refs: validate the checks against the existing rows
+ALTER TABLE "platform"."spectral_canonical_refs"
+    VALIDATE CONSTRAINT "spectral_canonical_refs_category_check",
+    VALIDATE CONSTRAINT "spectral_canonical_refs_bounds_check";

@@ -143,7 +143,7 @@ ALTER TABLE "worlds"."world_agent_memories"
     DROP CONSTRAINT IF EXISTS "world_agent_memories_confidence_check",
     DROP CONSTRAINT IF EXISTS "world_agent_memories_erasure_check",
     DROP CONSTRAINT IF EXISTS "world_agent_memories_bounds_check",
-    ADD CONSTRAINT "world_agent_memories_bounds_check" CHECK ("worlds"."world_agent_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason"));
+    ADD CONSTRAINT "world_agent_memories_bounds_check" CHECK ("worlds"."world_agent_memories_bounds"("tier", "typology", "content", "value", "envelope", "provenance", "confidence", "erased_at", "erasure_reason")) NOT VALID;
 
 -- worlds.world_agent_memories: drop index world_agent_memories_envelope_idx (no query can use it under row-level security)
 DROP INDEX IF EXISTS "worlds"."world_agent_memories_envelope_idx";
@@ -517,7 +517,7 @@ CREATE TABLE IF NOT EXISTS "worlds"."world_agent_scopes" (
 -- worlds.world_agent_scopes: checks (replaced, so they follow the spec)
 ALTER TABLE "worlds"."world_agent_scopes"
     DROP CONSTRAINT IF EXISTS "world_agent_scopes_tier_check",
-    ADD CONSTRAINT "world_agent_scopes_tier_check" CHECK (tier IN ('interaction', 'session', 'world'));
+    ADD CONSTRAINT "world_agent_scopes_tier_check" CHECK (tier IN ('interaction', 'session', 'world')) NOT VALID;
 
 -- worlds.world_agent_scopes: index world_agent_scopes_open_idx
 CREATE INDEX IF NOT EXISTS "world_agent_scopes_open_idx" ON "worlds"."world_agent_scopes" USING btree ("world_id", "tier", "last_activity_at") WHERE closed_at IS NULL;
@@ -639,8 +639,8 @@ CREATE TABLE IF NOT EXISTS "worlds"."world_agent_canonical_refs" (
 ALTER TABLE "worlds"."world_agent_canonical_refs"
     DROP CONSTRAINT IF EXISTS "world_agent_canonical_refs_category_check",
     DROP CONSTRAINT IF EXISTS "world_agent_canonical_refs_bounds_check",
-    ADD CONSTRAINT "world_agent_canonical_refs_category_check" CHECK (category IN ('world_model_rule_content', 'spectral_memory')),
-    ADD CONSTRAINT "world_agent_canonical_refs_bounds_check" CHECK (char_length(canonical_key) <= 512 AND char_length(canonical_version) <= 512);
+    ADD CONSTRAINT "world_agent_canonical_refs_category_check" CHECK (category IN ('world_model_rule_content', 'spectral_memory')) NOT VALID,
+    ADD CONSTRAINT "world_agent_canonical_refs_bounds_check" CHECK (char_length(canonical_key) <= 512 AND char_length(canonical_version) <= 512) NOT VALID;
 
 -- worlds.world_agent_canonical_refs: index world_agent_canonical_refs_key_idx
 CREATE INDEX IF NOT EXISTS "world_agent_canonical_refs_key_idx" ON "worlds"."world_agent_canonical_refs" USING btree ("world_id", "category", "canonical_key");
@@ -1248,3 +1248,18 @@ GRANT SELECT ON TABLE "worlds"."world_agent_audit_policy_coverage" TO "primitive
 
 -- worlds.world_agent_audit_policy_coverage: grants for the auditor role
 GRANT SELECT ON TABLE "worlds"."world_agent_audit_policy_coverage" TO "primitives_auditor";
+
+-- after the plan commits, each in its own transaction (readers and writers are not blocked):
+
+-- worlds.world_agent_memories: validate the checks against the existing rows
+ALTER TABLE "worlds"."world_agent_memories"
+    VALIDATE CONSTRAINT "world_agent_memories_bounds_check";
+
+-- worlds.world_agent_scopes: validate the checks against the existing rows
+ALTER TABLE "worlds"."world_agent_scopes"
+    VALIDATE CONSTRAINT "world_agent_scopes_tier_check";
+
+-- worlds.world_agent_canonical_refs: validate the checks against the existing rows
+ALTER TABLE "worlds"."world_agent_canonical_refs"
+    VALIDATE CONSTRAINT "world_agent_canonical_refs_category_check",
+    VALIDATE CONSTRAINT "world_agent_canonical_refs_bounds_check";

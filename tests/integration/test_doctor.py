@@ -87,7 +87,7 @@ def test_doctor_passes_on_the_five_freshly_migrated_reference_specs(
     use_database(admin)
     code, out = _doctor(capsys, *SPECS)
     assert code == 0, out
-    assert "of 5 agent(s) pass all 17 checks" in out
+    assert "of 5 agent(s) pass all 18 checks" in out
 
 
 def test_doctor_runs_as_the_auditor_role(database: str) -> None:
@@ -283,7 +283,7 @@ def test_doctor_json_reports_the_same_findings_with_the_same_exit_status(
     clean = json.loads(capsys.readouterr().out)
     assert clean["ok"] is True and clean["findings"] == []
     assert clean["agents"] == ["spectral"] and clean["relations"] > 0
-    assert len(clean["checks"]) == 17 and "runtime_create" in clean["checks"]
+    assert len(clean["checks"]) == 18 and "runtime_create" in clean["checks"]
     _admin(database, sql.SQL("ALTER TABLE {} NO FORCE ROW LEVEL SECURITY").format(MEMORIES),
            sql.SQL("GRANT TRUNCATE ON {} TO {}").format(MEMORIES, sql.Identifier(APP_ROLE)))
     assert main(["doctor", SPECTRAL, "--json"]) == 1

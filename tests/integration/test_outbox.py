@@ -248,7 +248,7 @@ def test_a_tenant_never_sees_another_tenants_outbox(
 
 def test_a_spec_without_an_outbox_refuses_a_claim(pg: PostgresHandle) -> None:
     text = OUTBOX_SPEC.replace("cross_context: event_driven", "cross_context: none").replace(
-        "prefix: ob", "prefix: ob_none")
+        "prefix: ob", "prefix: ob_none").replace("agent: outbox_test", "agent: outbox_none")
     spec = load_spec_text(text, policies=dict(POLICIES))
     assert agent_tables(spec).outbox is None
     migrate([spec], dsn=pg.admin_dsn)
@@ -347,7 +347,9 @@ def test_erasing_a_subject_scrubs_what_was_published_from_its_rows(
 
 
 def test_a_spec_that_stops_publishing_drops_its_publish_trigger(pg: PostgresHandle) -> None:
-    publishing = OUTBOX_SPEC.replace("prefix: ob", "prefix: ob_drop")
+    # another store is another agent (migrate refuses to move an agent's store)
+    publishing = OUTBOX_SPEC.replace("prefix: ob", "prefix: ob_drop").replace(
+        "agent: outbox_test", "agent: outbox_drop")
     quiet = publishing.replace("cross_context: event_driven", "cross_context: none")
     anchor = _team()
     before = load_spec_text(publishing, policies=dict(POLICIES))

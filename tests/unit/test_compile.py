@@ -440,7 +440,9 @@ def test_render_is_deterministic_and_checksummed(spectral: AgentSpec) -> None:
     first, second = compile_plan(spectral), compile_plan(load_spec(SPECTRAL))
     assert first.render() == second.render()
     assert first.checksum == hashlib.sha256(first.render().encode()).hexdigest()
-    assert first.render().count("\n\n-- ") == len(first.steps)
+    # each step, then the validations after their heading
+    assert first.validations
+    assert first.render().count("\n\n-- ") == len(first.steps) + len(first.validations) + 1
     other = compile_plan(spectral, capabilities=Capabilities(vector=False))
     assert other.checksum != first.checksum
 
