@@ -36,6 +36,7 @@ from typing import Any
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     Item,
     ListNamespacesOp,
     Op,
@@ -47,7 +48,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from primitives.embeddings import Embedder
+from primitives.embeddings import Embedder, as_embedder
 from primitives.engine import (
     AsyncEngine,
     AsyncTenantMemory,
@@ -97,16 +98,20 @@ class _Translator:
     Pure: the sync and async stores share it and differ only in how a group is run.
     """
 
-    def __init__(self, spec: AgentSpec, only: Anchor | None = None) -> None:
+    def __init__(self, spec: AgentSpec, only: Anchor | None = None,
+                 fields: list[str] | None = None) -> None:
         self.spec = spec
         self.layout = NamespaceLayout(spec)
         self.content_limit = spec.persistence.store.limits.content_chars
         self.only = only
+        self.fields = fields
+        """The store's ``index_config["fields"]``: a put without ``index=`` indexes these."""
 
     def bound(self, anchor: Mapping[str, object]) -> _Translator:
         """A translator that refuses every op outside ``anchor``."""
         resolved = resolve_anchor(self.spec, anchor)
-        return _Translator(self.spec, tuple((k, v) for k, v in resolved.values if v is not None))
+        return _Translator(self.spec, tuple((k, v) for k, v in resolved.values if v is not None),
+                           self.fields)
 
     def plan(self, ops: Iterable[Op]) -> tuple[list[_Group], int]:
         groups: dict[Anchor, _Group] = {}
@@ -142,7 +147,8 @@ class _Translator:
             if op.value is not None:
                 # before item_content, which would recurse into a deep value
                 check_json(op.value, "value", depth=self.spec.persistence.store.limits.json_depth)
-                content = item_content(op.value, op.key, op.index, self.content_limit)
+                index = self.fields if op.index is None else op.index
+                content = item_content(op.value, op.key, index, self.content_limit)
             return address.anchor, ItemPut(
                 address.tier, address.typology, address.namespace, op.key,
                 None if op.value is None else dict(op.value), content, address.scope_id,
@@ -206,6 +212,27 @@ def _nothing(_: Any) -> None:
     return None
 
 
+def _embedding(spec: AgentSpec, embedder: Any,
+               index: IndexConfig | None) -> tuple[Embedder | None, list[str] | None]:
+    """The store's embedder and default fields from ``embedder`` and LangGraph's
+    ``index`` config (``{"dims", "embed", "fields"}``). ``embed`` may be any LangChain
+    ``Embeddings`` object or an embedding function; ``dims`` must be the spec's
+    ``retrieval.embedding.dims`` (``ModelMismatch`` otherwise, raised by the engine)."""
+    if index is None:
+        return (None if embedder is None else as_embedder(embedder)), None
+    embed = index.get("embed")
+    if embedder is None and embed is not None:
+        if isinstance(embed, str) or not callable(getattr(embed, "embed_query", None)):
+            from langgraph.store.base.embed import ensure_embeddings
+            embed = ensure_embeddings(embed)
+        embedder = embed
+    dims = index.get("dims")
+    model = None if embedder is None else as_embedder(
+        embedder, dims=dims if isinstance(dims, int) else None)
+    fields = index.get("fields")
+    return model, (None if fields is None else list(fields))
+
+
 def _lost_race(err: StorageError) -> bool:
     """Two transactions wrote the same new key at once: the loser's rerun sees the winner's
     row and supersedes it (BaseStore's last-write-wins), so the group runs once more."""
@@ -232,21 +259,33 @@ class MemoryStore(BaseStore):
     supports_ttl = True
 
     def __init__(self, engine: Engine, *, ttl: TTLConfig | None = None,
-                 actor: str = "store") -> None:
+                 actor: str = "store", index: IndexConfig | None = None) -> None:
         self.engine = engine
         self.spec = engine.spec
         self.ttl_config = ttl
         self.actor = actor
-        self._translator = _Translator(engine.spec)
+        self.index_config = index
+        self._translator = _Translator(
+            engine.spec, fields=None if index is None else index.get("fields"))
 
     @classmethod
     def from_spec(cls, spec: AgentSpec, dsn: str | None = None, *,
-                  embedder: Embedder | None = None, ttl: TTLConfig | None = None,
-                  actor: str = "store", max_connections: int = 4) -> MemoryStore:
+                  embedder: Embedder | Any | None = None, ttl: TTLConfig | None = None,
+                  actor: str = "store", max_connections: int = 4,
+                  index: IndexConfig | None = None) -> MemoryStore:
         """Connect as the application role (``dsn`` defaults to the resolved one). With
-        ``embedder``, writes store vectors and query searches run the semantic signal."""
-        engine = Engine.connect(spec, dsn, max_connections=max_connections, embedder=embedder)
-        return cls(engine, ttl=ttl, actor=actor)
+        ``embedder`` (an :class:`Embedder` or any LangChain ``Embeddings`` object), writes
+        store vectors and query searches run the semantic signal. ``index`` is LangGraph's
+        index config: ``embed`` (when no ``embedder``), ``dims`` (checked against the
+        spec's) and ``fields`` (what a put without ``index=`` indexes)."""
+        model, _ = _embedding(spec, embedder, index)
+        engine = Engine.connect(spec, dsn, max_connections=max_connections, embedder=model)
+        return cls(engine, ttl=ttl, actor=actor, index=index)
+
+    def setup(self) -> None:
+        """Nothing to do: the tables come from the spec (``primitives migrate``) and
+        ``from_spec`` has already checked them. Kept so code written for LangGraph's
+        stores runs unchanged."""
 
     def for_tenant(self, anchor: Mapping[str, object]) -> MemoryStore:
         """A view of this store (same pool) that refuses ops on any other anchor: hand it to
@@ -319,21 +358,30 @@ class AsyncMemoryStore(BaseStore):
     supports_ttl = True
 
     def __init__(self, engine: AsyncEngine, *, ttl: TTLConfig | None = None,
-                 actor: str = "store") -> None:
+                 actor: str = "store", index: IndexConfig | None = None) -> None:
         self.engine = engine
         self.spec = engine.spec
         self.ttl_config = ttl
         self.actor = actor
-        self._translator = _Translator(engine.spec)
+        self.index_config = index
+        self._translator = _Translator(
+            engine.spec, fields=None if index is None else index.get("fields"))
         self._loop = asyncio.get_running_loop()
 
     @classmethod
     async def from_spec(cls, spec: AgentSpec, dsn: str | None = None, *,
-                        embedder: Embedder | None = None, ttl: TTLConfig | None = None,
-                        actor: str = "store", max_connections: int = 4) -> AsyncMemoryStore:
+                        embedder: Embedder | Any | None = None,
+                        ttl: TTLConfig | None = None, actor: str = "store",
+                        max_connections: int = 4,
+                        index: IndexConfig | None = None) -> AsyncMemoryStore:
+        """As :meth:`MemoryStore.from_spec`, on the async engine."""
+        model, _ = _embedding(spec, embedder, index)
         engine = await AsyncEngine.connect(spec, dsn, max_connections=max_connections,
-                                           embedder=embedder)
-        return cls(engine, ttl=ttl, actor=actor)
+                                           embedder=model)
+        return cls(engine, ttl=ttl, actor=actor, index=index)
+
+    async def setup(self) -> None:
+        """Nothing to do (see :meth:`MemoryStore.setup`)."""
 
     def for_tenant(self, anchor: Mapping[str, object]) -> AsyncMemoryStore:
         """A view of this store (same pool) that refuses ops on any other anchor."""
