@@ -367,6 +367,9 @@ class AsyncMemoryStore(BaseStore):
         self._translator = _Translator(
             engine.spec, fields=None if index is None else index.get("fields"))
         self._loop = asyncio.get_running_loop()
+        self._queue: list[_Call] = []
+        self._drainers = 0
+        self._max_drainers = max(1, engine._pool.max_size)
 
     @classmethod
     async def from_spec(cls, spec: AgentSpec, dsn: str | None = None, *,
@@ -390,6 +393,59 @@ class AsyncMemoryStore(BaseStore):
         return bound
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Concurrent calls are queued and run by at most one task per pool connection,
+        so any number of them wait in the queue, never for a connection (no pool timeout);
+        queued calls on one anchor run together in one transaction (see :meth:`_drain`)."""
+        call = _Call(list(ops), self._loop.create_future())
+        self._queue.append(call)
+        if self._drainers < self._max_drainers:
+            self._drainers += 1
+            self._loop.create_task(self._drain())
+        return await call.future
+
+    async def _drain(self) -> None:
+        """Take queued calls until none is left. The calls taken together that address one
+        anchor each run as one batch (one transaction); if that batch fails, each of its calls
+        runs alone, so one call's refusal is its own (the failed transaction wrote nothing)."""
+        try:
+            while self._queue:
+                taken, self._queue = self._queue[:_TAKE], self._queue[_TAKE:]
+                buckets: dict[Anchor | None, list[_Call]] = {}
+                for call in taken:
+                    try:
+                        buckets.setdefault(self._single_anchor(call.ops), []).append(call)
+                    except Exception as err:  # the caller's own error
+                        _settle(call, error=err)
+                for anchor, calls in buckets.items():
+                    if anchor is None or len(calls) == 1:
+                        for call in calls:
+                            await self._run_alone(call)
+                        continue
+                    try:
+                        results = await self._execute([op for c in calls for op in c.ops])
+                    except Exception:  # rerun one by one, below
+                        for call in calls:
+                            await self._run_alone(call)
+                        continue
+                    start = 0
+                    for call in calls:
+                        _settle(call, results[start:start + len(call.ops)])
+                        start += len(call.ops)
+        finally:
+            self._drainers -= 1
+
+    def _single_anchor(self, ops: list[Op]) -> Anchor | None:
+        """The one anchor all of ``ops`` address, else None (raises the op's own error)."""
+        groups, _ = self._translator.plan(ops)
+        return groups[0].anchor if len(groups) == 1 else None
+
+    async def _run_alone(self, call: _Call) -> None:
+        try:
+            _settle(call, await self._execute(call.ops))
+        except Exception as err:  # handed to the caller
+            _settle(call, error=err)
+
+    async def _execute(self, ops: Iterable[Op]) -> list[Result]:
         groups, count = self._translator.plan(ops)
         out: list[Result] = [None] * count
         for group in groups:
@@ -431,6 +487,28 @@ class AsyncMemoryStore(BaseStore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+_TAKE = 256
+"""Queued calls one drainer takes at a time."""
+
+
+@dataclass
+class _Call:
+    """One awaited ``abatch`` call waiting in an async store's queue."""
+
+    ops: list[Op]
+    future: asyncio.Future[list[Result]]
+
+
+def _settle(call: _Call, results: list[Result] | None = None, *,
+            error: BaseException | None = None) -> None:
+    if call.future.done():  # the caller was cancelled
+        return
+    if error is not None:
+        call.future.set_exception(error)
+    else:
+        call.future.set_result(list(results or []))
 
 
 def _arunner(ops: list[ItemOp]) -> Callable[[AsyncTenantMemory], Any]:

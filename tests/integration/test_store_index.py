@@ -13,7 +13,7 @@ from psycopg import sql
 
 from primitives.db import APP_ROLE
 from primitives.embeddings import HashingEmbedder, LangChainEmbedder, as_embedder
-from primitives.errors import ModelMismatch
+from primitives.errors import GovernanceError, ModelMismatch
 from primitives.langgraph import AsyncMemoryStore, MemoryStore
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
@@ -145,5 +145,33 @@ async def test_an_embedding_function_in_the_index_config_on_the_async_store(
         await store.aput(ns, "temp", {"text": "lowering the temperature", "x": "hidden"})
         hits = await store.asearch((ws,), query="temperature")
         assert [h.key for h in hits] == ["temp"]
+    finally:
+        await store.aclose()
+
+
+async def test_many_concurrent_async_calls_are_queued_not_timed_out(
+    pg: PostgresHandle, spectral: AgentSpec
+) -> None:
+    """LangGraph's async store batches concurrent calls: 3,000 at once on a two-connection
+    pool all succeed (they wait in the store's queue, not for a connection), each gets its own
+    result, and one refused call among them fails alone."""
+    import asyncio
+
+    store = await AsyncMemoryStore.from_spec(spectral, pg.app_dsn, max_connections=2)
+    try:
+        wss = [_ws() for _ in range(3)]
+        n = 3000
+        puts = [store.aput((wss[i % 3], "workspace", "procedural"), f"k{i}", {"text": f"v{i}"})
+                for i in range(n)]
+        # refused inside the write transaction, queued among puts of the same anchor
+        bad = store.aput((wss[0], "workspace", "semantic"), "fact", {"text": "the sky"})
+        outcome = await asyncio.gather(*puts[:n // 2], bad, *puts[n // 2:],
+                                       return_exceptions=True)
+        refused = outcome.pop(n // 2)
+        assert isinstance(refused, GovernanceError) and "promotion engine" in str(refused)
+        assert outcome == [None] * n
+        gets = await asyncio.gather(*(store.aget((wss[i % 3], "workspace", "procedural"),
+                                                 f"k{i}") for i in range(n)))
+        assert [g.value["text"] if g else None for g in gets] == [f"v{i}" for i in range(n)]
     finally:
         await store.aclose()
