@@ -28,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -287,6 +288,19 @@ class MemoryStore(BaseStore):
         ``from_spec`` has already checked them. Kept so code written for LangGraph's
         stores runs unchanged."""
 
+    def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None,
+                          ) -> concurrent.futures.Future[None]:
+        """Nothing to sweep: an expired item leaves every read at once and its row stays
+        (the audit posture, ``docs/langgraph.md``). Returns a finished future, as LangGraph's
+        stores return one for their sweeper, so code that starts one runs unchanged."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Nothing runs (see :meth:`start_ttl_sweeper`): True."""
+        return True
+
     def for_tenant(self, anchor: Mapping[str, object]) -> MemoryStore:
         """A view of this store (same pool) that refuses ops on any other anchor: hand it to
         code that builds namespaces from untrusted input, such as a model's tool calls."""
@@ -367,7 +381,7 @@ class AsyncMemoryStore(BaseStore):
         self._translator = _Translator(
             engine.spec, fields=None if index is None else index.get("fields"))
         self._loop = asyncio.get_running_loop()
-        self._queue: list[_Call] = []
+        self._queue: dict[Anchor | None, list[_Call]] = {}
         self._drainers = 0
         self._max_drainers = max(1, engine._pool.max_size)
 
@@ -386,6 +400,15 @@ class AsyncMemoryStore(BaseStore):
     async def setup(self) -> None:
         """Nothing to do (see :meth:`MemoryStore.setup`)."""
 
+    async def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None,
+                                ) -> asyncio.Task[None]:
+        """Nothing to sweep (see :meth:`MemoryStore.start_ttl_sweeper`): a finished task."""
+        return self._loop.create_task(_no_sweep())
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Nothing runs: True."""
+        return True
+
     def for_tenant(self, anchor: Mapping[str, object]) -> AsyncMemoryStore:
         """A view of this store (same pool) that refuses ops on any other anchor."""
         bound = copy.copy(self)
@@ -393,44 +416,44 @@ class AsyncMemoryStore(BaseStore):
         return bound
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Concurrent calls are queued and run by at most one task per pool connection,
-        so any number of them wait in the queue, never for a connection (no pool timeout);
-        queued calls on one anchor run together in one transaction (see :meth:`_drain`)."""
+        """Concurrent calls are queued by anchor and run by at most one task per pool
+        connection, so any number of them wait in the queue, never for a connection (no pool
+        timeout); queued calls on one anchor run together in one transaction (see
+        :meth:`_drain`), different anchors in parallel."""
         call = _Call(list(ops), self._loop.create_future())
-        self._queue.append(call)
+        anchor = self._single_anchor(call.ops)  # an op's own error is raised here
+        self._queue.setdefault(anchor, []).append(call)
         if self._drainers < self._max_drainers:
             self._drainers += 1
             self._loop.create_task(self._drain())
         return await call.future
 
     async def _drain(self) -> None:
-        """Take queued calls until none is left. The calls taken together that address one
-        anchor each run as one batch (one transaction); if that batch fails, each of its calls
-        runs alone, so one call's refusal is its own (the failed transaction wrote nothing)."""
+        """Take the calls queued for the oldest anchor until none is left; they run as one
+        batch (one transaction); if that batch fails, each call runs alone, so one call's
+        refusal is its own (the failed transaction wrote nothing). Calls that span anchors
+        (queued under None) always run alone."""
         try:
             while self._queue:
-                taken, self._queue = self._queue[:_TAKE], self._queue[_TAKE:]
-                buckets: dict[Anchor | None, list[_Call]] = {}
-                for call in taken:
-                    try:
-                        buckets.setdefault(self._single_anchor(call.ops), []).append(call)
-                    except Exception as err:  # the caller's own error
-                        _settle(call, error=err)
-                for anchor, calls in buckets.items():
-                    if anchor is None or len(calls) == 1:
-                        for call in calls:
-                            await self._run_alone(call)
-                        continue
-                    try:
-                        results = await self._execute([op for c in calls for op in c.ops])
-                    except Exception:  # rerun one by one, below
-                        for call in calls:
-                            await self._run_alone(call)
-                        continue
-                    start = 0
+                anchor = next(iter(self._queue))
+                calls = self._queue.pop(anchor)
+                if len(calls) > _TAKE:
+                    self._queue[anchor] = calls[_TAKE:]
+                    calls = calls[:_TAKE]
+                if anchor is None or len(calls) == 1:
                     for call in calls:
-                        _settle(call, results[start:start + len(call.ops)])
-                        start += len(call.ops)
+                        await self._run_alone(call)
+                    continue
+                try:
+                    results = await self._execute([op for c in calls for op in c.ops])
+                except Exception:  # rerun one by one, below
+                    for call in calls:
+                        await self._run_alone(call)
+                    continue
+                start = 0
+                for call in calls:
+                    _settle(call, results[start:start + len(call.ops)])
+                    start += len(call.ops)
         finally:
             self._drainers -= 1
 
@@ -487,6 +510,10 @@ class AsyncMemoryStore(BaseStore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+async def _no_sweep() -> None:
+    return None
 
 
 _TAKE = 256

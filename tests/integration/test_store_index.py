@@ -175,3 +175,26 @@ async def test_many_concurrent_async_calls_are_queued_not_timed_out(
         assert [g.value["text"] if g else None for g in gets] == [f"v{i}" for i in range(n)]
     finally:
         await store.aclose()
+
+
+async def test_the_ttl_sweeper_calls_run_and_expired_items_are_gone_without_one(
+    pg: PostgresHandle, spectral: AgentSpec
+) -> None:
+    import asyncio
+
+    with MemoryStore.from_spec(spectral, pg.app_dsn, ttl={"default_ttl": 0.002}) as store:
+        assert store.start_ttl_sweeper(1).result(timeout=1) is None
+        ws = _ws()
+        ns = (ws, "workspace", "procedural")
+        store.put(ns, "short", {"text": "soon gone"})
+        store.put(ns, "kept", {"text": "stays"}, ttl=None)
+        await asyncio.sleep(0.3)
+        assert store.get(ns, "short") is None
+        assert store.get(ns, "kept") is not None
+        assert store.stop_ttl_sweeper() is True
+    astore = await AsyncMemoryStore.from_spec(spectral, pg.app_dsn)
+    try:
+        task = await astore.start_ttl_sweeper()
+        assert await task is None and await astore.stop_ttl_sweeper() is True
+    finally:
+        await astore.aclose()
