@@ -224,6 +224,17 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
             lines.append(f"| {op} | {a['p50_ms']:.2f} / {a['p95_ms']:.2f} | {b['p50_ms']:.2f} / "
                          f"{b['p95_ms']:.2f} | {a['p50_ms'] / b['p50_ms']:.2f}x |")
         lines.append("")
+        concurrent = store.get("async_concurrent")
+        if concurrent:
+            a, b = concurrent["MemoryStore"], concurrent["PostgresStore"]
+            lines += [f"Async stores under {store['settings']['concurrent']:,} concurrent small "
+                      "calls (half `aput` of a new key, half `aget`; `AsyncMemoryStore` against "
+                      "`AsyncPostgresStore`, rounds alternating; target: at least its "
+                      "throughput):", "",
+                      "| AsyncMemoryStore calls/s | AsyncPostgresStore calls/s | ratio |",
+                      "|---:|---:|---:|",
+                      f"| {a['calls_per_s']:,.0f} | {b['calls_per_s']:,.0f} | "
+                      f"{a['calls_per_s'] / b['calls_per_s']:.2f}x |", ""]
     tick = _read(folder / "tick.json")
     if tick:
         lines += _tick_lines(tick)

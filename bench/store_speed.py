@@ -16,13 +16,17 @@ changed value for an existing key), all without embeddings; then ``put_embed`` (
 whose ``text`` is embedded) on a second pair of stores that share one embedding model
 (the offline all-MiniLM-L6-v2 through FlagEmbedding): ours with it as the engine's
 embedder, ``PostgresStore`` with an index config (384 dims, ``fields=["text"]``) whose
-embed function is the same model's ``embed_documents``. Results:
+embed function is the same model's ``embed_documents``. Last, ``async_concurrent``: the
+async stores (``AsyncMemoryStore``, ``AsyncPostgresStore``, each on its default pool) under
+rounds of 1,000 concurrent small calls (half ``aput`` of a new key, half ``aget``), the
+systems' rounds alternating; throughput is calls per second over all rounds. Results:
 ``bench/results/store_speed.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import random
 import statistics
 import sys
@@ -35,7 +39,7 @@ from functools import partial
 from typing import Any
 
 from langgraph.store.base import BaseStore
-from langgraph.store.postgres import PostgresStore
+from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 
 from bench._env import (
     RESULTS,
@@ -45,7 +49,7 @@ from bench._env import (
 )
 from bench._targets import BENCH_SPEC
 from primitives.embeddings import default_embedder
-from primitives.langgraph import MemoryStore
+from primitives.langgraph import AsyncMemoryStore, MemoryStore
 from primitives.spec import load_spec
 
 __all__ = ["Settings", "main", "run"]
@@ -64,10 +68,15 @@ class Settings:
     embed_ops: int = 400
     """Timed ``put_embed`` calls per system (each embeds one text on the CPU)."""
     embed_block: int = 50
+    concurrent: int = 1000
+    """Calls in flight at once in ``async_concurrent``."""
+    rounds: int = 6
+    """``async_concurrent`` rounds per system."""
 
     @classmethod
     def quick(cls) -> Settings:
-        return cls(ops=200, block=50, tenants=5, preload=20, embed_ops=20)
+        return cls(ops=200, block=50, tenants=5, preload=20, embed_ops=20, concurrent=100,
+                   rounds=2)
 
 
 def _namespace(system: str, tenant: str) -> tuple[str, ...]:
@@ -137,6 +146,36 @@ def _timed_embed(stores: dict[str, BaseStore],
     return samples
 
 
+async def _concurrent(dbs: Any, settings: Settings) -> dict[str, dict[str, float]]:
+    """Rounds of ``settings.concurrent`` concurrent calls, alternating between the async
+    stores; calls per second over each system's rounds."""
+    ours = await AsyncMemoryStore.from_spec(load_spec(BENCH_SPEC), dbs.engine_app_dsn)
+    tenants = [f"ws-conc-{k:03d}" for k in range(settings.tenants)]
+    seconds = {"MemoryStore": 0.0, "PostgresStore": 0.0}
+    calls = dict.fromkeys(seconds, 0)
+    try:
+        async with AsyncPostgresStore.from_conn_string(dbs.langgraph_dsn) as theirs:
+            stores: dict[str, BaseStore] = {"MemoryStore": ours, "PostgresStore": theirs}
+            for rnd in range(settings.rounds + 1):  # round 0 warms up, not timed
+                for system, store in stores.items():
+                    jobs = []
+                    for i in range(settings.concurrent):
+                        ns = _namespace(system, tenants[i % len(tenants)])
+                        key = f"c{rnd}-{i // 2}"
+                        jobs.append(store.aput(ns, key, _value(i)) if i % 2 == 0
+                                    else store.aget(ns, f"c{max(rnd - 1, 0)}-{i // 2}"))
+                    start = time.perf_counter()
+                    await asyncio.gather(*jobs)
+                    if rnd:
+                        seconds[system] += time.perf_counter() - start
+                        calls[system] += len(jobs)
+    finally:
+        await ours.aclose()
+    return {system: {"calls": calls[system], "seconds": round(seconds[system], 3),
+                     "calls_per_s": round(calls[system] / seconds[system], 1)}
+            for system in seconds}
+
+
 def _summary(latencies: list[float]) -> dict[str, float]:
     ordered = sorted(latencies)
     return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 3),
@@ -170,6 +209,8 @@ def run(settings: Settings, progress: Callable[[str], object] = print) -> dict[s
         for system, ops in embedded.items():
             samples[system].update(ops)
         model = embedder.model_id
+        progress(f"async_concurrent: {settings.rounds} rounds of {settings.concurrent} calls")
+        concurrent = asyncio.run(_concurrent(dbs, settings))
         machine = machine_info(dbs.admin_dsn, embedded=dbs.embedded)
     return {
         "benchmark": "store_speed",
@@ -179,6 +220,7 @@ def run(settings: Settings, progress: Callable[[str], object] = print) -> dict[s
         "embedding_model": model,
         "results": {system: {op: _summary(values) for op, values in ops.items()}
                     for system, ops in samples.items()},
+        "async_concurrent": concurrent,
     }
 
 
@@ -194,6 +236,12 @@ def markdown(result: dict[str, Any]) -> str:
         ratio = ours[op]["p50_ms"] / theirs[op]["p50_ms"]
         lines.append(f"| {op} | {ours[op]['p50_ms']} / {ours[op]['p95_ms']} | "
                      f"{theirs[op]['p50_ms']} / {theirs[op]['p95_ms']} | {ratio:.2f}x |")
+    concurrent = result.get("async_concurrent")
+    if concurrent:
+        a, b = concurrent["MemoryStore"], concurrent["PostgresStore"]
+        lines.append(f"| async_concurrent (calls/s, {result['settings']['concurrent']} in "
+                     f"flight) | {a['calls_per_s']} | {b['calls_per_s']} | "
+                     f"{a['calls_per_s'] / b['calls_per_s']:.2f}x throughput |")
     return "\n".join(lines)
 
 

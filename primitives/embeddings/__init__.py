@@ -6,12 +6,14 @@
 - :func:`default_embedder`: BGE when its weights are local, else MiniLM, else an error.
 - :class:`HashingEmbedder`: deterministic and dependency-free, for fast tests only.
 - :class:`CachedEmbedder`: an LRU cache of query embeddings (the engine adds one).
+- :func:`as_embedder`: any LangChain ``Embeddings`` object as an :class:`Embedder`.
 
 >>> from primitives.embeddings import HashingEmbedder
 >>> HashingEmbedder(dims=4).embed_documents(["a", "b"]).__len__()
 2
 """
 
+from primitives.embeddings._adapt import LangChainEmbedder, as_embedder
 from primitives.embeddings._cache import CachedEmbedder, cached
 from primitives.embeddings._default import default_embedder
 from primitives.embeddings._flag import (
@@ -33,6 +35,8 @@ __all__ = [
     "Embedder",
     "FlagEmbedder",
     "HashingEmbedder",
+    "LangChainEmbedder",
+    "as_embedder",
     "bge_small_path",
     "cached",
     "default_embedder",

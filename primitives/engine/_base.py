@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import psycopg
 
 from primitives.compile import Tables, agent_tables
-from primitives.embeddings import Embedder, cached
+from primitives.embeddings import Embedder, as_embedder, cached
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
 from primitives.engine._pending import PendingTenants
@@ -147,6 +147,8 @@ class EngineBase:
         (``retrieval.embedding.embed: deferred``), until ``embed_pending()`` takes them."""
         self.tables: Tables = agent_tables(spec)
         self.decay = decay_models(spec)
+        if embedder is not None:
+            embedder = as_embedder(embedder)  # a LangChain Embeddings object is accepted too
         if embedder is not None and embedder.dims != spec.retrieval.embedding.dims:
             raise ModelMismatch(
                 f"embedder {embedder.model_id} makes {embedder.dims}-dim vectors; agent "

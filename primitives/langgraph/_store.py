@@ -28,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from typing import Any
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     Item,
     ListNamespacesOp,
     Op,
@@ -47,7 +49,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from primitives.embeddings import Embedder
+from primitives.embeddings import Embedder, as_embedder
 from primitives.engine import (
     AsyncEngine,
     AsyncTenantMemory,
@@ -97,16 +99,20 @@ class _Translator:
     Pure: the sync and async stores share it and differ only in how a group is run.
     """
 
-    def __init__(self, spec: AgentSpec, only: Anchor | None = None) -> None:
+    def __init__(self, spec: AgentSpec, only: Anchor | None = None,
+                 fields: list[str] | None = None) -> None:
         self.spec = spec
         self.layout = NamespaceLayout(spec)
         self.content_limit = spec.persistence.store.limits.content_chars
         self.only = only
+        self.fields = fields
+        """The store's ``index_config["fields"]``: a put without ``index=`` indexes these."""
 
     def bound(self, anchor: Mapping[str, object]) -> _Translator:
         """A translator that refuses every op outside ``anchor``."""
         resolved = resolve_anchor(self.spec, anchor)
-        return _Translator(self.spec, tuple((k, v) for k, v in resolved.values if v is not None))
+        return _Translator(self.spec, tuple((k, v) for k, v in resolved.values if v is not None),
+                           self.fields)
 
     def plan(self, ops: Iterable[Op]) -> tuple[list[_Group], int]:
         groups: dict[Anchor, _Group] = {}
@@ -142,7 +148,8 @@ class _Translator:
             if op.value is not None:
                 # before item_content, which would recurse into a deep value
                 check_json(op.value, "value", depth=self.spec.persistence.store.limits.json_depth)
-                content = item_content(op.value, op.key, op.index, self.content_limit)
+                index = self.fields if op.index is None else op.index
+                content = item_content(op.value, op.key, index, self.content_limit)
             return address.anchor, ItemPut(
                 address.tier, address.typology, address.namespace, op.key,
                 None if op.value is None else dict(op.value), content, address.scope_id,
@@ -206,6 +213,27 @@ def _nothing(_: Any) -> None:
     return None
 
 
+def _embedding(spec: AgentSpec, embedder: Any,
+               index: IndexConfig | None) -> tuple[Embedder | None, list[str] | None]:
+    """The store's embedder and default fields from ``embedder`` and LangGraph's
+    ``index`` config (``{"dims", "embed", "fields"}``). ``embed`` may be any LangChain
+    ``Embeddings`` object or an embedding function; ``dims`` must be the spec's
+    ``retrieval.embedding.dims`` (``ModelMismatch`` otherwise, raised by the engine)."""
+    if index is None:
+        return (None if embedder is None else as_embedder(embedder)), None
+    embed = index.get("embed")
+    if embedder is None and embed is not None:
+        if isinstance(embed, str) or not callable(getattr(embed, "embed_query", None)):
+            from langgraph.store.base.embed import ensure_embeddings
+            embed = ensure_embeddings(embed)
+        embedder = embed
+    dims = index.get("dims")
+    model = None if embedder is None else as_embedder(
+        embedder, dims=dims if isinstance(dims, int) else None)
+    fields = index.get("fields")
+    return model, (None if fields is None else list(fields))
+
+
 def _lost_race(err: StorageError) -> bool:
     """Two transactions wrote the same new key at once: the loser's rerun sees the winner's
     row and supersedes it (BaseStore's last-write-wins), so the group runs once more."""
@@ -232,21 +260,46 @@ class MemoryStore(BaseStore):
     supports_ttl = True
 
     def __init__(self, engine: Engine, *, ttl: TTLConfig | None = None,
-                 actor: str = "store") -> None:
+                 actor: str = "store", index: IndexConfig | None = None) -> None:
         self.engine = engine
         self.spec = engine.spec
         self.ttl_config = ttl
         self.actor = actor
-        self._translator = _Translator(engine.spec)
+        self.index_config = index
+        self._translator = _Translator(
+            engine.spec, fields=None if index is None else index.get("fields"))
 
     @classmethod
     def from_spec(cls, spec: AgentSpec, dsn: str | None = None, *,
-                  embedder: Embedder | None = None, ttl: TTLConfig | None = None,
-                  actor: str = "store", max_connections: int = 4) -> MemoryStore:
+                  embedder: Embedder | Any | None = None, ttl: TTLConfig | None = None,
+                  actor: str = "store", max_connections: int = 4,
+                  index: IndexConfig | None = None) -> MemoryStore:
         """Connect as the application role (``dsn`` defaults to the resolved one). With
-        ``embedder``, writes store vectors and query searches run the semantic signal."""
-        engine = Engine.connect(spec, dsn, max_connections=max_connections, embedder=embedder)
-        return cls(engine, ttl=ttl, actor=actor)
+        ``embedder`` (an :class:`Embedder` or any LangChain ``Embeddings`` object), writes
+        store vectors and query searches run the semantic signal. ``index`` is LangGraph's
+        index config: ``embed`` (when no ``embedder``), ``dims`` (checked against the
+        spec's) and ``fields`` (what a put without ``index=`` indexes)."""
+        model, _ = _embedding(spec, embedder, index)
+        engine = Engine.connect(spec, dsn, max_connections=max_connections, embedder=model)
+        return cls(engine, ttl=ttl, actor=actor, index=index)
+
+    def setup(self) -> None:
+        """Nothing to do: the tables come from the spec (``primitives migrate``) and
+        ``from_spec`` has already checked them. Kept so code written for LangGraph's
+        stores runs unchanged."""
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None,
+                          ) -> concurrent.futures.Future[None]:
+        """Nothing to sweep: an expired item leaves every read at once and its row stays
+        (the audit posture, ``docs/langgraph.md``). Returns a finished future, as LangGraph's
+        stores return one for their sweeper, so code that starts one runs unchanged."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Nothing runs (see :meth:`start_ttl_sweeper`): True."""
+        return True
 
     def for_tenant(self, anchor: Mapping[str, object]) -> MemoryStore:
         """A view of this store (same pool) that refuses ops on any other anchor: hand it to
@@ -319,21 +372,42 @@ class AsyncMemoryStore(BaseStore):
     supports_ttl = True
 
     def __init__(self, engine: AsyncEngine, *, ttl: TTLConfig | None = None,
-                 actor: str = "store") -> None:
+                 actor: str = "store", index: IndexConfig | None = None) -> None:
         self.engine = engine
         self.spec = engine.spec
         self.ttl_config = ttl
         self.actor = actor
-        self._translator = _Translator(engine.spec)
+        self.index_config = index
+        self._translator = _Translator(
+            engine.spec, fields=None if index is None else index.get("fields"))
         self._loop = asyncio.get_running_loop()
+        self._queue: dict[Anchor | None, list[_Call]] = {}
+        self._drainers = 0
+        self._max_drainers = max(1, engine._pool.max_size)
 
     @classmethod
     async def from_spec(cls, spec: AgentSpec, dsn: str | None = None, *,
-                        embedder: Embedder | None = None, ttl: TTLConfig | None = None,
-                        actor: str = "store", max_connections: int = 4) -> AsyncMemoryStore:
+                        embedder: Embedder | Any | None = None,
+                        ttl: TTLConfig | None = None, actor: str = "store",
+                        max_connections: int = 4,
+                        index: IndexConfig | None = None) -> AsyncMemoryStore:
+        """As :meth:`MemoryStore.from_spec`, on the async engine."""
+        model, _ = _embedding(spec, embedder, index)
         engine = await AsyncEngine.connect(spec, dsn, max_connections=max_connections,
-                                           embedder=embedder)
-        return cls(engine, ttl=ttl, actor=actor)
+                                           embedder=model)
+        return cls(engine, ttl=ttl, actor=actor, index=index)
+
+    async def setup(self) -> None:
+        """Nothing to do (see :meth:`MemoryStore.setup`)."""
+
+    async def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None,
+                                ) -> asyncio.Task[None]:
+        """Nothing to sweep (see :meth:`MemoryStore.start_ttl_sweeper`): a finished task."""
+        return self._loop.create_task(_no_sweep())
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Nothing runs: True."""
+        return True
 
     def for_tenant(self, anchor: Mapping[str, object]) -> AsyncMemoryStore:
         """A view of this store (same pool) that refuses ops on any other anchor."""
@@ -342,6 +416,59 @@ class AsyncMemoryStore(BaseStore):
         return bound
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Concurrent calls are queued by anchor and run by at most one task per pool
+        connection, so any number of them wait in the queue, never for a connection (no pool
+        timeout); queued calls on one anchor run together in one transaction (see
+        :meth:`_drain`), different anchors in parallel."""
+        call = _Call(list(ops), self._loop.create_future())
+        anchor = self._single_anchor(call.ops)  # an op's own error is raised here
+        self._queue.setdefault(anchor, []).append(call)
+        if self._drainers < self._max_drainers:
+            self._drainers += 1
+            self._loop.create_task(self._drain())
+        return await call.future
+
+    async def _drain(self) -> None:
+        """Take the calls queued for the oldest anchor until none is left; they run as one
+        batch (one transaction); if that batch fails, each call runs alone, so one call's
+        refusal is its own (the failed transaction wrote nothing). Calls that span anchors
+        (queued under None) always run alone."""
+        try:
+            while self._queue:
+                anchor = next(iter(self._queue))
+                calls = self._queue.pop(anchor)
+                if len(calls) > _TAKE:
+                    self._queue[anchor] = calls[_TAKE:]
+                    calls = calls[:_TAKE]
+                if anchor is None or len(calls) == 1:
+                    for call in calls:
+                        await self._run_alone(call)
+                    continue
+                try:
+                    results = await self._execute([op for c in calls for op in c.ops])
+                except Exception:  # rerun one by one, below
+                    for call in calls:
+                        await self._run_alone(call)
+                    continue
+                start = 0
+                for call in calls:
+                    _settle(call, results[start:start + len(call.ops)])
+                    start += len(call.ops)
+        finally:
+            self._drainers -= 1
+
+    def _single_anchor(self, ops: list[Op]) -> Anchor | None:
+        """The one anchor all of ``ops`` address, else None (raises the op's own error)."""
+        groups, _ = self._translator.plan(ops)
+        return groups[0].anchor if len(groups) == 1 else None
+
+    async def _run_alone(self, call: _Call) -> None:
+        try:
+            _settle(call, await self._execute(call.ops))
+        except Exception as err:  # handed to the caller
+            _settle(call, error=err)
+
+    async def _execute(self, ops: Iterable[Op]) -> list[Result]:
         groups, count = self._translator.plan(ops)
         out: list[Result] = [None] * count
         for group in groups:
@@ -383,6 +510,32 @@ class AsyncMemoryStore(BaseStore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+async def _no_sweep() -> None:
+    return None
+
+
+_TAKE = 256
+"""Queued calls one drainer takes at a time."""
+
+
+@dataclass
+class _Call:
+    """One awaited ``abatch`` call waiting in an async store's queue."""
+
+    ops: list[Op]
+    future: asyncio.Future[list[Result]]
+
+
+def _settle(call: _Call, results: list[Result] | None = None, *,
+            error: BaseException | None = None) -> None:
+    if call.future.done():  # the caller was cancelled
+        return
+    if error is not None:
+        call.future.set_exception(error)
+    else:
+        call.future.set_result(list(results or []))
 
 
 def _arunner(ops: list[ItemOp]) -> Callable[[AsyncTenantMemory], Any]:
