@@ -24,6 +24,7 @@ from primitives.db._citus import (
     is_citus_coordinator,
     migrate_cluster,
 )
+from primitives.db._connect import connect_failure, with_timeout
 from primitives.discipline._canonical import canonical_problems
 from primitives.errors import MigrationError, StorageError
 from primitives.spec import AgentSpec
@@ -117,9 +118,9 @@ def migrate(
     admin = dsn or resolve_dsn()
     report = MigrateReport()
     try:
-        conn = psycopg.connect(admin, autocommit=True)
+        conn = psycopg.connect(with_timeout(admin), autocommit=True)
     except psycopg.Error as err:
-        raise StorageError(f"cannot connect to migrate: {err}") from err
+        raise StorageError(connect_failure(err, admin, "the admin (to migrate)")) from err
     with conn:
         citus = _resolve_target(conn, target)
         report.target = "citus" if citus else "single"
