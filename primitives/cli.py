@@ -45,7 +45,7 @@ def _spec_paths(paths: Sequence[str]) -> list[str]:
 
 def _report_spec_error(err: SpecError) -> None:
     for problem in err.problems or [err]:
-        errors.print(f"[red]error[/red] {problem.location_message()}", markup=True,
+        errors.print(f"[red]error[/red] {escape(problem.location_message())}", markup=True,
                      soft_wrap=True)
 
 
@@ -344,16 +344,41 @@ def cmd_audit_show(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     view = views.view(args.view)
-    if args.format != "table":
-        _write_rows(args.format, [c.name for c in view.columns], rows)
+    fmt = "json" if args.json else args.format
+    if fmt != "table":
+        _write_rows(fmt, [c.name for c in view.columns], rows)
         return 0
-    table = Table(title=f"{view.fullname} ({len(rows)} row(s))")
-    for column in view.columns:
-        table.add_column(column.name, overflow="fold")
+    names = [c.name for c in view.columns]
+    title = f"{view.fullname} ({len(rows)} row(s))"
+    if len(names) * _AUDIT_COLUMN_MIN > console.width:
+        _print_records(title, names, [[_cell(v, args.full) for v in row] for row in rows])
+        return 0
+    table = Table(title=title)
+    for name in names:
+        table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*(_cell(v, args.full) for v in row))
     console.print(table)
     return 0
+
+
+_AUDIT_COLUMN_MIN = 16
+"""Below this many terminal columns per view column, ``audit show`` prints one block per row."""
+
+
+def _print_records(title: str, names: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Rows too wide for the terminal as blocks, one ``name  value`` line per column (long
+    values wrapped under their value column, never folded into a narrow table cell)."""
+    console.print(title, markup=False)
+    width = max(map(len, names))
+    for number, row in enumerate(rows, 1):
+        console.print(f"-- row {number} --", markup=False)
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(min_width=width, no_wrap=True)
+        grid.add_column(overflow="fold")
+        for name, value in zip(names, row, strict=True):
+            grid.add_row(escape(name), escape(value))
+        console.print(grid)
 
 
 # outbox -----------------------------------------------------------------------------------------
@@ -653,8 +678,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (100)")
     a.add_argument("--full", action="store_true", help="do not shorten long values")
     a.add_argument("--format", choices=("table", "json", "csv"), default="table",
-                   help="table (default), or every value whole as JSON (an array of objects) "
-                        "or CSV with a header line, for other tools")
+                   help="table (default; one block per row when the terminal is too narrow), "
+                        "or every value whole as JSON (an array of objects) or CSV with a "
+                        "header line, for other tools")
+    a.add_argument("--json", action="store_true", help="the same as --format json")
     a.set_defaults(func=cmd_audit_show)
 
     p = sub.add_parser("outbox", help="the cross-context outbox: what waits, and a consumer "

@@ -28,6 +28,6 @@ export PRIMITIVES_APP_DSN="host=127.0.0.1 port=$PORT user=primitives_app passwor
 export PRIMITIVES_AUDITOR_DSN="host=127.0.0.1 port=$PORT user=primitives_auditor password=auditor-pw dbname=postgres"
 # 3. the README's quick start, then the auditor's chain check and the catalog checks
 $PY scripts/quickstart.py
-$PY -m primitives.cli audit verify
-$PY -m primitives.cli doctor
+$PY -m primitives.cli audit verify agents/spectral_agent.yaml
+$PY -m primitives.cli doctor agents/spectral_agent.yaml
 echo "pg15-check: ok"
