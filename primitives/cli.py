@@ -102,6 +102,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
 # init -------------------------------------------------------------------------------------------
 def cmd_init(args: argparse.Namespace) -> int:
     from primitives._scaffold import ScaffoldAnswers, parse_tier, render_spec, walk
+    from primitives.spec import spec_json_schema
+    from primitives.spec._schema import SCHEMA_FILE
 
     answers = ScaffoldAnswers(
         agent=args.name,
@@ -112,17 +114,28 @@ def cmd_init(args: argparse.Namespace) -> int:
         signals=[s for s in (args.signals or "envelope,semantic,recency").split(",") if s],
         non_mirror=[m for m in (args.non_mirror or "").split(",") if m],
     )
-    interactive = not args.yes and sys.stdin.isatty()
-    if interactive:
-        console.print("Walking the primitives in order: anchor first, audit last.")
-    walk(answers, (lambda q, d: Prompt.ask(q, default=d)) if interactive else None)
-    text = render_spec(answers)
     target = Path(args.output or f"agents/{args.name}.yaml")
-    if target.exists() and not args.force:
+    if target.exists() and not args.force:  # before any question, not after the last
         raise SpecError(f"{target} exists; pass --force to overwrite", file=str(target))
+    interactive = not args.yes and sys.stdin.isatty()
+    try:
+        if interactive:
+            console.print("Walking the primitives in order: anchor first, audit last.")
+        walk(answers, (lambda q, d: Prompt.ask(escape(q), default=d)) if interactive else None,
+             lambda problem: errors.print(f"  {problem}; try again", markup=False))
+    except (KeyboardInterrupt, EOFError):
+        errors.print("\ninit cancelled; nothing written", markup=False)
+        return 130
+    text = render_spec(answers)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
-    console.print(f"[green]wrote[/green] {target}; check it with `primitives validate {target}`")
+    schema = target.parent / SCHEMA_FILE  # what the spec's editor line names
+    if not schema.exists():
+        schema.write_text(json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n",
+                          encoding="utf-8")
+        console.print(f"[green]wrote[/green] {escape(str(schema))} (the JSON Schema, for editors)")
+    console.print(f"[green]wrote[/green] {escape(str(target))}; check it with "
+                  f"`primitives validate {escape(str(target))}`")
     return 0
 
 
