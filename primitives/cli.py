@@ -234,7 +234,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     sys.stdout.write(explain_query(spec, args.tenant, args.query, limit=args.limit,
-                                   use_embedder=not args.no_embedder) + "\n")
+                                   use_embedder=not args.no_embedder,
+                                   progress=lambda line: errors.print(line, markup=False))
+                     + "\n")
     return 0
 
 
