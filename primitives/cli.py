@@ -129,13 +129,13 @@ def cmd_init(args: argparse.Namespace) -> int:
     text = render_spec(answers)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
+    console.print(f"[green]wrote[/green] {escape(str(target))}; check it with "
+                  f"`primitives validate {escape(str(target))}`")
     schema = target.parent / SCHEMA_FILE  # what the spec's editor line names
     if not schema.exists():
         schema.write_text(json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n",
                           encoding="utf-8")
         console.print(f"[green]wrote[/green] {escape(str(schema))} (the JSON Schema, for editors)")
-    console.print(f"[green]wrote[/green] {escape(str(target))}; check it with "
-                  f"`primitives validate {escape(str(target))}`")
     return 0
 
 
