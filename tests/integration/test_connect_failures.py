@@ -120,3 +120,14 @@ def test_migrate_reports_a_wrong_admin_password(password_role: str) -> None:
     with pytest.raises(StorageError, match=r"cannot connect as the admin .*authentication failed"):
         migrate([spec], dsn=_with(password_role, password="wrong"))
     assert time.perf_counter() - started < 3
+
+
+async def test_the_async_engine_reports_the_same_causes(password_role: str) -> None:
+    from primitives.engine import AsyncEngine
+
+    started = time.perf_counter()
+    with pytest.raises(StorageError, match=f"authentication failed for {ROLE}"):
+        await AsyncEngine.connect(load_spec(SPECTRAL), _with(password_role, password="wrong"))
+    with pytest.raises(StorageError, match="asks for a password and none was given"):
+        await AsyncEngine.connect(load_spec(SPECTRAL), password_role)
+    assert time.perf_counter() - started < 3
