@@ -21,10 +21,12 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from primitives._project import migrate
 from primitives.db import app_dsn, primitives_home, resolve_dsn, tenant_transaction
+from primitives.embeddings import Embedder
 from primitives.engine import Engine
 from primitives.spec import AgentSpec, load_specs
 
@@ -74,11 +76,12 @@ def run_demo(console: Console, specs: Sequence[str]) -> int:
     console.print(f"   {report.summary()}")
 
     spectral = _find(loaded, "spectral")
+    embedder = _embedder(console, spectral)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        engine = Engine.connect(spectral, app_dsn(admin))
+        engine = Engine.connect(spectral, app_dsn(admin), embedder=embedder)
     for warning in caught:
-        console.print(f"   [yellow]note[/yellow]: {warning.message}")
+        console.print(f"   [yellow]note[/yellow]: {escape(str(warning.message))}")
 
     with engine:
         console.print(f"[green]3.[/green] writing memories for tenants {TENANT_A} and "
@@ -87,9 +90,12 @@ def run_demo(console: Console, specs: Sequence[str]) -> int:
             started_at = datetime.now(UTC)
             with engine.tenant({"workspace_id": tenant}, actor="demo") as mem:
                 written = [mem.observe(**item) for item in memories]
+                # rows an earlier run wrote without the model get their vectors now
+                embedded = mem.reembed() if embedder is not None else 0
             new = sum(m.created_at >= started_at for m in written)
             console.print(f"   {tenant}: {len(memories)} memories "
-                          f"({new} new, {len(memories) - new} already there)")
+                          f"({new} new, {len(memories) - new} already there)"
+                          + (f"; {embedded} earlier row(s) embedded" if embedded else ""))
 
         console.print(f'[green]4.[/green] searching each tenant for "{_QUERY}"')
         for tenant in (TENANT_A, TENANT_B):
@@ -129,6 +135,25 @@ def run_demo(console: Console, specs: Sequence[str]) -> int:
     console.rule(f"done in {time.perf_counter() - started:.1f}s: tenant {TENANT_B} saw none "
                  f"of tenant {TENANT_A}'s memories")
     return 0
+
+
+def _embedder(console: Console, spec: AgentSpec) -> Embedder | None:
+    """The spec's embedding model when the ``embeddings`` extra is installed (loaded now,
+    with a status line, so the first write does not stall silently), else ``None``."""
+    from primitives.embeddings import default_embedder
+    from primitives.errors import EmbedderUnavailable
+
+    try:
+        with console.status("loading the embedding model..."):
+            started = time.perf_counter()
+            embedder = default_embedder(spec)
+            embedder.embed_query("warm up")
+    except EmbedderUnavailable as err:
+        console.print(f"   [yellow]note[/yellow]: semantic search is off: {escape(str(err))}")
+        return None
+    console.print(f"   embedding model {embedder.model_id} loaded in "
+                  f"{time.perf_counter() - started:.1f}s: semantic hits beside lexical ones")
+    return embedder
 
 
 def _find(specs: Sequence[AgentSpec], agent: str) -> AgentSpec:

@@ -32,6 +32,7 @@ from primitives.db._citus import (
     is_citus_coordinator,
     migrate_cluster,
 )
+from primitives.db._connect import connect_failure, with_timeout
 from primitives.db._migrate import recorded_plan
 from primitives.discipline._canonical import canonical_problems
 from primitives.errors import MigrationError, StorageError
@@ -146,9 +147,9 @@ def migrate(
     admin = dsn or resolve_dsn()
     report = MigrateReport()
     try:
-        conn = psycopg.connect(admin, autocommit=True)
+        conn = psycopg.connect(with_timeout(admin), autocommit=True)
     except psycopg.Error as err:
-        raise StorageError(f"cannot connect to migrate: {err}") from err
+        raise StorageError(connect_failure(err, admin, "the admin (to migrate)")) from err
     with conn:
         citus = _resolve_target(conn, target)
         report.target = "citus" if citus else "single"
@@ -224,10 +225,11 @@ def _plan_specs(conn: psycopg.Connection[Any],
 
 def plan_specs(specs: Sequence[AgentSpec], *, dsn: str | None = None) -> list[SpecPlan]:
     """``primitives plan``: each spec's classified changes against the live database."""
+    admin = dsn or resolve_dsn()
     try:
-        conn = psycopg.connect(dsn or resolve_dsn(), autocommit=True)
+        conn = psycopg.connect(with_timeout(admin), autocommit=True)
     except psycopg.Error as err:
-        raise StorageError(f"cannot connect to plan: {err}") from err
+        raise StorageError(connect_failure(err, admin, "the admin (to plan)")) from err
     with conn:
         caps = detect_capabilities(conn)
         require_server_version(caps)

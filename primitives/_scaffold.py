@@ -6,6 +6,7 @@ runs non-interactively (``--yes``) in scripts and tests.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -13,6 +14,7 @@ import yaml
 
 from primitives.errors import SpecError
 from primitives.spec import LIFECYCLE_EVENTS, SIGNALS, load_spec_text
+from primitives.spec._schema import SCHEMA_FILE
 
 __all__ = ["ScaffoldAnswers", "TierAnswer", "parse_tier", "render_spec", "walk"]
 
@@ -64,46 +66,117 @@ def parse_tier(text: str) -> TierAnswer:
                       persistent=len(parts) == 4)
 
 
-def walk(answers: ScaffoldAnswers, ask: Ask | None) -> ScaffoldAnswers:
-    """Fill what the flags left open by asking, in seed 003's order. ``ask=None``: defaults."""
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+_KINDS = ("episodic", "semantic", "procedural", "opinion")
+_CROSS_CONTEXT = ("none", "event_driven", "tool_mediated")
+Check = Callable[[str], str | None]
+"""An answer's check: ``None`` when it is acceptable, else what is wrong with it."""
 
-    def get(question: str, default: str) -> str:
-        return ask(question, default) if ask else default
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _names(what: str, *, empty: bool = False) -> Check:
+    def check(text: str) -> str | None:
+        items = _items(text)
+        if not items and not empty:
+            return f"give at least one {what}"
+        bad = [i for i in items if not _NAME.match(i)]
+        return (f"{', '.join(bad)}: a {what} is lower_snake_case (letters, digits, underscore; "
+                "starts with a letter; at most 48)") if bad else None
+    return check
+
+
+def _one_of(what: str, allowed: tuple[str, ...], *, many: bool) -> Check:
+    def check(text: str) -> str | None:
+        items = _items(text) if many else [text.strip()]
+        if not items:
+            return f"give at least one {what}"
+        bad = [i for i in items if i not in allowed]
+        return f"{', '.join(bad)}: not a {what}; one of {', '.join(allowed)}" if bad else None
+    return check
+
+
+def _count(text: str) -> str | None:
+    return None if text.strip().isdigit() and 1 <= int(text) <= 8 else "a number from 1 to 8"
+
+
+def _boundary(anchor: list[str]) -> Check:
+    def check(text: str) -> str | None:
+        kind, _, value = text.strip().partition("=")
+        if kind == "lifecycle" and value in LIFECYCLE_EVENTS:
+            return None
+        if kind == "scope_change" and value in anchor:
+            return None
+        return (f"lifecycle=<event> (one of {', '.join(LIFECYCLE_EVENTS)}) or "
+                f"scope_change=<anchor key> (one of {', '.join(anchor)})")
+    return check
+
+
+def walk(answers: ScaffoldAnswers, ask: Ask | None,
+         tell: Callable[[str], None] | None = None) -> ScaffoldAnswers:
+    """Fill what the flags left open by asking, in seed 003's order. ``ask=None``: defaults.
+
+    Each answer is checked as it is given; a wrong one is explained through ``tell`` and
+    the question asked again."""
+
+    def get(question: str, default: str, check: Check | None = None) -> str:
+        if ask is None:
+            return default
+        while True:
+            answer = ask(question, default)
+            problem = check(answer) if check else None
+            if problem is None:
+                return answer
+            if tell is not None:
+                tell(f"{answer!r}: {problem}")
 
     if not answers.anchor:  # 1. anchor
-        keys = get("1. Anchor: scope keys, tenant key first (comma-separated)", "tenant_id")
-        answers.anchor = [k.strip() for k in keys.split(",") if k.strip()]
+        keys = get("1. Anchor: scope keys, tenant key first (comma-separated)", "tenant_id",
+                   _names("scope key"))
+        answers.anchor = _items(keys)
     if not answers.tiers:  # 2-3. typology and tiers
         tenant = answers.anchor[0]
-        count = int(get("2-3. How many tiers (the last one persists)?", "2"))
+        count = int(get("2-3. How many tiers (the last one persists)?", "2", _count))
         for index in range(count):
             top = index == count - 1
-            name = get(f"   tier {index + 1} name", "long_term" if top else f"session{index or ''}")
+            name = get(f"   tier {index + 1} name", "long_term" if top else f"session{index or ''}",
+                       _names("tier name")).strip()
             boundary = get(f"   tier '{name}' boundary (lifecycle=<event> or scope_change=<key>)",
-                           f"scope_change={tenant}" if top else "lifecycle=session_end")
+                           f"scope_change={tenant}" if top else "lifecycle=session_end",
+                           _boundary(answers.anchor)).strip()
             kinds = get(f"   tier '{name}' typology (episodic, semantic, procedural, opinion)",
-                        "episodic,semantic,procedural" if top else "episodic")
-            answers.tiers.append(parse_tier(f"{name}:{boundary}:{kinds}" + (":persistent" if top else "")))
+                        "episodic,semantic,procedural" if top else "episodic",
+                        _one_of("typology", _KINDS, many=True))
+            answers.tiers.append(parse_tier(f"{name}:{boundary}:{','.join(_items(kinds))}"
+                                            + (":persistent" if top else "")))
     if not answers.prefix:  # 4. persistence
-        answers.store_schema = get("4. Store schema for memory tables", answers.store_schema)
-        answers.prefix = get("   Table prefix", answers.agent)
+        answers.store_schema = get("4. Store schema for memory tables", answers.store_schema,
+                                   _names("schema name")).strip()
+        answers.prefix = get("   Table prefix", answers.agent, _names("table prefix")).strip()
     if ask:  # 5. retrieval
-        signals = get(f"5. Retrieval signals ({', '.join(SIGNALS)})", ",".join(answers.signals))
-        answers.signals = [s.strip() for s in signals.split(",") if s.strip()]
+        signals = get(f"5. Retrieval signals ({', '.join(SIGNALS)})", ",".join(answers.signals),
+                      _one_of("signal", tuple(SIGNALS), many=True))
+        answers.signals = _items(signals)
         # 6. behavioural primitives: the scaffold accepts every typology default.
         get("6. Behavioural primitives follow the typology defaults; deviations are added later "
             "with a justification. Press enter", "ok")
-        mirrors = get("7. Non-mirror list: canonical state the memory must never copy", "")
-        answers.non_mirror = [m.strip() for m in mirrors.split(",") if m.strip()]
+        mirrors = get("7. Non-mirror list: canonical state the memory must never copy", "",
+                      _names("category", empty=True))
+        answers.non_mirror = _items(mirrors)
         answers.cross_context = get("   Cross-context reads (none, event_driven, tool_mediated)",
-                                    answers.cross_context)
+                                    answers.cross_context,
+                                    _one_of("cross-context mode", _CROSS_CONTEXT,
+                                            many=False)).strip()
         get("8. Audit posture: universal default (no hard delete of persistent or action-linked "
             "memory). Press enter", "ok")
     return answers
 
 
-def render_spec(answers: ScaffoldAnswers) -> str:
-    """YAML text of the scaffolded spec; validated by the loader before it is returned."""
+def render_spec(answers: ScaffoldAnswers, schema: str = SCHEMA_FILE) -> str:
+    """YAML text of the scaffolded spec; validated by the loader before it is returned. Its
+    first line points editors (yaml-language-server) at the JSON Schema file ``schema``."""
     doc = {
         "version": 1,
         "agent": answers.agent,
@@ -135,7 +208,8 @@ def render_spec(answers: ScaffoldAnswers) -> str:
         "discipline": "13-15. non-mirror list, sanitization gates, visibility",
         "audit": "16. universal audit posture",
     }
-    lines = [f"# Agent memory spec for '{answers.agent}', scaffolded by `primitives init`."]
+    lines = [f"# yaml-language-server: $schema={schema}",
+             f"# Agent memory spec for '{answers.agent}', scaffolded by `primitives init`."]
     for key, value in doc.items():
         if key in headers:
             lines.append(f"\n# {headers[key]}")

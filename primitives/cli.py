@@ -45,7 +45,7 @@ def _spec_paths(paths: Sequence[str]) -> list[str]:
 
 def _report_spec_error(err: SpecError) -> None:
     for problem in err.problems or [err]:
-        errors.print(f"[red]error[/red] {problem.location_message()}", markup=True,
+        errors.print(f"[red]error[/red] {escape(problem.location_message())}", markup=True,
                      soft_wrap=True)
 
 
@@ -102,6 +102,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
 # init -------------------------------------------------------------------------------------------
 def cmd_init(args: argparse.Namespace) -> int:
     from primitives._scaffold import ScaffoldAnswers, parse_tier, render_spec, walk
+    from primitives.spec import spec_json_schema
+    from primitives.spec._schema import SCHEMA_FILE
 
     answers = ScaffoldAnswers(
         agent=args.name,
@@ -112,17 +114,28 @@ def cmd_init(args: argparse.Namespace) -> int:
         signals=[s for s in (args.signals or "envelope,semantic,recency").split(",") if s],
         non_mirror=[m for m in (args.non_mirror or "").split(",") if m],
     )
-    interactive = not args.yes and sys.stdin.isatty()
-    if interactive:
-        console.print("Walking the primitives in order: anchor first, audit last.")
-    walk(answers, (lambda q, d: Prompt.ask(q, default=d)) if interactive else None)
-    text = render_spec(answers)
     target = Path(args.output or f"agents/{args.name}.yaml")
-    if target.exists() and not args.force:
+    if target.exists() and not args.force:  # before any question, not after the last
         raise SpecError(f"{target} exists; pass --force to overwrite", file=str(target))
+    interactive = not args.yes and sys.stdin.isatty()
+    try:
+        if interactive:
+            console.print("Walking the primitives in order: anchor first, audit last.")
+        walk(answers, (lambda q, d: Prompt.ask(escape(q), default=d)) if interactive else None,
+             lambda problem: errors.print(f"  {problem}; try again", markup=False))
+    except (KeyboardInterrupt, EOFError):
+        errors.print("\ninit cancelled; nothing written", markup=False)
+        return 130
+    text = render_spec(answers)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
-    console.print(f"[green]wrote[/green] {target}; check it with `primitives validate {target}`")
+    console.print(f"[green]wrote[/green] {escape(str(target))}; check it with "
+                  f"`primitives validate {escape(str(target))}`")
+    schema = target.parent / SCHEMA_FILE  # what the spec's editor line names
+    if not schema.exists():
+        schema.write_text(json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n",
+                          encoding="utf-8")
+        console.print(f"[green]wrote[/green] {escape(str(schema))} (the JSON Schema, for editors)")
     return 0
 
 
@@ -255,7 +268,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     sys.stdout.write(explain_query(spec, args.tenant, args.query, limit=args.limit,
-                                   use_embedder=not args.no_embedder) + "\n")
+                                   use_embedder=not args.no_embedder,
+                                   progress=lambda line: errors.print(line, markup=False))
+                     + "\n")
     return 0
 
 
@@ -378,16 +393,41 @@ def cmd_audit_show(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     view = views.view(args.view)
-    if args.format != "table":
-        _write_rows(args.format, [c.name for c in view.columns], rows)
+    fmt = "json" if args.json else args.format
+    if fmt != "table":
+        _write_rows(fmt, [c.name for c in view.columns], rows)
         return 0
-    table = Table(title=f"{view.fullname} ({len(rows)} row(s))")
-    for column in view.columns:
-        table.add_column(column.name, overflow="fold")
+    names = [c.name for c in view.columns]
+    title = f"{view.fullname} ({len(rows)} row(s))"
+    if len(names) * _AUDIT_COLUMN_MIN > console.width:
+        _print_records(title, names, [[_cell(v, args.full) for v in row] for row in rows])
+        return 0
+    table = Table(title=title)
+    for name in names:
+        table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*(_cell(v, args.full) for v in row))
     console.print(table)
     return 0
+
+
+_AUDIT_COLUMN_MIN = 16
+"""Below this many terminal columns per view column, ``audit show`` prints one block per row."""
+
+
+def _print_records(title: str, names: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Rows too wide for the terminal as blocks, one ``name  value`` line per column (long
+    values wrapped under their value column, never folded into a narrow table cell)."""
+    console.print(title, markup=False)
+    width = max(map(len, names))
+    for number, row in enumerate(rows, 1):
+        console.print(f"-- row {number} --", markup=False)
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(min_width=width, no_wrap=True)
+        grid.add_column(overflow="fold")
+        for name, value in zip(names, row, strict=True):
+            grid.add_row(escape(name), escape(value))
+        console.print(grid)
 
 
 # outbox -----------------------------------------------------------------------------------------
@@ -699,8 +739,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (100)")
     a.add_argument("--full", action="store_true", help="do not shorten long values")
     a.add_argument("--format", choices=("table", "json", "csv"), default="table",
-                   help="table (default), or every value whole as JSON (an array of objects) "
-                        "or CSV with a header line, for other tools")
+                   help="table (default; one block per row when the terminal is too narrow), "
+                        "or every value whole as JSON (an array of objects) or CSV with a "
+                        "header line, for other tools")
+    a.add_argument("--json", action="store_true", help="the same as --format json")
     a.set_defaults(func=cmd_audit_show)
 
     p = sub.add_parser("outbox", help="the cross-context outbox: what waits, and a consumer "

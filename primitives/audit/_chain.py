@@ -61,7 +61,7 @@ def connect_auditor(dsn: str | None = None) -> psycopg.Connection[Any]:
     target = dsn or auditor_dsn(resolve_dsn())
     try:
         # the auditor role's own settings (ALTER ROLE ... SET) must not change what it reads
-        return psycopg.connect(runtime_conninfo(target), autocommit=True)
+        return psycopg.connect(runtime_conninfo(target, "the auditor role"), autocommit=True)
     except psycopg.Error as err:
         raise StorageError(f"cannot connect as the auditor role: {err}") from err
 

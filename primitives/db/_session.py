@@ -28,6 +28,9 @@ from typing import Any, Final
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from primitives.db._connect import connect_failure, with_timeout
+from primitives.errors import StorageError
+
 __all__ = [
     "DEFAULT_SETTINGS",
     "PINNED_SETTINGS",
@@ -125,20 +128,30 @@ def _conninfo(dsn: str, given: str, probe: tuple[Any, ...] | None) -> str:
     return _with_options(dsn, session_options(int(version), list(schemas), given))
 
 
-def runtime_conninfo(dsn: str) -> str:
+def runtime_conninfo(dsn: str, who: str = "the application role") -> str:
     """``dsn`` with the options of :func:`session_options` for its server (one short
-    connection asks the server version and where the extensions live)."""
+    connection asks the server version and where the extensions live). A connection that
+    fails raises :class:`StorageError` naming its cause, as ``who``, within the connect
+    timeout (:mod:`primitives.db._connect`)."""
     given, safe = _given(dsn)
-    with psycopg.connect(_with_options(dsn, safe), autocommit=True) as conn:
+    try:
+        conn = psycopg.connect(with_timeout(_with_options(dsn, safe)), autocommit=True)
+    except psycopg.OperationalError as err:
+        raise StorageError(connect_failure(err, dsn, who)) from err
+    with conn:
         probe = conn.execute(_PROBE, (list(_EXTENSIONS),)).fetchone()
-    return _conninfo(dsn, given, probe)
+    return _conninfo(with_timeout(dsn), given, probe)
 
 
-async def aruntime_conninfo(dsn: str) -> str:
+async def aruntime_conninfo(dsn: str, who: str = "the application role") -> str:
     """The async twin of :func:`runtime_conninfo`."""
     given, safe = _given(dsn)
-    async with await psycopg.AsyncConnection.connect(_with_options(dsn, safe),
-                                                     autocommit=True) as conn:
+    try:
+        conn = await psycopg.AsyncConnection.connect(with_timeout(_with_options(dsn, safe)),
+                                                     autocommit=True)
+    except psycopg.OperationalError as err:
+        raise StorageError(connect_failure(err, dsn, who)) from err
+    async with conn:
         cursor = await conn.execute(_PROBE, (list(_EXTENSIONS),))
         probe = await cursor.fetchone()
-    return _conninfo(dsn, given, probe)
+    return _conninfo(with_timeout(dsn), given, probe)

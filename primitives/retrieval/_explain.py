@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from primitives.spec import AgentSpec
@@ -16,13 +17,16 @@ __all__ = ["explain_query", "render_explanation"]
 
 def explain_query(spec: AgentSpec, tenant: str | Mapping[str, object], query: str, *,
                   dsn: str | None = None, limit: int | None = None,
-                  use_embedder: bool = True) -> str:
+                  use_embedder: bool = True,
+                  progress: Callable[[str], None] | None = None) -> str:
     """Run one search with ``explain=True`` as the application role and render it as text.
 
     ``tenant`` is the tenant key's value, or the whole anchor. The semantic signal runs when
     an embedding model is installed (``default_embedder``); otherwise the text says it was
-    dropped and why.
+    dropped and why. ``progress`` (e.g. a line on standard error) hears what is under way:
+    the model loading (it takes seconds) and the search.
     """
+
     from primitives.embeddings import default_embedder
     from primitives.engine import Engine
     from primitives.errors import EmbedderUnavailable
@@ -31,14 +35,24 @@ def explain_query(spec: AgentSpec, tenant: str | Mapping[str, object], query: st
     notes: list[str] = []
     embedder = None
     if use_embedder and "semantic" in spec.retrieval.signals:
+        if progress:
+            progress("loading the embedding model...")
+        started = time.perf_counter()
         try:
             embedder = default_embedder(spec)
+            embedder.embed_query(query)  # loads the weights now, not inside the search
         except EmbedderUnavailable as err:
             notes.append(str(err))
+        else:
+            if progress:
+                progress(f"model {embedder.model_id} loaded in "
+                         f"{time.perf_counter() - started:.1f}s")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         engine = Engine.connect(spec, dsn, embedder=embedder)
     notes += [str(w.message) for w in caught]
+    if progress:
+        progress("searching...")
     with engine, engine.tenant(anchor, actor="primitives.explain") as mem:
         explanation = mem.search(query, limit=limit, explain=True)
     model = embedder.model_id if embedder is not None else None

@@ -16,7 +16,13 @@ from primitives.spec._behavior import (
 from primitives.spec._common import SpecModel, Typology
 from primitives.spec._models import AgentSpec
 
-__all__ = ["spec_json_schema"]
+__all__ = ["SCHEMA_FILE", "SCHEMA_ID", "spec_json_schema"]
+
+SCHEMA_ID = "urn:agent-memory-primitives:spec:v1"
+"""The schema's ``$id``: names the spec language (``version: 1``), not a place."""
+
+SCHEMA_FILE = "spec.schema.json"
+"""The file ``primitives init`` writes beside a new spec, named by its editor line."""
 
 _LOADER_FIELDS = ("deviations", "source", "policies")
 
@@ -64,5 +70,6 @@ def spec_json_schema() -> dict[str, Any]:
     non_mirror["items"] = {"anyOf": [{"$ref": "#/$defs/NonMirror/properties/category"},
                                      non_mirror["items"]]}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = SCHEMA_ID
     schema["title"] = "Agent memory spec"
     return schema

@@ -255,3 +255,29 @@ def test_audit_show_refuses_a_tenant_filter_on_coverage(
 ) -> None:
     assert main(["audit", "show", "coverage", SPECTRAL, "--tenant", "ws-x"]) == 1
     assert "has no tenant column" in capsys.readouterr().err
+
+
+def test_audit_show_is_readable_at_100_columns(
+    story: Story, views: AuditViews, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "console", Console(width=100, highlight=False))
+    assert main(["audit", "show", "lineage", SPECTRAL, "--tenant", story.tenant]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    # one block per row, one line per column: each name beside its whole (shortened) value
+    assert out.count("-- row ") == len(lines[1:]) // (len(views.lineage.columns) + 1)
+    assert any(line.split() == ["workspace_id", story.tenant] for line in lines)
+    assert any(line.split()[:2] == ["memory_id", str(story.old)] for line in lines)
+
+
+def test_audit_show_json_flag_is_format_json(
+    story: Story, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "show", "lineage", SPECTRAL, "--tenant", story.tenant,
+                 "--json"]) == 0
+    by_flag = json.loads(capsys.readouterr().out)
+    assert main(["audit", "show", "lineage", SPECTRAL, "--tenant", story.tenant,
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == by_flag and by_flag

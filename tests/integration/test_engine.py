@@ -180,3 +180,44 @@ def test_demo_runs_and_a_second_run_writes_nothing_new(pg: PostgresHandle,
     assert "ws-acme: 3 memories (0 new, 3 already there)" in out
     assert "no tenant set: 0 row(s) visible" in out
     assert out.count("intact") == 2
+    # the dev install has the embeddings extra: the main job ranks by meaning (the spec's
+    # semantic signal) on rows the engine embedded as it wrote them; without the model the
+    # lexical signal stands in (the next test but one)
+    assert "embedding model sentence-transformers/all-MiniLM-L6-v2 loaded" in first.getvalue()
+    assert "semantic #1" in out and "lexical #" not in out
+
+
+def test_explain_reports_the_model_loading_and_ranks_the_demo_rows_semantically(
+    pg: PostgresHandle, spectral: AgentSpec, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from primitives.cli import main
+
+    specs = sorted(str(p) for p in (ROOT / "agents").glob("*.yaml"))
+    assert run_demo(Console(file=io.StringIO(), width=120), specs) == 0
+    capsys.readouterr()
+    assert main(["explain", str(ROOT / "agents" / "spectral_agent.yaml"), "ws-acme",
+                 "lower temperature stops made-up answers"]) == 0
+    captured = capsys.readouterr()
+    progress = captured.err.splitlines()
+    assert progress[0] == "loading the embedding model..."
+    assert progress[1].startswith("model sentence-transformers/all-MiniLM-L6-v2 loaded in ")
+    assert progress[2] == "searching..."
+    assert "Lowering temperature" in captured.out and "semantic #1" in captured.out
+
+
+def test_demo_without_the_embedding_model_says_so_and_runs_lexically(
+    pg: PostgresHandle, spectral: AgentSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import primitives.embeddings as embeddings
+    from primitives.errors import EmbedderUnavailable
+
+    def unavailable(spec: AgentSpec) -> object:
+        raise EmbedderUnavailable("no model here (test)")
+
+    monkeypatch.setattr(embeddings, "default_embedder", unavailable)
+    out = io.StringIO()
+    specs = sorted(str(p) for p in (ROOT / "agents").glob("*.yaml"))
+    assert run_demo(Console(file=out, width=120), specs) == 0
+    text = out.getvalue()
+    assert "semantic search is off: no model here (test)" in text
+    assert "semantic #" not in text and "lexical #1" in text

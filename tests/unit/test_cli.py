@@ -115,3 +115,84 @@ def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) 
 def test_the_package_is_marked_typed() -> None:
     import primitives
     assert (Path(primitives.__file__).parent / "py.typed").is_file()
+
+
+def test_validation_messages_print_bracketed_patterns_unmangled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "agents" / "bad.yaml"
+    bad.parent.mkdir()
+    bad.write_text(SPECTRAL.read_text().replace("prefix: spectral", "prefix: Spectral-X"))
+    (tmp_path / "policies").symlink_to(ROOT / "policies")
+    assert main(["validate", str(bad)]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "persistence.store.prefix" in err
+    assert "^[a-z][a-z0-9_]{0,47}$" in err  # the terminal markup would eat [a-z]
+
+
+def test_the_json_schema_has_an_id_and_init_adds_the_editor_line(tmp_path: Path) -> None:
+    from primitives.spec import spec_json_schema
+    from primitives.spec._schema import SCHEMA_ID
+
+    assert spec_json_schema()["$id"] == SCHEMA_ID
+    out = tmp_path / "agents" / "bot.yaml"
+    assert main(["init", "bot", "--yes", "-o", str(out)]) == 0
+    assert out.read_text().splitlines()[0] == \
+        "# yaml-language-server: $schema=spec.schema.json"
+    written = json.loads((tmp_path / "agents" / "spec.schema.json").read_text())
+    assert written["$id"] == SCHEMA_ID and "anchor" in written["properties"]
+
+
+def test_init_checks_each_answer_and_asks_again() -> None:
+    from primitives._scaffold import ScaffoldAnswers, walk
+
+    replies = {"1. Anchor": ["Tenant-ID", "tenant_id"], "2-3. How many": ["two", "2"],
+               "   tier 1 name": ["session"], "   tier 'session' boundary": ["lifecycle=nope",
+                                                                          "lifecycle=session_end"],
+               "   tier 'session' typology": ["episodc", "episodic"],
+               "5. Retrieval": ["semantic,vibes", "semantic,recency"],
+               "   Cross-context": ["sometimes", "none"]}
+    told: list[str] = []
+
+    def ask(question: str, default: str) -> str:
+        for start, answers in replies.items():
+            if question.startswith(start) and answers:
+                return answers.pop(0)
+        return default
+
+    answers = walk(ScaffoldAnswers(agent="bot"), ask, told.append)
+    assert answers.anchor == ["tenant_id"] and len(answers.tiers) == 2
+    assert answers.tiers[0].boundary == ("lifecycle", "session_end")
+    assert answers.signals == ["semantic", "recency"]
+    assert len(told) == 6
+    assert told[0].startswith("'Tenant-ID': Tenant-ID: a scope key is lower_snake_case")
+    assert "episodc: not a typology" in told[3] and "vibes: not a signal" in told[4]
+
+
+def test_init_checks_for_an_existing_file_before_asking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import primitives.cli as cli
+
+    out = tmp_path / "a.yaml"
+    out.write_text("keep me")
+    monkeypatch.setattr(cli.sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(cli.Prompt, "ask", lambda *a, **k: pytest.fail("asked first"))
+    assert main(["init", "a", "-o", str(out)]) == 1
+    assert "exists; pass --force" in capsys.readouterr().err and out.read_text() == "keep me"
+
+
+def test_init_exits_cleanly_on_ctrl_c(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import primitives.cli as cli
+
+    def interrupt(*args: object, **kwargs: object) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(cli.Prompt, "ask", interrupt)
+    out = tmp_path / "a.yaml"
+    assert main(["init", "a", "-o", str(out)]) == 130
+    assert "init cancelled; nothing written" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "spec.schema.json").exists()
