@@ -34,10 +34,11 @@ from primitives.engine import _core as core
 from primitives.engine import _queries as q
 from primitives.engine._core import Context, Op, Step
 from primitives.engine._input import bounded_labels, bounded_text, check_json
-from primitives.engine._records import MEMORY_COLUMNS, Memory, SearchResult
+from primitives.engine._records import MEMORY_COLUMNS, Hit, Memory, SearchResult
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
 from primitives.lifecycle._embed import pending_count_statement
 from primitives.retrieval import Restriction
+from primitives.spec import AgentSpec
 
 __all__ = [
     "FILTER_OPERATORS",
@@ -56,6 +57,12 @@ __all__ = [
 
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 MAX_SEARCH_CANDIDATES = 1000
+# A store query search fetches at least this many fused candidates before ordering them by
+# meaning, so an item the aids (recency...) ranked low but the content signals rank first
+# is among them.
+STORE_CANDIDATES = 50
+# The signals that judge what an item says: a store query search orders by them first.
+MEANING_SIGNALS = ("semantic", "lexical")
 """The most items one query search returns, offset included (the engine's own limit)."""
 
 Condition = tuple[str, str, Any]
@@ -63,7 +70,10 @@ Condition = tuple[str, str, Any]
 
 @dataclass(frozen=True)
 class StoredItem:
-    """One item: its memory row, when the key was first written, its TTL and search score."""
+    """One item: its memory row, when the key was first written, its TTL and search score.
+
+    For a query search: ``score`` is the item's relevance (:func:`relevance`), ``fused``
+    the engine's fused score, ``ranks`` / ``scores`` each signal's rank and score."""
 
     memory: Memory
     created_at: datetime
@@ -71,6 +81,9 @@ class StoredItem:
     expired: bool
     indexed: bool
     score: float | None = None
+    fused: float | None = None
+    ranks: Mapping[str, int] | None = None
+    scores: Mapping[str, float] | None = None
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> StoredItem:
@@ -295,18 +308,73 @@ def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
     (``retrieval.abstain``), an empty :class:`SearchResult` that says so."""
     wanted = op.offset + op.limit
     tiers = [op.tier] if op.tier is not None else None
+    reranked = ctx.reranker is not None
+    fetched = wanted if reranked else max(wanted, STORE_CANDIDATES)
     hits = yield from core.search(ctx, op.query or "", tiers=tiers,
-                                  limit=min(wanted, MAX_SEARCH_CANDIDATES),
+                                  limit=min(fetched, MAX_SEARCH_CANDIDATES),
                                   restrict=_restriction(ctx, op))
     if not hits:  # an abstention (retrieval.abstain) says so
         return SearchResult(abstained=hits.abstained, message=hits.message,
                             pending_embeddings=hits.pending_embeddings)
+    ordered = list(hits) if reranked else by_meaning(ctx.spec, hits)
+    ordered = ordered[:wanted]
     rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
                                   prefix_len=len(op.prefix), where=where, by_ids=True),
-                      {**params, "ids": [h.memory.id for h in hits]}, "all")
+                      {**params, "ids": [h.memory.id for h in ordered]}, "all")
     found = {item.memory.id: item for item in map(StoredItem.from_row, rows)}
-    kept = [replace(found[h.memory.id], score=h.score) for h in hits if h.memory.id in found]
+    ran = _ran(hits)
+    kept = [replace(found[h.memory.id], score=relevance(h, ran), fused=h.score,
+                    ranks=dict(h.ranks), scores=dict(h.scores))
+            for h in ordered if h.memory.id in found]
     return SearchResult(kept[op.offset:wanted], pending_embeddings=hits.pending_embeddings)
+
+
+def _ran(hits: Sequence[Hit]) -> frozenset[str]:
+    return frozenset(s for h in hits for s in h.ranks)
+
+
+def relevance(hit: Hit, ran: frozenset[str]) -> float | None:
+    """What a store hit's ``score`` says: the cosine similarity of the query and the item
+    (-1..1) when the semantic signal ran (None for an item outside its candidate list);
+    else the lexical signal's score (BM25 or ``ts_rank_cd``, as the spec ranks; 0 when the
+    item matched no query word); else, when neither content signal ran, the fused score."""
+    for signal in MEANING_SIGNALS:
+        if signal in ran:
+            value = hit.scores.get(signal)
+            return value if value is not None or signal == "semantic" else 0.0
+    return hit.score
+
+
+def by_meaning(spec: AgentSpec, hits: Sequence[Hit]) -> list[Hit]:
+    """A store query search's order: by meaning first, as a similarity search would rank.
+
+    The content signals that ran (semantic, lexical) are fused with the spec's method, k and
+    weights (``retrieval.fusion``); the other signals (recency, envelope, graph...) are
+    aids: the engine's full fused score (every declared signal with its weight, times the
+    tier weight and the item's effective confidence) orders items the content signals rank
+    alike, and orders all items when no content signal ran (no embedder and no lexical)."""
+    ran = [s for s in MEANING_SIGNALS if s in _ran(hits)]
+    if not ran:
+        return list(hits)
+    fusion = spec.retrieval.fusion
+    declared = {str(s): float(w) for s, w in fusion.weights.items()}
+    weights = {s: declared.get(s, 1.0) for s in ran}
+    if fusion.method == "rrf":
+        def meaning(hit: Hit) -> float:
+            return sum(weights[s] / (fusion.k + hit.ranks[s]) for s in ran if s in hit.ranks)
+    else:
+        bounds = {s: (min(v), max(v)) for s in ran
+                  if (v := [h.scores[s] for h in hits if s in h.scores])}
+
+        def meaning(hit: Hit) -> float:
+            total = 0.0
+            for s in ran:
+                if s in hit.scores:
+                    low, high = bounds[s]
+                    total += weights[s] * ((hit.scores[s] - low) / (high - low)
+                                           if high > low else 1.0)
+            return total
+    return sorted(hits, key=lambda h: (-meaning(h), -h.score))
 
 
 def _refresh(items: Sequence[StoredItem], ctx: Context) -> Op[None]:

@@ -14,6 +14,10 @@ Where the audit posture differs from BaseStore (see ``docs/langgraph.md``):
   nothing and keeps ``updated_at``.
 - a write the spec's write policy routes elsewhere (e.g. semantic memory under
   ``promotion_only``) raises the engine's ``GovernanceError`` unchanged.
+- a query ``search`` orders by meaning: the content signals (semantic, lexical) fused as
+  the spec says, the other signals (recency...) as aids that order items alike in meaning;
+  each hit's ``score`` is its relevance (the cosine similarity when an embedder is set),
+  ``fused_score`` the fused score (:class:`RankedItem`).
 - a query ``search`` of a spec with ``retrieval.abstain`` drops results below its
   ``min_fused_score``; when none remain it returns an empty ``SearchResult`` (a list) whose
   ``abstained`` is True and ``message`` the spec's.
@@ -74,7 +78,7 @@ from primitives.langgraph._content import item_content
 from primitives.langgraph._namespaces import NamespaceLayout
 from primitives.spec import AgentSpec
 
-__all__ = ["AsyncMemoryStore", "MemoryStore"]
+__all__ = ["AsyncMemoryStore", "MemoryStore", "RankedItem"]
 
 Anchor = tuple[tuple[str, str], ...]
 _UNIQUE_VIOLATION = "23505"
@@ -189,9 +193,11 @@ class _Translator:
 
     def _to_search_items(self, anchor: Anchor) -> Convert:
         def convert(found: list[StoredItem]) -> list[SearchItem]:
-            items = [SearchItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
-                                s.memory.key, s.memory.value, s.created_at,
-                                s.memory.updated_at, s.score) for s in found]
+            items: list[SearchItem] = [
+                RankedItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
+                           s.memory.key, s.memory.value, s.created_at, s.memory.updated_at,
+                           s.score, fused_score=s.fused, ranks=s.ranks, signal_scores=s.scores)
+                for s in found]
             if isinstance(found, SearchResult) and (found.abstained or
                                                     found.pending_embeddings is not None):
                 # a list still, that says the search abstained (retrieval.abstain) or how
@@ -200,6 +206,25 @@ class _Translator:
                                     pending_embeddings=found.pending_embeddings)
             return items
         return convert
+
+
+class RankedItem(SearchItem):
+    """A query search's hit: ``score`` is its relevance, a value to threshold (the cosine
+    similarity of query and item when the semantic signal ran; see
+    :func:`primitives.engine._store_ops.relevance`); ``fused_score`` the engine's fused
+    score, ``ranks`` / ``signal_scores`` each signal's rank and score. A listing (no query)
+    has ``score`` None and the rest None too."""
+
+    __slots__ = ("fused_score", "ranks", "signal_scores")
+
+    def __init__(self, namespace: tuple[str, ...], key: str, value: dict[str, Any],
+                 created_at: Any, updated_at: Any, score: float | None = None, *,
+                 fused_score: float | None = None, ranks: Mapping[str, int] | None = None,
+                 signal_scores: Mapping[str, float] | None = None) -> None:
+        super().__init__(namespace, key, value, created_at, updated_at, score)
+        self.fused_score = fused_score
+        self.ranks = dict(ranks) if ranks is not None else None
+        self.signal_scores = dict(signal_scores) if signal_scores is not None else None
 
 
 def _nothing(_: Any) -> None:

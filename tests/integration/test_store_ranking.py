@@ -1,0 +1,144 @@
+"""Store query search: ordered by meaning, each hit with a relevance score to threshold.
+
+Run as the application role on a small spec (anchor, one tier, semantic + lexical +
+recency) migrated into the session's database.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from primitives._project import migrate
+from primitives.db import APP_ROLE
+from primitives.embeddings import HashingEmbedder
+from primitives.langgraph import MemoryStore, RankedItem
+from primitives.spec import AgentSpec, load_spec_text
+from tests.conftest import PostgresHandle
+
+SPEC = """
+version: 1
+agent: ranked_notes
+anchor:
+  keys: [user_id]
+  required_at_write: [user_id]
+typology:
+  notes: [episodic]
+tiers:
+  - name: notes
+    boundary: {scope_change: user_id}
+    persistent: true
+persistence:
+  store: {schema: ranked, prefix: notes}
+retrieval:
+  signals: [SIGNALS]
+"""
+
+
+def _spec(signals: str) -> AgentSpec:
+    return load_spec_text(SPEC.replace("SIGNALS", signals).replace(
+        "ranked_notes", f"ranked_{signals.replace(', ', '_')}").replace(
+        "prefix: notes", f"prefix: {signals.replace(', ', '_')}"))
+
+
+def _store(pg: PostgresHandle, signals: str) -> Iterator[MemoryStore]:
+    spec = _spec(signals)
+    migrate([spec], dsn=pg.admin_dsn)
+    with MemoryStore.from_spec(spec, pg.app_dsn, embedder=HashingEmbedder()) as s:
+        with s.engine.tenant({"user_id": "probe"}) as mem:
+            assert mem.connection.info.user == APP_ROLE
+        yield s
+
+
+@pytest.fixture(scope="module")
+def store(pg: PostgresHandle) -> Iterator[MemoryStore]:
+    yield from _store(pg, "semantic, lexical, recency")
+
+
+@pytest.fixture(scope="module")
+def recent(pg: PostgresHandle) -> Iterator[MemoryStore]:
+    """Semantic and recency only: fused alone, recency weighs as much as meaning."""
+    yield from _store(pg, "semantic, recency")
+
+
+def _user() -> str:
+    return f"u-{uuid.uuid4().hex[:8]}"
+
+
+def _cosine(embedder: HashingEmbedder, query: str, text: str) -> float:
+    q = embedder.embed_query(query)
+    d = embedder.embed_documents([text])[0]
+    return sum(a * b for a, b in zip(q, d, strict=True))
+
+
+def test_the_best_match_ranks_first_however_many_newer_items_follow(
+    recent: MemoryStore
+) -> None:
+    user = _user()
+    ns = (user, "notes")
+    recent.put(ns, "best", {"text": "the user prefers dark roast coffee in the morning"})
+    for i in range(6):  # newer items, close in meaning: recency favours them
+        recent.put(ns, f"newer-{i}", {"text": f"the user prefers dark tea in the morning {i}"})
+    hits = recent.search((user,), query="prefers dark roast coffee in the morning", limit=5)
+    assert hits[0].key == "best"
+    assert isinstance(hits[0], RankedItem) and hits[0].ranks is not None
+    # recency ranked the best match last; the fused score alone would put a newer item first
+    assert hits[0].ranks == {"semantic": 1, "recency": 7}
+    assert hits[0].fused_score is not None and hits[1].fused_score is not None
+    assert max(h.fused_score for h in hits[1:] if h.fused_score) > hits[0].fused_score
+    # semantic is the one content signal here: the relevance scores never increase
+    assert all(a.score is not None and b.score is not None and a.score >= b.score
+               for a, b in itertools.pairwise(hits))
+
+
+def test_each_hit_scores_the_cosine_similarity_in_order_and_carries_the_fused_score(
+    store: MemoryStore
+) -> None:
+    user = _user()
+    ns = (user, "notes")
+    texts = {"a": "the cat sleeps on the warm windowsill",
+             "b": "a cat and a dog share the windowsill",
+             "c": "quarterly tax forms are due in april"}
+    for key, text in texts.items():
+        store.put(ns, key, {"text": text})
+    query = "cat on the windowsill"
+    hits = store.search((user,), query=query)
+    embedder = HashingEmbedder()
+    expected = {k: _cosine(embedder, query, t) for k, t in texts.items()}
+    assert [h.key for h in hits] == sorted(expected, key=lambda k: -expected[k])
+    for hit in hits:
+        assert isinstance(hit, RankedItem)
+        assert hit.score == pytest.approx(expected[hit.key], abs=1e-5)
+        assert hit.fused_score is not None and 0 < hit.fused_score < 0.1  # RRF, k 60
+        assert hit.signal_scores is not None
+        assert hit.signal_scores["semantic"] == pytest.approx(hit.score)
+    # a relevance cut-off a user writes keeps the related items and drops the tax forms
+    assert {h.key for h in hits if h.score is not None and h.score > 0.2} == {"a", "b"}
+    assert hits[0].dict()["score"] == hits[0].score
+
+
+def test_a_listing_has_no_score(store: MemoryStore) -> None:
+    user = _user()
+    store.put((user, "notes"), "k", {"text": "anything"})
+    [item] = store.search((user,))
+    assert item.score is None
+
+
+def test_without_a_semantic_signal_the_lexical_score_is_the_relevance(
+    pg: PostgresHandle
+) -> None:
+    spec = _spec("lexical, recency")
+    migrate([spec], dsn=pg.admin_dsn)
+    with MemoryStore.from_spec(spec, pg.app_dsn) as lexical:
+        user = _user()
+        ns = (user, "notes")
+        lexical.put(ns, "match", {"text": "invoice overdue invoice reminder"})
+        for i in range(4):
+            lexical.put(ns, f"newer-{i}", {"text": f"weekly reminder {i}"})
+        hits = lexical.search((user,), query="invoice")
+        assert [h.key for h in hits] == ["match"]
+        assert isinstance(hits[0], RankedItem) and hits[0].signal_scores is not None
+        assert hits[0].score == hits[0].signal_scores["lexical"] and hits[0].score > 0
