@@ -14,8 +14,9 @@ import pytest
 
 from primitives._project import migrate
 from primitives.db import APP_ROLE
-from primitives.embeddings import HashingEmbedder
-from primitives.langgraph import MemoryStore, RankedItem
+from primitives.embeddings import MINILM, HashingEmbedder
+from primitives.langgraph import MemoryStore, RankedItem, compile_agent
+from primitives.langgraph._agent import DEFAULT_EMBEDDER, store_embedder
 from primitives.spec import AgentSpec, load_spec_text
 from tests.conftest import PostgresHandle
 
@@ -142,3 +143,20 @@ def test_without_a_semantic_signal_the_lexical_score_is_the_relevance(
         assert [h.key for h in hits] == ["match"]
         assert isinstance(hits[0], RankedItem) and hits[0].signal_scores is not None
         assert hits[0].score == hits[0].signal_scores["lexical"] and hits[0].score > 0
+
+
+def test_compile_agent_store_picks_the_default_embedder_and_none_opts_out(
+    pg: PostgresHandle, store: MemoryStore
+) -> None:
+    agent = compile_agent(store.spec)
+    with agent.store(pg.app_dsn) as chosen:
+        assert chosen.engine.embedder is not None
+        assert chosen.engine.embedder.model_id == MINILM  # no BGE weights on this machine
+        user = _user()
+        chosen.put((user, "notes"), "k", {"text": "the cat sleeps on the windowsill"})
+        [hit] = chosen.search((user,), query="where does the cat nap")
+        assert isinstance(hit, RankedItem) and hit.ranks is not None and "semantic" in hit.ranks
+    with pytest.warns(RuntimeWarning, match="semantic signal needs an embedder"), \
+            agent.store(pg.app_dsn, embedder=None) as plain:
+        assert plain.engine.embedder is None
+    assert store_embedder(_spec("lexical, recency"), DEFAULT_EMBEDDER) is None
