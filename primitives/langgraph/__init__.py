@@ -29,9 +29,10 @@ from primitives.langgraph._content import item_content
 from primitives.langgraph._namespaces import Address, NamespaceLayout, Scope
 from primitives.langgraph._store import AsyncMemoryStore, MemoryStore, RankedItem
 from primitives.langgraph._timestamps import event_time_fields
-from primitives.langgraph._tools import TOOL_NAMES, memory_tools
+from primitives.langgraph._tools import REFUSALS, TOOL_NAMES, memory_tools
 
 __all__ = [
+    "REFUSALS",
     "TOOL_NAMES",
     "Address",
     "AsyncCheckpointer",

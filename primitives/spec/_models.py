@@ -73,10 +73,30 @@ class Anchor(SpecModel):
         default_factory=list,
         description="contextual keys recorded with each write but not part of the scope",
     )
+    aliases: dict[Name, Name] = Field(
+        default_factory=dict,
+        description="other names accepted for anchor keys wherever an anchor is given "
+        "(`config['configurable']`, tools, store namespace templates), e.g. "
+        "`langgraph_user_id: user_id`",
+    )
+
+    @model_validator(mode="after")
+    def _aliases_name_keys(self) -> Anchor:
+        for alias, key in self.aliases.items():
+            if key not in self.keys:
+                raise ValueError(f"alias '{alias}' names '{key}', which is not an anchor key "
+                                 f"({', '.join(self.keys)})")
+            if alias in self.keys:
+                raise ValueError(f"alias '{alias}' is itself an anchor key")
+        return self
 
     @property
     def tenant_key(self) -> str:
         return self.keys[0]
+
+    def canonical(self, name: str) -> str:
+        """The anchor key ``name`` stands for (itself when it is no alias)."""
+        return self.aliases.get(name, name)
 
 
 # 3. Tiers ----------------------------------------------------------------------------------------
@@ -159,10 +179,30 @@ class StoreLimits(SpecModel):
     json_depth: int = Field(default=32, ge=2, le=512)
 
 
+class NamespaceTemplate(SpecModel):
+    """A store namespace shape mapped onto the anchor and a tier (e.g. LangMem's
+    ``("memories", "{langgraph_user_id}")``)."""
+
+    template: list[str] = Field(
+        min_length=1,
+        description="segments: a literal, or `{name}` where name is an anchor key or an alias "
+        "of one (the tenant key must appear); a namespace that starts with these segments "
+        "addresses this tier, and its further segments are free",
+    )
+    tier: Name = Field(description="the persistent, store-placed tier its items live in")
+    typology: Typology | None = Field(
+        default=None, description="the typology of its items; needed when the tier holds several")
+
+
 class StorePersistence(SpecModel):
     schema_: Name = Field(alias="schema")
     prefix: Name
     limits: StoreLimits = Field(default_factory=StoreLimits)
+    namespaces: list[NamespaceTemplate] = Field(
+        default_factory=list,
+        description="namespace templates the store accepts beside its layout "
+        "`(anchor..., tier, ...)`; the first that fits a namespace wins",
+    )
 
 
 class Persistence(SpecModel):
@@ -482,6 +522,34 @@ class AgentSpec(SpecModel):
             data = dict(data)
             data["audit"] = {"posture": "default"}
         return data
+
+    @model_validator(mode="after")
+    def _store_namespaces_fit(self) -> AgentSpec:
+        for n, entry in enumerate(self.persistence.store.namespaces):
+            where = f"persistence.store.namespaces[{n}]"
+            tier = next((t for t in self.tiers if t.name == entry.tier), None)
+            if tier is None or tier.placement != "store" or not tier.persistent:
+                raise ValueError(f"{where}: '{entry.tier}' is not a persistent, store-placed "
+                                 "tier of this spec")
+            kinds = self.typology.get(entry.tier, [])
+            if entry.typology is not None and entry.typology not in kinds:
+                raise ValueError(f"{where}: tier '{entry.tier}' holds {', '.join(kinds)}, "
+                                 f"not {entry.typology}")
+            if entry.typology is None and len(kinds) > 1:
+                raise ValueError(f"{where}: tier '{entry.tier}' holds {', '.join(kinds)}: "
+                                 "name the typology")
+            if entry.template[0].startswith("{"):
+                raise ValueError(f"{where}: the first segment is a literal (a template that "
+                                 "starts with a value would take every namespace)")
+            named = [self.anchor.canonical(seg[1:-1]) for seg in entry.template
+                     if seg.startswith("{") and seg.endswith("}")]
+            unknown = [k for k in named if k not in self.anchor.keys]
+            if unknown or len(set(named)) != len(named) or self.anchor.tenant_key not in named:
+                raise ValueError(f"{where}: each {{name}} is a different anchor key or alias "
+                                 f"({', '.join(self.anchor.keys)}; aliases: "
+                                 f"{', '.join(self.anchor.aliases) or 'none'}) and the tenant "
+                                 f"key '{self.anchor.tenant_key}' is one of them")
+        return self
 
     @property
     def persistent_tier(self) -> Tier:
