@@ -115,12 +115,12 @@ class NamespaceLayout:
             resolved = resolve_anchor(self.spec, values)
             return template, tuple((k, v) for k, v in resolved.values if v is not None)
         for template in self.templates:
-            if namespace and namespace[0] == template.segments[0] and \
-                    len(namespace) < len(template.segments):
+            if namespace and namespace[0] == template.segments[0]:
                 raise TenancyError(
                     f"namespace {tuple(namespace)!r} starts like the template "
-                    f"{template.segments!r} of agent '{self.spec.agent}' but stops before "
-                    "its anchor segments, which select the tenant",
+                    f"{template.segments!r} of agent '{self.spec.agent}' but does not fit it: "
+                    "its segments stop before the anchor's, or give an empty or wildcard "
+                    "value where the anchor selects the tenant",
                     agent=self.spec.agent, namespace=list(namespace))
         return None
 

@@ -39,3 +39,15 @@ def test_langmem_agent_writes_under_its_template_and_the_model_sees_the_refusal(
     assert score is not None and 0 < score <= 1  # cosine similarity (the default embedder)
     # the checkpointer found the tenant under the alias langgraph_user_id
     assert outcome["thread_messages"] == 8
+
+
+def test_react_agent_uses_the_memory_tools_and_a_tool_error_reaches_the_model(
+    pg: PostgresHandle
+) -> None:
+    outcome = _load("react_agent").run(pg.admin_dsn, pg.app_dsn)
+    remembered, confirmed, searched = outcome["tool_messages"]
+    assert remembered[0] == "remember_fact" and remembered[1] == "success"
+    assert '"status": "remembered"' in remembered[2] or "'status': 'remembered'" in remembered[2]
+    assert confirmed[:2] == ("confirm_fact", "error") and "is not a memory id" in confirmed[2]
+    assert searched[0] == "search_memory" and "Marta lives in Porto" in searched[2]
+    assert outcome["reply"] == "Marta, Ana's sister, lives in Porto."
