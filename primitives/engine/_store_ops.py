@@ -117,6 +117,9 @@ class ItemPut:
     scope_id: str | None = None
     ttl_minutes: float | None = None
     indexed: bool = True
+    context: Mapping[str, str] | None = None
+    """What goes into the item's embedded text after its content (the value's
+    ``embed_context``), kept in the row's envelope (:data:`core.EMBED_CONTEXT`)."""
 
 
 @dataclass(frozen=True)
@@ -228,7 +231,8 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
         return None
     memory = yield from core.observe(
         ctx, op.tier, op.content, typology=op.typology, key=op.key, namespace=op.namespace,
-        value=op.value, scope_id=op.scope_id)
+        value=op.value, scope_id=op.scope_id,
+        envelope={core.EMBED_CONTEXT: dict(op.context)} if op.context else None)
     meta: dict[str, Any] = {}
     if current is not None:
         meta["created_at"] = current.created_at.isoformat()

@@ -61,7 +61,7 @@ from primitives.engine import (
     resolve_anchor,
 )
 from primitives.engine import _store_ops as store_ops
-from primitives.engine._core import Context
+from primitives.engine._core import EMBED_CONTEXT, Context
 from primitives.engine._core import Op as CoreOp
 from primitives.engine._input import check_json
 from primitives.engine._store_ops import (
@@ -73,7 +73,7 @@ from primitives.engine._store_ops import (
     StoredItem,
     filter_conditions,
 )
-from primitives.errors import StorageError, TenancyError
+from primitives.errors import PolicyViolation, StorageError, TenancyError
 from primitives.langgraph._content import item_content
 from primitives.langgraph._namespaces import NamespaceLayout
 from primitives.spec import AgentSpec
@@ -150,7 +150,7 @@ class _Translator:
             return address.anchor, ItemPut(
                 address.tier, address.typology, address.namespace, op.key,
                 None if op.value is None else dict(op.value), content, address.scope_id,
-                op.ttl, op.index is not False), _nothing
+                op.ttl, op.index is not False, embed_context(op.value, self.spec)), _nothing
         if isinstance(op, SearchOp):
             scope = self.layout.scope(op.namespace_prefix)
             search = ItemSearch(scope.tier, scope.prefix, filter_conditions(op.filter),
@@ -206,6 +206,24 @@ class _Translator:
                                     pending_embeddings=found.pending_embeddings)
             return items
         return convert
+
+
+def embed_context(value: Mapping[str, Any] | None, spec: AgentSpec) -> dict[str, str] | None:
+    """An item's ``embed_context``: a mapping of labels to texts (or one text, labelled
+    ``context``) that goes into its embedded text after the content, ``(label: text)`` each,
+    as ``retrieval.embedding.envelope_keys`` does for the engine's rows; neither the item's
+    content nor searched lexically. None when the value has none; anything else is refused."""
+    given = None if value is None else value.get(EMBED_CONTEXT)
+    if given is None:
+        return None
+    if isinstance(given, str):
+        given = {"context": given}
+    if not isinstance(given, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
+        raise PolicyViolation(f"an item's '{EMBED_CONTEXT}' is a text or a mapping of labels "
+                              f"to texts, got {type(given).__name__}", agent=spec.agent,
+                              field=EMBED_CONTEXT)
+    return dict(given) or None
 
 
 class RankedItem(SearchItem):
