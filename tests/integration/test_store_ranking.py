@@ -15,6 +15,7 @@ import pytest
 from primitives._project import migrate
 from primitives.db import APP_ROLE
 from primitives.embeddings import MINILM, HashingEmbedder
+from primitives.errors import PolicyViolation
 from primitives.langgraph import MemoryStore, RankedItem, compile_agent
 from primitives.langgraph._agent import DEFAULT_EMBEDDER, store_embedder
 from primitives.spec import AgentSpec, load_spec_text
@@ -95,9 +96,13 @@ def test_the_best_match_ranks_first_however_many_newer_items_follow(
                for a, b in itertools.pairwise(hits))
 
 
-def test_each_hit_scores_the_cosine_similarity_in_order_and_carries_the_fused_score(
-    store: MemoryStore
+@pytest.mark.parametrize("signals", ["recent", "store"])
+def test_each_hit_scores_the_cosine_similarity_and_carries_the_fused_score(
+    signals: str, request: pytest.FixtureRequest
 ) -> None:
+    """With semantic the one content signal, hits come in cosine order; with lexical too,
+    the two are fused, and the score stays the cosine similarity."""
+    store: MemoryStore = request.getfixturevalue(signals)
     user = _user()
     ns = (user, "notes")
     texts = {"a": "the cat sleeps on the warm windowsill",
@@ -109,11 +114,12 @@ def test_each_hit_scores_the_cosine_similarity_in_order_and_carries_the_fused_sc
     hits = store.search((user,), query=query)
     embedder = HashingEmbedder()
     expected = {k: _cosine(embedder, query, t) for k, t in texts.items()}
-    assert [h.key for h in hits] == sorted(expected, key=lambda k: -expected[k])
+    if signals == "recent":
+        assert [h.key for h in hits] == sorted(expected, key=lambda k: -expected[k])
     for hit in hits:
         assert isinstance(hit, RankedItem)
         assert hit.score == pytest.approx(expected[hit.key], abs=1e-5)
-        assert hit.fused_score is not None and 0 < hit.fused_score < 0.1  # RRF, k 60
+        assert hit.fused_score is not None and 0 < hit.fused_score < 1  # RRF, k 5: 3 / 6 at most
         assert hit.signal_scores is not None
         assert hit.signal_scores["semantic"] == pytest.approx(hit.score)
     # a relevance cut-off a user writes keeps the related items and drops the tax forms
@@ -160,3 +166,28 @@ def test_compile_agent_store_picks_the_default_embedder_and_none_opts_out(
             agent.store(pg.app_dsn, embedder=None) as plain:
         assert plain.engine.embedder is None
     assert store_embedder(_spec("lexical, recency"), DEFAULT_EMBEDDER) is None
+
+
+def test_an_items_embed_context_goes_into_its_vector_not_its_content(
+    store: MemoryStore
+) -> None:
+    user = _user()
+    ns = (user, "notes")
+    turn, previous = "Caroline: Adoption agencies.", "Melanie: What did you research?"
+    store.put(ns, "D1:3", {"content": turn, "embed_context": {"previous": previous}})
+    store.put(ns, "other", {"content": "Caroline: I went hiking."})
+    query = "what did they research"
+    [hit] = [h for h in store.search((user,), query=query) if h.key == "D1:3"]
+    embedded = f"{turn} (previous: {previous})"
+    assert hit.score == pytest.approx(_cosine(HashingEmbedder(), query, embedded), abs=1e-5)
+    assert hit.score != pytest.approx(_cosine(HashingEmbedder(), query, turn), abs=1e-3)
+    # the lexical signal reads the content alone: "research" is only in the context
+    assert hit.ranks is not None and "lexical" not in hit.ranks
+    with store.engine.tenant({"user_id": user}) as mem:
+        row = mem.connection.execute(
+            "SELECT content, envelope FROM ranked.semantic_lexical_recency_memories "
+            "WHERE key = 'D1:3'").fetchone()
+    assert row == (turn, {"embed_context": {"previous": previous}})
+    store.put(ns, "plain", {"content": "x", "embed_context": "one text"})
+    with pytest.raises(PolicyViolation, match="embed_context"):
+        store.put(ns, "bad", {"content": "x", "embed_context": ["not", "a", "mapping"]})
