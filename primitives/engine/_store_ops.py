@@ -314,8 +314,8 @@ def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
     tiers = [op.tier] if op.tier is not None else None
     reranked = ctx.reranker is not None
     fetched = wanted if reranked else max(wanted, STORE_CANDIDATES)
-    hits = yield from core.search(ctx, op.query or "", tiers=tiers,
-                                  limit=min(fetched, MAX_SEARCH_CANDIDATES),
+    hits = yield from core.search(ctx if reranked else _meaning_first(ctx), op.query or "",
+                                  tiers=tiers, limit=min(fetched, MAX_SEARCH_CANDIDATES),
                                   restrict=_restriction(ctx, op))
     if not hits:  # an abstention (retrieval.abstain) says so
         return SearchResult(abstained=hits.abstained, message=hits.message,
@@ -331,6 +331,31 @@ def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
                     ranks=dict(h.ranks), scores=dict(h.scores))
             for h in ordered if h.memory.id in found]
     return SearchResult(kept[op.offset:wanted], pending_embeddings=hits.pending_embeddings)
+
+
+_MEANING_SPECS: dict[int, tuple[AgentSpec, AgentSpec]] = {}
+
+
+def _meaning_first(ctx: Context) -> Context:
+    """The context a store query search runs in: the aid signals (every signal but semantic
+    and lexical) still run and rank, with fusion weight 0, so the statement's fused score
+    and its candidate list are the content signals' alone; :func:`by_meaning` adds the
+    aids back as the second key. Unchanged when no content signal can run (the fused
+    score then orders everything) or the spec has no aid."""
+    meaning = "lexical" in ctx.signals or ("semantic" in ctx.signals and
+                                           ctx.embedder is not None)
+    aids = [s for s in ctx.signals if s not in MEANING_SIGNALS]
+    if not meaning or not aids:
+        return ctx
+    cached = _MEANING_SPECS.get(id(ctx.spec))
+    if cached is None or cached[0] is not ctx.spec:
+        retrieval = ctx.spec.retrieval
+        fusion = retrieval.fusion.model_copy(
+            update={"weights": {**retrieval.fusion.weights, **dict.fromkeys(aids, 0.0)}})
+        cached = (ctx.spec, ctx.spec.model_copy(
+            update={"retrieval": retrieval.model_copy(update={"fusion": fusion})}))
+        _MEANING_SPECS[id(ctx.spec)] = cached
+    return replace(ctx, spec=cached[1])
 
 
 def _ran(hits: Sequence[Hit]) -> frozenset[str]:
@@ -349,23 +374,53 @@ def relevance(hit: Hit, ran: frozenset[str]) -> float | None:
     return hit.score
 
 
+def _tied_ranks(hits: Sequence[Hit], signals: Sequence[str]) -> dict[str, dict[UUID, int]]:
+    """Each signal's ranks with equal scores sharing the best of their ranks (1, 1, 3): two
+    items a signal scores the same are alike in its eyes, whatever order it returned."""
+    out: dict[str, dict[UUID, int]] = {}
+    for signal in signals:
+        ranked = sorted((h for h in hits if signal in h.ranks), key=lambda h: h.ranks[signal])
+        ranks: dict[UUID, int] = {}
+        previous: tuple[float, int] | None = None
+        for hit in ranked:
+            score = hit.scores.get(signal)
+            if previous is not None and score is not None and \
+                    math.isclose(score, previous[0], rel_tol=1e-9, abs_tol=1e-12):
+                ranks[hit.memory.id] = previous[1]
+                continue
+            ranks[hit.memory.id] = hit.ranks[signal]
+            previous = (score, hit.ranks[signal]) if score is not None else None
+        out[signal] = ranks
+    return out
+
+
 def by_meaning(spec: AgentSpec, hits: Sequence[Hit]) -> list[Hit]:
     """A store query search's order: by meaning first, as a similarity search would rank.
 
     The content signals that ran (semantic, lexical) are fused with the spec's method, k and
     weights (``retrieval.fusion``); the other signals (recency, envelope, graph...) are
-    aids: the engine's full fused score (every declared signal with its weight, times the
-    tier weight and the item's effective confidence) orders items the content signals rank
-    alike, and orders all items when no content signal ran (no embedder and no lexical)."""
-    ran = [s for s in MEANING_SIGNALS if s in _ran(hits)]
+    aids: fused the same way with their declared weights, they order items the content
+    signals rank alike; then the statement's score (times the tier weight and the item's
+    effective confidence). When no content signal ran (no embedder and no lexical), the
+    statement's order (every declared signal fused) stands."""
+    used = _ran(hits)
+    ran = [s for s in MEANING_SIGNALS if s in used]
     if not ran:
         return list(hits)
     fusion = spec.retrieval.fusion
     declared = {str(s): float(w) for s, w in fusion.weights.items()}
-    weights = {s: declared.get(s, 1.0) for s in ran}
+    weights = {s: declared.get(s, 1.0) for s in used}
+    aids = [s for s in used if s not in MEANING_SIGNALS]
+
+    def aid(hit: Hit) -> float:
+        return sum(weights[s] / (fusion.k + hit.ranks[s]) for s in aids if s in hit.ranks)
+
     if fusion.method == "rrf":
+        tied = _tied_ranks(hits, ran)
+
         def meaning(hit: Hit) -> float:
-            return sum(weights[s] / (fusion.k + hit.ranks[s]) for s in ran if s in hit.ranks)
+            return sum(weights[s] / (fusion.k + tied[s][hit.memory.id])
+                       for s in ran if hit.memory.id in tied[s])
     else:
         bounds = {s: (min(v), max(v)) for s in ran
                   if (v := [h.scores[s] for h in hits if s in h.scores])}
@@ -378,7 +433,7 @@ def by_meaning(spec: AgentSpec, hits: Sequence[Hit]) -> list[Hit]:
                     total += weights[s] * ((hit.scores[s] - low) / (high - low)
                                            if high > low else 1.0)
             return total
-    return sorted(hits, key=lambda h: (-meaning(h), -h.score))
+    return sorted(hits, key=lambda h: (-meaning(h), -aid(h), -h.score))
 
 
 def _refresh(items: Sequence[StoredItem], ctx: Context) -> Op[None]:
