@@ -53,4 +53,4 @@ def test_bench_locomo_measures_every_case_with_the_store_of_the_minimal_spec(
     # turns that share a word with the question)
     assert result["recall"]["fused"]["5"] == result["recall"]["store minimal spec"]["5"] == 1.0
     assert "signals: [semantic, lexical]" in result["store_minimal_spec"]
-    assert result["seconds"]["store_ingest"] > 0
+    assert result["seconds"]["store_ingest"] >= 0 and result["seconds"]["store_queries"] >= 0
