@@ -198,6 +198,10 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
         for name, row in locomo["recall"].items():
             lines.append(f"| {name} | " + " | ".join(f"{row[k]:.3f}" for k in
                                                       ("5", "10", "25", "50")) + " |")
+        store = _read(folder / "locomo_store.json")
+        for name, row in (store or {}).get("recall", {}).items():
+            lines.append(f"| {name} (`--store-only`, `bench/results/locomo_store.json`) | "
+                         + " | ".join(f"{row[k]:.3f}" for k in ("5", "10", "25", "50")) + " |")
         lines.append("")
     speed = _read(folder / "retrieval_speed.json")
     if speed:

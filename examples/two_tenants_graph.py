@@ -108,8 +108,9 @@ def run(admin_dsn: str | None = None, runtime_dsn: str | None = None) -> dict[st
     migrate([spec], dsn=admin)
     agent = compile_agent(spec)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # no embedder: lexical retrieval
-        store = agent.store(runtime_dsn or app_dsn(admin))
+        # embedder=None: no model, so semantic search stands down with a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        store = agent.store(runtime_dsn or app_dsn(admin), embedder=None)
     with store, agent.checkpointer(runtime_dsn or app_dsn(admin)) as saver:
         graph = build_graph(store, saver)
         replies = []

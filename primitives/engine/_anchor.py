@@ -39,6 +39,8 @@ def resolve_anchor(spec: AgentSpec, anchor: Mapping[str, object]) -> Anchor:
             f"got {type(anchor).__name__}", agent=spec.agent,
         )
     keys = spec.anchor.keys
+    if spec.anchor.aliases and any(k in spec.anchor.aliases for k in anchor):
+        anchor = _canonical(spec, anchor)
     unknown = [k for k in anchor if k not in keys and k not in spec.anchor.provenance]
     if unknown:
         extra = (f"; provenance keys: {', '.join(spec.anchor.provenance)}"
@@ -79,3 +81,17 @@ def resolve_anchor(spec: AgentSpec, anchor: Mapping[str, object]) -> Anchor:
     tenant = values[0][1]
     assert tenant is not None  # the tenant key is always required (checked by the loader)
     return Anchor(tenant=tenant, values=tuple(values), provenance=tuple(provenance))
+
+
+def _canonical(spec: AgentSpec, anchor: Mapping[str, object]) -> dict[str, object]:
+    """``anchor`` with each alias (``anchor.aliases``) renamed to its key; an alias and its
+    key given with different values is refused."""
+    out: dict[str, object] = {}
+    for name, value in anchor.items():
+        key = spec.anchor.canonical(name)
+        if key in out and out[key] != value:
+            raise TenancyError(f"anchor key '{key}' is given twice with different values "
+                               f"(alias '{name}': {value!r}, and {out[key]!r})",
+                               agent=spec.agent)
+        out[key] = value
+    return out

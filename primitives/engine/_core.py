@@ -309,7 +309,7 @@ def check_limits(spec: AgentSpec, content: str, value: Mapping[str, Any],
 def embedding_text(spec: AgentSpec, content: str, envelope: Mapping[str, Any],
                    event_time: datetime | None) -> str:
     """The text a row's vector is made from (``retrieval.embedding``: ``text`` and
-    ``envelope_keys``).
+    ``envelope_keys``; then the row's own ``embed_context`` envelope mapping).
 
     ``content_with_context`` puts the event time in front of the content, as
     ``[1:56 pm on 8 May, 2023] <content>``: rows of one session share it and questions about
@@ -335,7 +335,19 @@ def embedding_text(spec: AgentSpec, content: str, envelope: Mapping[str, Any],
         if value is None or value == "":
             continue
         text += f" ({key}: {value if isinstance(value, str) else canonical_json(value)})"
+    # A row's own context (a store item's value ``embed_context``), after the spec's keys.
+    own = envelope.get(EMBED_CONTEXT)
+    if isinstance(own, Mapping):
+        for key, value in own.items():
+            if value is not None and value != "":
+                text += f" ({key}: {value if isinstance(value, str) else canonical_json(value)})"
     return text
+
+
+EMBED_CONTEXT = "embed_context"
+"""The envelope key whose mapping a row adds to its embedded text (label: text, in order):
+neither content nor searched lexically, stored with the row so re-embedding gives the same
+vector. The store fills it from an item value's ``embed_context``."""
 
 
 def check_model(ctx: Context, stored: str | None = None, *, fetch: bool = True) -> Op[None]:

@@ -34,10 +34,11 @@ from primitives.engine import _core as core
 from primitives.engine import _queries as q
 from primitives.engine._core import Context, Op, Step
 from primitives.engine._input import bounded_labels, bounded_text, check_json
-from primitives.engine._records import MEMORY_COLUMNS, Memory, SearchResult
+from primitives.engine._records import MEMORY_COLUMNS, Hit, Memory, SearchResult
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
 from primitives.lifecycle._embed import pending_count_statement
 from primitives.retrieval import Restriction
+from primitives.spec import AgentSpec
 
 __all__ = [
     "FILTER_OPERATORS",
@@ -56,6 +57,12 @@ __all__ = [
 
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 MAX_SEARCH_CANDIDATES = 1000
+# A store query search fetches at least this many fused candidates before ordering them by
+# meaning, so an item the aids (recency...) ranked low but the content signals rank first
+# is among them.
+STORE_CANDIDATES = 50
+# The signals that judge what an item says: a store query search orders by them first.
+MEANING_SIGNALS = ("semantic", "lexical")
 """The most items one query search returns, offset included (the engine's own limit)."""
 
 Condition = tuple[str, str, Any]
@@ -63,7 +70,10 @@ Condition = tuple[str, str, Any]
 
 @dataclass(frozen=True)
 class StoredItem:
-    """One item: its memory row, when the key was first written, its TTL and search score."""
+    """One item: its memory row, when the key was first written, its TTL and search score.
+
+    For a query search: ``score`` is the item's relevance (:func:`relevance`), ``fused``
+    the engine's fused score, ``ranks`` / ``scores`` each signal's rank and score."""
 
     memory: Memory
     created_at: datetime
@@ -71,6 +81,9 @@ class StoredItem:
     expired: bool
     indexed: bool
     score: float | None = None
+    fused: float | None = None
+    ranks: Mapping[str, int] | None = None
+    scores: Mapping[str, float] | None = None
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> StoredItem:
@@ -104,6 +117,9 @@ class ItemPut:
     scope_id: str | None = None
     ttl_minutes: float | None = None
     indexed: bool = True
+    context: Mapping[str, str] | None = None
+    """What goes into the item's embedded text after its content (the value's
+    ``embed_context``), kept in the row's envelope (:data:`core.EMBED_CONTEXT`)."""
 
 
 @dataclass(frozen=True)
@@ -215,7 +231,8 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
         return None
     memory = yield from core.observe(
         ctx, op.tier, op.content, typology=op.typology, key=op.key, namespace=op.namespace,
-        value=op.value, scope_id=op.scope_id)
+        value=op.value, scope_id=op.scope_id,
+        envelope={core.EMBED_CONTEXT: dict(op.context)} if op.context else None)
     meta: dict[str, Any] = {}
     if current is not None:
         meta["created_at"] = current.created_at.isoformat()
@@ -295,18 +312,128 @@ def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
     (``retrieval.abstain``), an empty :class:`SearchResult` that says so."""
     wanted = op.offset + op.limit
     tiers = [op.tier] if op.tier is not None else None
-    hits = yield from core.search(ctx, op.query or "", tiers=tiers,
-                                  limit=min(wanted, MAX_SEARCH_CANDIDATES),
+    reranked = ctx.reranker is not None
+    fetched = wanted if reranked else max(wanted, STORE_CANDIDATES)
+    hits = yield from core.search(ctx if reranked else _meaning_first(ctx), op.query or "",
+                                  tiers=tiers, limit=min(fetched, MAX_SEARCH_CANDIDATES),
                                   restrict=_restriction(ctx, op))
     if not hits:  # an abstention (retrieval.abstain) says so
         return SearchResult(abstained=hits.abstained, message=hits.message,
                             pending_embeddings=hits.pending_embeddings)
+    ordered = list(hits) if reranked else by_meaning(ctx.spec, hits)
+    ordered = ordered[:wanted]
     rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
                                   prefix_len=len(op.prefix), where=where, by_ids=True),
-                      {**params, "ids": [h.memory.id for h in hits]}, "all")
+                      {**params, "ids": [h.memory.id for h in ordered]}, "all")
     found = {item.memory.id: item for item in map(StoredItem.from_row, rows)}
-    kept = [replace(found[h.memory.id], score=h.score) for h in hits if h.memory.id in found]
+    ran = _ran(hits)
+    kept = [replace(found[h.memory.id], score=relevance(h, ran), fused=h.score,
+                    ranks=dict(h.ranks), scores=dict(h.scores))
+            for h in ordered if h.memory.id in found]
     return SearchResult(kept[op.offset:wanted], pending_embeddings=hits.pending_embeddings)
+
+
+_MEANING_SPECS: dict[int, tuple[AgentSpec, AgentSpec]] = {}
+
+
+def _meaning_first(ctx: Context) -> Context:
+    """The context a store query search runs in: the aid signals (every signal but semantic
+    and lexical) still run and rank, with fusion weight 0, so the statement's fused score
+    and its candidate list are the content signals' alone; :func:`by_meaning` adds the
+    aids back as the second key. Unchanged when no content signal can run (the fused
+    score then orders everything) or the spec has no aid."""
+    meaning = "lexical" in ctx.signals or ("semantic" in ctx.signals and
+                                           ctx.embedder is not None)
+    aids = [s for s in ctx.signals if s not in MEANING_SIGNALS]
+    if not meaning or not aids:
+        return ctx
+    cached = _MEANING_SPECS.get(id(ctx.spec))
+    if cached is None or cached[0] is not ctx.spec:
+        retrieval = ctx.spec.retrieval
+        fusion = retrieval.fusion.model_copy(
+            update={"weights": {**retrieval.fusion.weights, **dict.fromkeys(aids, 0.0)}})
+        cached = (ctx.spec, ctx.spec.model_copy(
+            update={"retrieval": retrieval.model_copy(update={"fusion": fusion})}))
+        _MEANING_SPECS[id(ctx.spec)] = cached
+    return replace(ctx, spec=cached[1])
+
+
+def _ran(hits: Sequence[Hit]) -> frozenset[str]:
+    return frozenset(s for h in hits for s in h.ranks)
+
+
+def relevance(hit: Hit, ran: frozenset[str]) -> float | None:
+    """What a store hit's ``score`` says: the cosine similarity of the query and the item
+    (-1..1) when the semantic signal ran (None for an item outside its candidate list);
+    else the lexical signal's score (BM25 or ``ts_rank_cd``, as the spec ranks; 0 when the
+    item matched no query word); else, when neither content signal ran, the fused score."""
+    for signal in MEANING_SIGNALS:
+        if signal in ran:
+            value = hit.scores.get(signal)
+            return value if value is not None or signal == "semantic" else 0.0
+    return hit.score
+
+
+def _tied_ranks(hits: Sequence[Hit], signals: Sequence[str]) -> dict[str, dict[UUID, int]]:
+    """Each signal's ranks with equal scores sharing the best of their ranks (1, 1, 3): two
+    items a signal scores the same are alike in its eyes, whatever order it returned."""
+    out: dict[str, dict[UUID, int]] = {}
+    for signal in signals:
+        ranked = sorted((h for h in hits if signal in h.ranks), key=lambda h: h.ranks[signal])
+        ranks: dict[UUID, int] = {}
+        previous: tuple[float, int] | None = None
+        for hit in ranked:
+            score = hit.scores.get(signal)
+            if previous is not None and score is not None and \
+                    math.isclose(score, previous[0], rel_tol=1e-9, abs_tol=1e-12):
+                ranks[hit.memory.id] = previous[1]
+                continue
+            ranks[hit.memory.id] = hit.ranks[signal]
+            previous = (score, hit.ranks[signal]) if score is not None else None
+        out[signal] = ranks
+    return out
+
+
+def by_meaning(spec: AgentSpec, hits: Sequence[Hit]) -> list[Hit]:
+    """A store query search's order: by meaning first, as a similarity search would rank.
+
+    The content signals that ran (semantic, lexical) are fused with the spec's method, k and
+    weights (``retrieval.fusion``); the other signals (recency, envelope, graph...) are
+    aids: fused the same way with their declared weights, they order items the content
+    signals rank alike; then the statement's score (times the tier weight and the item's
+    effective confidence). When no content signal ran (no embedder and no lexical), the
+    statement's order (every declared signal fused) stands."""
+    used = _ran(hits)
+    ran = [s for s in MEANING_SIGNALS if s in used]
+    if not ran:
+        return list(hits)
+    fusion = spec.retrieval.fusion
+    declared = {str(s): float(w) for s, w in fusion.weights.items()}
+    weights = {s: declared.get(s, 1.0) for s in used}
+    aids = [s for s in used if s not in MEANING_SIGNALS]
+
+    def aid(hit: Hit) -> float:
+        return sum(weights[s] / (fusion.k + hit.ranks[s]) for s in aids if s in hit.ranks)
+
+    if fusion.method == "rrf":
+        tied = _tied_ranks(hits, ran)
+
+        def meaning(hit: Hit) -> float:
+            return sum(weights[s] / (fusion.k + tied[s][hit.memory.id])
+                       for s in ran if hit.memory.id in tied[s])
+    else:
+        bounds = {s: (min(v), max(v)) for s in ran
+                  if (v := [h.scores[s] for h in hits if s in h.scores])}
+
+        def meaning(hit: Hit) -> float:
+            total = 0.0
+            for s in ran:
+                if s in hit.scores:
+                    low, high = bounds[s]
+                    total += weights[s] * ((hit.scores[s] - low) / (high - low)
+                                           if high > low else 1.0)
+            return total
+    return sorted(hits, key=lambda h: (-meaning(h), -aid(h), -h.score))
 
 
 def _refresh(items: Sequence[StoredItem], ctx: Context) -> Op[None]:

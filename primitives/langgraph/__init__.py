@@ -27,11 +27,12 @@ from primitives.langgraph._ask import ask_agent_tools
 from primitives.langgraph._checkpointer import AsyncCheckpointer, Checkpointer
 from primitives.langgraph._content import item_content
 from primitives.langgraph._namespaces import Address, NamespaceLayout, Scope
-from primitives.langgraph._store import AsyncMemoryStore, MemoryStore
+from primitives.langgraph._store import AsyncMemoryStore, MemoryStore, RankedItem
 from primitives.langgraph._timestamps import event_time_fields
-from primitives.langgraph._tools import TOOL_NAMES, memory_tools
+from primitives.langgraph._tools import REFUSALS, TOOL_NAMES, memory_tools
 
 __all__ = [
+    "REFUSALS",
     "TOOL_NAMES",
     "Address",
     "AsyncCheckpointer",
@@ -40,6 +41,7 @@ __all__ = [
     "CompiledAgent",
     "MemoryStore",
     "NamespaceLayout",
+    "RankedItem",
     "Scope",
     "ask_agent_tools",
     "compile_agent",

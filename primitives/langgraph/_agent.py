@@ -13,9 +13,12 @@ Example::
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from functools import cached_property
+from typing import Final
 
 from langchain_core.tools import BaseTool
 
@@ -27,7 +30,34 @@ from primitives.langgraph._store import AsyncMemoryStore, MemoryStore
 from primitives.langgraph._tools import memory_tools
 from primitives.spec import AgentSpec
 
-__all__ = ["CompiledAgent", "compile_agent"]
+__all__ = ["DEFAULT_EMBEDDER", "CompiledAgent", "compile_agent", "store_embedder"]
+
+
+class _Default(Enum):
+    EMBEDDER = "default"
+
+
+DEFAULT_EMBEDDER: Final = _Default.EMBEDDER
+"""``store(embedder=DEFAULT_EMBEDDER)``: the default model when the spec retrieves semantically."""
+
+
+def store_embedder(spec: AgentSpec, embedder: Embedder | _Default | None) -> Embedder | None:
+    """The embedder a store gets: the one given; ``None`` when given ``None`` (semantic
+    search stands down, with the engine's warning); by default, when the spec's signals
+    include ``semantic`` and the embeddings extra (FlagEmbedding, torch) is installed,
+    :func:`primitives.embeddings.default_embedder` (the spec's model when its weights are
+    on disk, else the packaged all-MiniLM-L6-v2), else ``None``."""
+    if embedder is not DEFAULT_EMBEDDER:
+        return embedder
+    if "semantic" not in spec.retrieval.signals or \
+            importlib.util.find_spec("FlagEmbedding") is None:
+        return None
+    from primitives.embeddings import default_embedder
+    from primitives.errors import EmbedderUnavailable
+    try:
+        return default_embedder(spec)
+    except EmbedderUnavailable:
+        return None
 
 
 @dataclass(frozen=True)
@@ -48,12 +78,19 @@ class CompiledAgent:
                       embedder: Embedder | None = None) -> AsyncEngine:
         return await AsyncEngine.connect(self.spec, dsn, embedder=embedder)
 
-    def store(self, dsn: str | None = None, *, embedder: Embedder | None = None) -> MemoryStore:
-        return MemoryStore.from_spec(self.spec, dsn, embedder=embedder)
+    def store(self, dsn: str | None = None, *,
+              embedder: Embedder | _Default | None = DEFAULT_EMBEDDER) -> MemoryStore:
+        """The store; without ``embedder``, the default model when the spec retrieves
+        semantically and the embeddings extra is installed (:func:`store_embedder`);
+        ``embedder=None`` opts out."""
+        return MemoryStore.from_spec(self.spec, dsn, embedder=store_embedder(self.spec, embedder))
 
     async def astore(self, dsn: str | None = None, *,
-                     embedder: Embedder | None = None) -> AsyncMemoryStore:
-        return await AsyncMemoryStore.from_spec(self.spec, dsn, embedder=embedder)
+                     embedder: Embedder | _Default | None = DEFAULT_EMBEDDER
+                     ) -> AsyncMemoryStore:
+        """:meth:`store`, async."""
+        return await AsyncMemoryStore.from_spec(self.spec, dsn,
+                                                embedder=store_embedder(self.spec, embedder))
 
     def checkpointer(self, dsn: str | None = None) -> Checkpointer:
         return Checkpointer.from_spec(self.spec, dsn)

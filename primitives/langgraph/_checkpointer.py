@@ -99,8 +99,13 @@ class _Saver(CheckpointCore):
         return value
 
     def tenant_of(self, config: RunnableConfig | None, call: str) -> str:
-        """The tenant of a call: ``config["configurable"][tenant key]``, else the bound one."""
-        given = ((config or {}).get("configurable") or {}).get(self.tenant_key)
+        """The tenant of a call: ``config["configurable"][tenant key]`` (or an alias of it,
+        ``anchor.aliases``), else the bound one."""
+        configurable = (config or {}).get("configurable") or {}
+        given = configurable.get(self.tenant_key)
+        if given is None:
+            given = next((configurable[alias] for alias, key in self.spec.anchor.aliases.items()
+                          if key == self.tenant_key and alias in configurable), None)
         if given is not None:
             tenant = self._check(given, call)
             if self._tenant is not None and tenant != self._tenant:

@@ -12,6 +12,14 @@ The layout, segment by segment:
 
 Everything after the tier is the memory row's ``namespace``; the item key is its ``key``.
 
+Beside the layout, a spec may declare namespace templates (``persistence.store.namespaces``),
+such as LangMem's ``("memories", "{langgraph_user_id}")``: a namespace that starts with a
+template's segments (literals equal, each ``{name}`` a value of the anchor key it names,
+directly or through ``anchor.aliases``) addresses the template's tier and typology, and the
+row keeps the whole namespace. Templates are tried first, in order; a layout namespace
+whose segments after the tier fit a template of that tier is refused (it would read back as
+the template's).
+
 >>> layout = NamespaceLayout(load_spec("agents/spectral_agent.yaml"))  # doctest: +SKIP
 >>> layout.address(("ws-1", "workspace", "procedural", "style"))     # doctest: +SKIP
 Address(anchor={'workspace_id': 'ws-1'}, tier='workspace', typology='procedural', ...)
@@ -26,7 +34,7 @@ from primitives.engine import resolve_anchor
 from primitives.errors import TenancyError
 from primitives.spec import AgentSpec
 
-__all__ = ["Address", "NamespaceLayout", "Scope"]
+__all__ = ["Address", "NamespaceLayout", "Scope", "Template"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,32 @@ class Scope:
     prefix: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Template:
+    """One ``persistence.store.namespaces`` entry: per segment its literal, or the anchor
+    key its ``{name}`` stands for."""
+
+    segments: tuple[str, ...]
+    keys: tuple[str | None, ...]
+    tier: str
+    typology: str
+
+    def values(self, namespace: Sequence[str]) -> dict[str, str] | None:
+        """The anchor values a namespace gives when it starts with this template, else None."""
+        if len(namespace) < len(self.segments):
+            return None
+        found: dict[str, str] = {}
+        for segment, key, given in zip(self.segments, self.keys, namespace, strict=False):
+            if key is None:
+                if given != segment:
+                    return None
+            elif not given or given == "*":
+                return None
+            else:
+                found[key] = given
+        return found
+
+
 class NamespaceLayout:
     """Parses and formats namespaces for one spec; errors say what the spec expects."""
 
@@ -56,6 +90,39 @@ class NamespaceLayout:
         self.spec = spec
         self.keys: tuple[str, ...] = tuple(spec.anchor.keys)
         self.store_tiers = tuple(t.name for t in spec.tiers if t.placement == "store")
+        self.templates = tuple(
+            Template(tuple(entry.template),
+                     tuple(spec.anchor.canonical(seg[1:-1])
+                           if seg.startswith("{") and seg.endswith("}") else None
+                           for seg in entry.template),
+                     entry.tier, entry.typology or spec.typology[entry.tier][0])
+            for entry in spec.persistence.store.namespaces)
+
+    def template(self, namespace: Sequence[str]) -> tuple[Template, dict[str, str]] | None:
+        """The first template ``namespace`` starts with, and the anchor values it gives."""
+        for template in self.templates:
+            values = template.values(namespace)
+            if values is not None:
+                return template, values
+        return None
+
+    def _templated(self, namespace: Sequence[str]) -> tuple[Template, tuple[tuple[str, str], ...]] | None:
+        """A template match with its anchor resolved; a namespace that starts like a template
+        but stops short of its anchor segments is refused."""
+        matched = self.template(namespace)
+        if matched is not None:
+            template, values = matched
+            resolved = resolve_anchor(self.spec, values)
+            return template, tuple((k, v) for k, v in resolved.values if v is not None)
+        for template in self.templates:
+            if namespace and namespace[0] == template.segments[0]:
+                raise TenancyError(
+                    f"namespace {tuple(namespace)!r} starts like the template "
+                    f"{template.segments!r} of agent '{self.spec.agent}' but does not fit it: "
+                    "its segments stop before the anchor's, or give an empty or wildcard "
+                    "value where the anchor selects the tenant",
+                    agent=self.spec.agent, namespace=list(namespace))
+        return None
 
     # shapes --------------------------------------------------------------------------------
     def shape(self, tier: str | None = None) -> str:
@@ -102,12 +169,19 @@ class NamespaceLayout:
 
     def address(self, namespace: Sequence[str]) -> Address:
         """The full namespace of a get, put or delete."""
+        templated = self._templated(namespace)
+        if templated is not None:
+            template, found = templated
+            return Address(found, template.tier, template.typology, tuple(namespace), None)
         anchor = self._anchor(namespace)
         n = len(self.keys)
         if len(namespace) == n:
             raise self._fail(namespace, "the tier follows the anchor")
         tier = self._tier(namespace)
         rest = tuple(namespace[n + 1:])
+        if any(t.tier == tier and t.values(rest) is not None for t in self.templates):
+            raise self._fail(namespace, f"what follows the tier fits a namespace template of "
+                                        f"tier '{tier}': address it by the template", tier)
         kinds = self.spec.typology[tier]
         position = 0
         if len(kinds) == 1:
@@ -131,7 +205,12 @@ class NamespaceLayout:
         return Address(anchor, tier, typology, rest, scope_id)
 
     def scope(self, prefix: Sequence[str]) -> Scope:
-        """The namespace prefix of a search: the anchor, then optionally the tier and more."""
+        """The namespace prefix of a search: the anchor, then optionally the tier and more;
+        or a namespace template's segments, then more."""
+        templated = self._templated(prefix)
+        if templated is not None:
+            template, found = templated
+            return Scope(found, template.tier, tuple(prefix))
         anchor = self._anchor(prefix)
         n = len(self.keys)
         if len(prefix) == n:
@@ -146,7 +225,9 @@ class NamespaceLayout:
         return self.scope(prefix)
 
     # formatting ----------------------------------------------------------------------------
-    @staticmethod
-    def full(anchor: Sequence[tuple[str, str]], tier: str,
+    def full(self, anchor: Sequence[tuple[str, str]], tier: str,
              namespace: Sequence[str]) -> tuple[str, ...]:
+        """The namespace a caller sees for a row: a templated row's own, else the layout's."""
+        if any(t.tier == tier and t.values(namespace) is not None for t in self.templates):
+            return tuple(namespace)
         return (*(value for _, value in anchor), tier, *namespace)

@@ -14,6 +14,10 @@ Where the audit posture differs from BaseStore (see ``docs/langgraph.md``):
   nothing and keeps ``updated_at``.
 - a write the spec's write policy routes elsewhere (e.g. semantic memory under
   ``promotion_only``) raises the engine's ``GovernanceError`` unchanged.
+- a query ``search`` orders by meaning: the content signals (semantic, lexical) fused as
+  the spec says, the other signals (recency...) as aids that order items alike in meaning;
+  each hit's ``score`` is its relevance (the cosine similarity when an embedder is set),
+  ``fused_score`` the fused score (:class:`RankedItem`).
 - a query ``search`` of a spec with ``retrieval.abstain`` drops results below its
   ``min_fused_score``; when none remain it returns an empty ``SearchResult`` (a list) whose
   ``abstained`` is True and ``message`` the spec's.
@@ -59,7 +63,7 @@ from primitives.engine import (
     resolve_anchor,
 )
 from primitives.engine import _store_ops as store_ops
-from primitives.engine._core import Context
+from primitives.engine._core import EMBED_CONTEXT, Context
 from primitives.engine._core import Op as CoreOp
 from primitives.engine._input import check_json
 from primitives.engine._store_ops import (
@@ -71,12 +75,12 @@ from primitives.engine._store_ops import (
     StoredItem,
     filter_conditions,
 )
-from primitives.errors import StorageError, TenancyError
+from primitives.errors import PolicyViolation, StorageError, TenancyError
 from primitives.langgraph._content import item_content
 from primitives.langgraph._namespaces import NamespaceLayout
 from primitives.spec import AgentSpec
 
-__all__ = ["AsyncMemoryStore", "MemoryStore"]
+__all__ = ["AsyncMemoryStore", "MemoryStore", "RankedItem"]
 
 Anchor = tuple[tuple[str, str], ...]
 _UNIQUE_VIOLATION = "23505"
@@ -153,7 +157,7 @@ class _Translator:
             return address.anchor, ItemPut(
                 address.tier, address.typology, address.namespace, op.key,
                 None if op.value is None else dict(op.value), content, address.scope_id,
-                op.ttl, op.index is not False), _nothing
+                op.ttl, op.index is not False, embed_context(op.value, self.spec)), _nothing
         if isinstance(op, SearchOp):
             scope = self.layout.scope(op.namespace_prefix)
             search = ItemSearch(scope.tier, scope.prefix, filter_conditions(op.filter),
@@ -196,9 +200,11 @@ class _Translator:
 
     def _to_search_items(self, anchor: Anchor) -> Convert:
         def convert(found: list[StoredItem]) -> list[SearchItem]:
-            items = [SearchItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
-                                s.memory.key, s.memory.value, s.created_at,
-                                s.memory.updated_at, s.score) for s in found]
+            items: list[SearchItem] = [
+                RankedItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
+                           s.memory.key, s.memory.value, s.created_at, s.memory.updated_at,
+                           s.score, fused_score=s.fused, ranks=s.ranks, signal_scores=s.scores)
+                for s in found]
             if isinstance(found, SearchResult) and (found.abstained or
                                                     found.pending_embeddings is not None):
                 # a list still, that says the search abstained (retrieval.abstain) or how
@@ -207,6 +213,43 @@ class _Translator:
                                     pending_embeddings=found.pending_embeddings)
             return items
         return convert
+
+
+def embed_context(value: Mapping[str, Any] | None, spec: AgentSpec) -> dict[str, str] | None:
+    """An item's ``embed_context``: a mapping of labels to texts (or one text, labelled
+    ``context``) that goes into its embedded text after the content, ``(label: text)`` each,
+    as ``retrieval.embedding.envelope_keys`` does for the engine's rows; neither the item's
+    content nor searched lexically. None when the value has none; anything else is refused."""
+    given = None if value is None else value.get(EMBED_CONTEXT)
+    if given is None:
+        return None
+    if isinstance(given, str):
+        given = {"context": given}
+    if not isinstance(given, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
+        raise PolicyViolation(f"an item's '{EMBED_CONTEXT}' is a text or a mapping of labels "
+                              f"to texts, got {type(given).__name__}", agent=spec.agent,
+                              field=EMBED_CONTEXT)
+    return dict(given) or None
+
+
+class RankedItem(SearchItem):
+    """A query search's hit: ``score`` is its relevance, a value to threshold (the cosine
+    similarity of query and item when the semantic signal ran; see
+    :func:`primitives.engine._store_ops.relevance`); ``fused_score`` the engine's fused
+    score, ``ranks`` / ``signal_scores`` each signal's rank and score. A listing (no query)
+    has ``score`` None and the rest None too."""
+
+    __slots__ = ("fused_score", "ranks", "signal_scores")
+
+    def __init__(self, namespace: tuple[str, ...], key: str, value: dict[str, Any],
+                 created_at: Any, updated_at: Any, score: float | None = None, *,
+                 fused_score: float | None = None, ranks: Mapping[str, int] | None = None,
+                 signal_scores: Mapping[str, float] | None = None) -> None:
+        super().__init__(namespace, key, value, created_at, updated_at, score)
+        self.fused_score = fused_score
+        self.ranks = dict(ranks) if ranks is not None else None
+        self.signal_scores = dict(signal_scores) if signal_scores is not None else None
 
 
 def _nothing(_: Any) -> None:

@@ -37,10 +37,18 @@ from primitives.engine import (
     SearchResult,
     resolve_anchor,
 )
-from primitives.errors import PrimitivesError, TenancyError
+from primitives.errors import GovernanceError, PolicyViolation, PrimitivesError, TenancyError
 from primitives.langgraph._timestamps import event_time_fields
 
-__all__ = ["TOOL_NAMES", "memory_tools"]
+__all__ = ["REFUSALS", "TOOL_NAMES", "memory_tools"]
+
+REFUSALS: tuple[type[PrimitivesError], ...] = (GovernanceError, PolicyViolation, TenancyError)
+"""The errors that refuse a request (write policy, PII block, namespace or anchor that does
+not fit): ``ToolNode(tools, handle_tool_errors=REFUSALS)`` (or
+``create_react_agent(model, ToolNode(...))``) turns one raised inside any tool, such as a
+store write of a third-party memory tool, into an error message the model sees instead of
+an aborted run. The tools of :func:`memory_tools` already answer every ``PrimitivesError``
+that way."""
 
 TOOL_NAMES = ("search_memory", "remember_fact", "correct_fact", "confirm_fact",
               "get_entity_info", "memory_stats")

@@ -296,7 +296,9 @@ def test_the_context_pack_profiles_the_entities_of_the_query_and_the_hits(
 def test_the_context_pack_quotes_the_sources_of_its_facts_as_evidence(engine: Engine) -> None:
     user = _user()
     with engine.tenant(user) as mem:
-        turn = mem.observe("long_term", "Alice: honestly I'd rather write my update down",
+        # the source shares no word with the question: the lexical signal (BM25, any word)
+        # would otherwise find it and place it in the temporal block instead
+        turn = mem.observe("long_term", "Me: honestly I'd rather write my update down",
                            typology="episodic")
         other = mem.observe("long_term", "Alice: lunch at noon?", typology="episodic")
         fact = mem.observe("long_term", "the platform lead prefers written standups",
@@ -308,7 +310,7 @@ def test_the_context_pack_quotes_the_sources_of_its_facts_as_evidence(engine: En
     pack = engine.context_pack(user, "what does Alice Moreau think of standups?")
     assert [m.id for m in pack.block("facts").items] == [fact.id]
     assert [m.id for m in pack.block("evidence").items] == [turn.id]
-    assert "## evidence\n- Alice: honestly I'd rather write my update down" in pack.text
+    assert "## evidence\n- Me: honestly I'd rather write my update down" in pack.text
 
 
 def test_explain_shows_the_intent_and_the_edges_followed(engine: Engine) -> None:

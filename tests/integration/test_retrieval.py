@@ -288,9 +288,10 @@ def test_bm25_finds_rows_matching_some_words_that_websearch_misses(
     pg: PostgresHandle, spectral: AgentSpec,
 ) -> None:
     anchor = _tenant()
-    lexical = _with_retrieval(spectral, signals=["lexical"])
-    bm25 = _with_retrieval(lexical, lexical=spectral.retrieval.lexical.model_copy(
-        update={"ranking": "bm25"}))
+    bm25 = _with_retrieval(spectral, signals=["lexical"])
+    assert bm25.retrieval.lexical.ranking == "bm25"  # the default
+    lexical = _with_retrieval(bm25, lexical=spectral.retrieval.lexical.model_copy(
+        update={"ranking": "websearch"}))
     question = "when did Caroline go to the support group?"
     with Engine.connect(lexical, pg.app_dsn) as websearch, \
             Engine.connect(bm25, pg.app_dsn) as ranked:
