@@ -164,6 +164,16 @@ def _discipline(spec: AgentSpec) -> Iterator[Problem]:
             if key not in known:
                 yield ((*loc, "strip", key_index),
                        f"'{key}' is not an anchor or provenance key{_hint(key, known)}")
+        if gate.min_tenants is not None and gate.transform != "aggregate_only":
+            yield ((*loc, "min_tenants"),
+                   f"min_tenants counts tenants for an aggregate_only gate; gate "
+                   f"'{gate.name}' is {gate.transform}")
+        if gate.min_tenants is not None and (
+                spec.discipline.visibility.cross_context != "event_driven"):
+            yield ((*loc, "min_tenants"),
+                   "min_tenants publishes through the outbox once enough tenants hold the "
+                   "content (a maintain pass, the only reader of every tenant); it needs "
+                   "discipline.visibility.cross_context: event_driven")
     visibility = spec.discipline.visibility
     if visibility.cross_context == "event_driven" and not (
             visibility.events and spec.discipline.sanitization):

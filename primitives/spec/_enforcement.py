@@ -330,7 +330,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _SG + "test_hedge_map_phrases_each_provenance_tier",
         _AW + "test_ask_world_agent_answers_hedged_by_provenance_tier"),
     "discipline.sanitization[].transform=aggregate_only": (
-        _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",),
+        _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",
+        "tests/integration/test_aggregate_tenants.py::"
+        "test_a_fact_held_by_min_tenants_tenants_is_published_in_each_once"),
     "discipline.sanitization[].transform=none": (
         _SG + "test_transform_none_crosses_unchanged_and_is_journalled",),
     "discipline.sanitization[].policy": (
@@ -343,6 +345,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _OB + "test_a_row_the_gate_keeps_behind_publishes_nothing"),
     "discipline.sanitization[].min_sources": (
         _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",),
+    "discipline.sanitization[].min_tenants": (
+        "tests/integration/test_aggregate_tenants.py::"
+        "test_a_fact_held_by_min_tenants_tenants_is_published_in_each_once",),
     # 15. visibility and PII --------------------------------------------------------------------
     "discipline.visibility.rls=session_var": (_TI + "test_cross_tenant_read_returns_nothing",),
     "discipline.visibility.cross_context=event_driven": (
