@@ -238,8 +238,14 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.consolidation.*.trigger=session_end": (
         _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
               "nothing",
-        _CN + "test_both_executors_consolidate_at_the_session_end_and_only_once"),
-    "behavior.consolidation.*.trigger=job_end": (),
+        _CN + "test_both_executors_consolidate_at_the_session_end_and_only_once",
+        "tests/unit/test_consolidation_triggers.py::"
+        "test_the_trigger_decides_which_scope_ends_consolidate"),
+    "behavior.consolidation.*.trigger=job_end": (
+        "tests/unit/test_consolidation_triggers.py::"
+        "test_the_trigger_decides_which_scope_ends_consolidate",
+        "tests/unit/test_consolidation_triggers.py::"
+        "test_a_transient_source_consolidated_at_another_events_end_is_refused"),
     "behavior.consolidation.*.trigger=nightly": (
         _CN + "test_an_llm_spec_needs_an_extractor_and_a_nightly_trigger_waits_for_maintain",),
     "behavior.consolidation.*.dedup_similarity": (
