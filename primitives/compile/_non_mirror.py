@@ -61,7 +61,7 @@ from primitives.compile._ddl import (
     in_list,
     primary_key,
 )
-from primitives.compile._names import APP_ROLE, MAINTAINER_ROLE, Tables
+from primitives.compile._names import APP_ROLE, MAINTAINER_ROLE, OWNER_ROLE, Tables
 from primitives.spec import AgentSpec, NonMirror
 
 __all__ = [
@@ -301,6 +301,14 @@ def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Cap
                 sql.Identifier(tables.object_name("canonical_postings_shingle_idx")), postings)),
         (f"{label}: no access but the owner's functions",
          sql.SQL("REVOKE ALL ON TABLE {}, {} FROM PUBLIC").format(rows, postings)),
+        *((f"{tables.schema}.{table_name}: row-level security forced, the owner's policy only",
+           sql.SQL("ALTER TABLE {t} ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY; "
+                   "DROP POLICY IF EXISTS {p} ON {t}; "
+                   "CREATE POLICY {p} ON {t} FOR ALL TO {owner} USING (true) WITH CHECK (true)"
+                   ).format(t=table, p=sql.Identifier(tables.object_name("guard_owner")),
+                            owner=sql.Identifier(OWNER_ROLE)))
+          for table_name, table in (("canonical_indexed", rows),
+                                    ("canonical_postings", postings))),
         (f"{refresh_label} (SECURITY DEFINER)",
          _REFRESH.format(function=refresh, branches=sql.Composed(branches),
                          lock=sql.Literal(f"{tables.schema}.{tables.object_name('refresh_canonical_index')}"))),
