@@ -301,14 +301,17 @@ def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Cap
                 sql.Identifier(tables.object_name("canonical_postings_shingle_idx")), postings)),
         (f"{label}: no access but the owner's functions",
          sql.SQL("REVOKE ALL ON TABLE {}, {} FROM PUBLIC").format(rows, postings)),
-        *((f"{tables.schema}.{table_name}: row-level security forced, the owner's policy only",
-           sql.SQL("ALTER TABLE {t} ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY; "
-                   "DROP POLICY IF EXISTS {p} ON {t}; "
-                   "CREATE POLICY {p} ON {t} FOR ALL TO {owner} USING (true) WITH CHECK (true)"
-                   ).format(t=table, p=sql.Identifier(tables.object_name("guard_owner")),
-                            owner=sql.Identifier(OWNER_ROLE)))
+        *((f"{tables.schema}.{table_name}: row-level security forced, the owner's policy only"
+           f" ({n})", statement.format(
+               t=table, p=sql.Identifier(tables.object_name("guard_owner")),
+               owner=sql.Identifier(OWNER_ROLE)))
           for table_name, table in (("canonical_indexed", rows),
-                                    ("canonical_postings", postings))),
+                                    ("canonical_postings", postings))
+          for n, statement in enumerate((
+              sql.SQL("ALTER TABLE {t} ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY"),
+              sql.SQL("DROP POLICY IF EXISTS {p} ON {t}"),
+              sql.SQL("CREATE POLICY {p} ON {t} FOR ALL TO {owner} USING (true) "
+                      "WITH CHECK (true)")), start=1)),
         (f"{refresh_label} (SECURITY DEFINER)",
          _REFRESH.format(function=refresh, branches=sql.Composed(branches),
                          lock=sql.Literal(f"{tables.schema}.{tables.object_name('refresh_canonical_index')}"))),

@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 264 statements
+-- primitives plan for agent 'operations': 268 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -219,11 +219,23 @@ CREATE INDEX IF NOT EXISTS "operations_canonical_postings_shingle_idx" ON "platf
 -- platform.operations_memories: platform.operations_canonical_postings: no access but the owner's functions
 REVOKE ALL ON TABLE "platform"."operations_canonical_indexed", "platform"."operations_canonical_postings" FROM PUBLIC;
 
--- platform.operations_memories: platform.canonical_indexed: row-level security forced, the owner's policy only
-ALTER TABLE "platform"."operations_canonical_indexed" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY; DROP POLICY IF EXISTS "operations_guard_owner" ON "platform"."operations_canonical_indexed"; CREATE POLICY "operations_guard_owner" ON "platform"."operations_canonical_indexed" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
+-- platform.operations_memories: platform.canonical_indexed: row-level security forced, the owner's policy only (1)
+ALTER TABLE "platform"."operations_canonical_indexed" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 
--- platform.operations_memories: platform.canonical_postings: row-level security forced, the owner's policy only
-ALTER TABLE "platform"."operations_canonical_postings" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY; DROP POLICY IF EXISTS "operations_guard_owner" ON "platform"."operations_canonical_postings"; CREATE POLICY "operations_guard_owner" ON "platform"."operations_canonical_postings" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
+-- platform.operations_memories: platform.canonical_indexed: row-level security forced, the owner's policy only (2)
+DROP POLICY IF EXISTS "operations_guard_owner" ON "platform"."operations_canonical_indexed";
+
+-- platform.operations_memories: platform.canonical_indexed: row-level security forced, the owner's policy only (3)
+CREATE POLICY "operations_guard_owner" ON "platform"."operations_canonical_indexed" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
+
+-- platform.operations_memories: platform.canonical_postings: row-level security forced, the owner's policy only (1)
+ALTER TABLE "platform"."operations_canonical_postings" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+
+-- platform.operations_memories: platform.canonical_postings: row-level security forced, the owner's policy only (2)
+DROP POLICY IF EXISTS "operations_guard_owner" ON "platform"."operations_canonical_postings";
+
+-- platform.operations_memories: platform.canonical_postings: row-level security forced, the owner's policy only (3)
+CREATE POLICY "operations_guard_owner" ON "platform"."operations_canonical_postings" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
 
 -- platform.operations_memories: refresh function operations_refresh_canonical_index (SECURITY DEFINER)
 CREATE OR REPLACE FUNCTION "platform"."operations_refresh_canonical_index"() RETURNS bigint

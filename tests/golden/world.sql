@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 264 statements
+-- primitives plan for agent 'world': 268 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -219,11 +219,23 @@ CREATE INDEX IF NOT EXISTS "world_agent_canonical_postings_shingle_idx" ON "worl
 -- worlds.world_agent_memories: worlds.world_agent_canonical_postings: no access but the owner's functions
 REVOKE ALL ON TABLE "worlds"."world_agent_canonical_indexed", "worlds"."world_agent_canonical_postings" FROM PUBLIC;
 
--- worlds.world_agent_memories: worlds.canonical_indexed: row-level security forced, the owner's policy only
-ALTER TABLE "worlds"."world_agent_canonical_indexed" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY; DROP POLICY IF EXISTS "world_agent_guard_owner" ON "worlds"."world_agent_canonical_indexed"; CREATE POLICY "world_agent_guard_owner" ON "worlds"."world_agent_canonical_indexed" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
+-- worlds.world_agent_memories: worlds.canonical_indexed: row-level security forced, the owner's policy only (1)
+ALTER TABLE "worlds"."world_agent_canonical_indexed" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 
--- worlds.world_agent_memories: worlds.canonical_postings: row-level security forced, the owner's policy only
-ALTER TABLE "worlds"."world_agent_canonical_postings" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY; DROP POLICY IF EXISTS "world_agent_guard_owner" ON "worlds"."world_agent_canonical_postings"; CREATE POLICY "world_agent_guard_owner" ON "worlds"."world_agent_canonical_postings" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
+-- worlds.world_agent_memories: worlds.canonical_indexed: row-level security forced, the owner's policy only (2)
+DROP POLICY IF EXISTS "world_agent_guard_owner" ON "worlds"."world_agent_canonical_indexed";
+
+-- worlds.world_agent_memories: worlds.canonical_indexed: row-level security forced, the owner's policy only (3)
+CREATE POLICY "world_agent_guard_owner" ON "worlds"."world_agent_canonical_indexed" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
+
+-- worlds.world_agent_memories: worlds.canonical_postings: row-level security forced, the owner's policy only (1)
+ALTER TABLE "worlds"."world_agent_canonical_postings" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+
+-- worlds.world_agent_memories: worlds.canonical_postings: row-level security forced, the owner's policy only (2)
+DROP POLICY IF EXISTS "world_agent_guard_owner" ON "worlds"."world_agent_canonical_postings";
+
+-- worlds.world_agent_memories: worlds.canonical_postings: row-level security forced, the owner's policy only (3)
+CREATE POLICY "world_agent_guard_owner" ON "worlds"."world_agent_canonical_postings" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
 
 -- worlds.world_agent_memories: refresh function world_agent_refresh_canonical_index (SECURITY DEFINER)
 CREATE OR REPLACE FUNCTION "worlds"."world_agent_refresh_canonical_index"() RETURNS bigint
