@@ -267,7 +267,7 @@ def _non_mirror_lines(result: dict[str, Any]) -> list[str]:
     """A write under the non-mirror trigram guard against the same write without it
     (``python -m bench.non_mirror``)."""
     lines = [f"A write of a {result['note_chars']}-character note under the non-mirror trigram "
-             "guard (the canonical rows its trigram index selects) against the same write "
+             "guard (the canonical rows sharing a word shingle with it, by its own index) against the same write "
              f"without it (`{result['command']}`, `bench/results/non_mirror.json`; "
              "[non-mirror.md](non-mirror.md)):", "",
              "| canonical rows | p50 without / with the guard ms | ratio |", "|---:|---:|---:|"]

@@ -1,11 +1,11 @@
 """A write under the non-mirror trigram guard against the same write without it.
 
 ``python -m bench.non_mirror`` (``--canonical``, ``--writes``, ``--rounds`` for a smaller run)
-creates a platform table of canonical rule texts (about 300 characters each, with the GIN
-``gin_trgm_ops`` index on the text that docs/non-mirror.md asks for) in a fresh database and
+creates a platform table of canonical rule texts (about 300 characters each; the guard keeps
+its own index of them, a GIN ``gin_trgm_ops`` index on the text is there but unused) in a fresh database and
 migrates two agents that differ only in the defense of their non-mirror category
-on it: ``trigram_trigger`` (every insert is compared with the canonical rows the index
-selects) and ``reference_only`` (nothing is compared). For each canonical table
+on it: ``trigram_trigger`` (every insert is compared with the canonical rows sharing a word
+shingle with it) and ``reference_only`` (nothing is compared). For each canonical table
 size, interleaved over ``--rounds`` rounds, it times ``Engine.observe`` of a 300-character note
 that copies nothing (so every write is accepted) on each.
 

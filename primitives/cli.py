@@ -504,6 +504,26 @@ def cmd_outbox_claim(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_outbox_retry(args: argparse.Namespace) -> int:
+    """Hand one tenant's delivered entries back to the queue (as the app role, journalled);
+    print the ids retried, one a line."""
+    from primitives.engine import Engine
+    from primitives.spec import load_spec
+
+    spec = load_spec(args.spec)
+    tenant_key = spec.anchor.keys[0]
+    with Engine.connect(spec, max_connections=1) as engine, \
+            engine.tenant({tenant_key: args.tenant}) as mem:
+        retried = mem.retry_outbox(args.ids)
+    for entry in retried:
+        sys.stdout.write(f"{entry}\n")
+    errors.print(f"retried {len(retried)} of {len(args.ids)} entr"
+                 f"{'y' if len(args.ids) == 1 else 'ies'} (the others were not delivered, "
+                 "or are not this tenant's)" if len(retried) < len(args.ids) else
+                 f"retried {len(retried)} entr{'y' if len(retried) == 1 else 'ies'}")
+    return 0 if len(retried) == len(args.ids) else 1
+
+
 # doctor -----------------------------------------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace) -> int:
     from primitives._doctor import CHECKS, run_doctor
@@ -762,6 +782,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--event", metavar="EVENT", help="only this event (default: any)")
     o.add_argument("--limit", type=int, default=100, metavar="N", help="at most N entries (100)")
     o.set_defaults(func=cmd_outbox_claim)
+    o = outbox.add_parser("retry", help="hand one tenant's delivered entries back to the "
+                                        "queue (as the app role, journalled)")
+    o.add_argument("spec", metavar="SPEC")
+    o.add_argument("--tenant", required=True, metavar="T", help="the tenant whose entries")
+    o.add_argument("ids", nargs="+", metavar="ID", help="outbox entry ids (from claim)")
+    o.set_defaults(func=cmd_outbox_retry)
 
     p = sub.add_parser("doctor", help="check the catalog: forced RLS, policies, roles, keys, "
                                       "grants, views, triggers")

@@ -16,7 +16,10 @@ in a statement, ``NEW`` in a trigger), so the set-based crossing statement
 - **hedge_map**: the content is prefixed by the policy's phrasing for the row's provenance
   tier (:func:`provenance_tier_sql`).
 - **aggregate_only**: the row crosses only when :func:`sources_sql` counts at least the
-  gate's ``min_sources`` distinct sources.
+  gate's ``min_sources`` distinct sources; with ``min_tenants`` it is held wherever a
+  tenant's own transaction carries it (``below_min_tenants``: one tenant cannot see the
+  others) and the maintain pass :func:`primitives.lifecycle._aggregate.aggregate_statement`
+  publishes it once that many tenants hold the same normalised content.
 - **none**: the content crosses as it is (still journalled).
 """
 
@@ -58,7 +61,8 @@ SPECIFIC_BELOW: Final = 3
 """A crossing text with fewer word characters than this, once what was stripped and its
 replacements are gone, meant nothing without them: with ``keep_if_specific`` it stays."""
 
-CROSSING_OUTCOMES: Final = ("crossed", "kept_specific", "below_min_sources")
+CROSSING_OUTCOMES: Final = ("crossed", "kept_specific", "below_min_sources",
+                             "below_min_tenants")
 """What became of a row at a gate, as the ``sanitized`` journal event records it."""
 
 Transform = Literal["strip_identifiers", "hedge_map", "aggregate_only", "none"]
@@ -84,6 +88,8 @@ class Gate:
     keep_if_specific: bool
     min_sources: int
     pii_kinds: tuple[str, ...]
+    min_tenants: int | None = None
+    """aggregate_only across tenants: how many distinct tenants must hold the content."""
 
     @property
     def from_ref(self) -> str:
@@ -153,6 +159,7 @@ def resolve_gate(spec: AgentSpec, name: str) -> Gate:
         hedges=hedges, keep_if_specific=declared.keep_if_specific,
         min_sources=declared.min_sources,
         pii_kinds=tuple(policy.strip_pii) if policy else (),
+        min_tenants=declared.min_tenants if declared.transform == "aggregate_only" else None,
     )
 
 
@@ -179,8 +186,11 @@ class GateSql:
     provenance_tier: sql.Composable
     sources: sql.Composable
 
-    def outcome(self, stripped: sql.Composable, sources: sql.Composable) -> sql.Composable:
-        """One of :data:`CROSSING_OUTCOMES`, given the stripped text and the source count."""
+    def outcome(self, stripped: sql.Composable, sources: sql.Composable,
+                tenants: sql.Composable | None = None) -> sql.Composable:
+        """One of :data:`CROSSING_OUTCOMES`, given the stripped text and the source count;
+        for a gate with ``min_tenants``, ``tenants`` is the count of distinct tenants holding
+        the content (None: unknown to the caller, so the row is held)."""
         gate = self.gate
         replacement = sql.Literal(gate.replacement)
         outcomes: list[sql.Composable] = []
@@ -189,7 +199,11 @@ class GateSql:
                 "WHEN length(regexp_replace(replace({}, {}, ''), '\\W', '', 'g')) < {} "
                 "THEN 'kept_specific'").format(stripped, replacement,
                                                sql.Literal(SPECIFIC_BELOW)))
-        if gate.transform == "aggregate_only":
+        if gate.min_tenants is not None:
+            outcomes.append(sql.SQL("WHEN {} THEN 'below_min_tenants'").format(
+                sql.SQL("true") if tenants is None else sql.SQL("{} < {}").format(
+                    tenants, sql.Literal(gate.min_tenants))))
+        elif gate.transform == "aggregate_only":
             outcomes.append(sql.SQL("WHEN {} < {} THEN 'below_min_sources'").format(
                 sources, sql.Literal(gate.min_sources)))
         if not outcomes:

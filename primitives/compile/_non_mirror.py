@@ -8,13 +8,20 @@ naming the category, the canonical source and the matching row's key. Every inse
 through it: the engine's writes, the one-round-trip observe, boundary compounding, promotion
 and a raw ``INSERT`` of the application role alike.
 
-Which rows it reads: those the ``%`` operator selects at ``threshold / (PADDING + 1)``
-(the function sets ``pg_trgm.similarity_threshold`` while it runs, and turns sequential
-scans off for itself: the planner prices ``%`` like a cheap operator and would read a small
-canonical table whole, where each row's trigrams cost tens of microseconds), so a GIN ``gin_trgm_ops``
-index on the canonical column serves the guard; ``word_similarity`` is computed for those
-rows only. A copy padded to more than ``PADDING`` times the canonical text's length is not
-found (see :data:`PADDING`).
+Which rows it compares (``word_similarity`` costs tens of microseconds per row): the guard
+keeps its own index of the canonical texts. ``<prefix>_canonical_postings`` holds each
+canonical row's hashed word 3-shingles (:func:`shingle_function`: three consecutive
+lower-cased alphanumeric words; a text of fewer than three words is one shingle) under a
+btree, and ``<prefix>_canonical_indexed`` the row version they were taken from (the row's
+``xmin``). A write compares the rows sharing a shingle with the note, and every row not
+indexed at its current version (new, or changed since the last refresh), so the guard is
+never staler than the canonical table; the refresh (:func:`refresh_function`, run by migrate
+and by ``primitives maintain``) only saves work. A copy is found when it keeps three
+consecutive words of a canonical text, however much the note pads it; a note that reuses a
+rule's words without three of them in a row is compared only while that row is unindexed
+(the guard is for copies, not for notes on the same subject). What is left per write grows
+with the canonical table far more slowly: the freshness check (a hash join over its keys and
+row versions, no trigram work).
 
 Why ``word_similarity`` with the canonical text first: it measures how much of the canonical
 text appears, in one stretch, in the note. A verbatim or near copy scores close to 1 whether
@@ -54,12 +61,11 @@ from primitives.compile._ddl import (
     in_list,
     primary_key,
 )
-from primitives.compile._names import APP_ROLE, MAINTAINER_ROLE, Tables
+from primitives.compile._names import APP_ROLE, MAINTAINER_ROLE, OWNER_ROLE, Tables
 from primitives.spec import AgentSpec, NonMirror
 
 __all__ = [
     "NON_MIRROR_SQLSTATE",
-    "PADDING",
     "canonical_fk_column",
     "canonical_refs_table",
     "canonical_version_function",
@@ -67,22 +73,14 @@ __all__ = [
     "guard_functions",
     "guard_trigger",
     "guarded",
+    "indexed_table",
+    "postings_table",
+    "refresh_function",
+    "shingle_function",
 ]
 
 NON_MIRROR_SQLSTATE = "PM005"
 """The guard's refusal: a write copies canonical text."""
-
-PADDING = 2
-"""How much longer than the canonical text a copying note may be and still be found: the
-guard reads only the canonical rows whose ``similarity`` with the note reaches
-``threshold / (PADDING + 1)`` (the ``%`` operator, which a GIN ``gin_trgm_ops`` index on the
-canonical column serves), and ``word_similarity(canonical, note) >= threshold`` implies that
-bound whenever the note has at most ``PADDING`` times the canonical text's trigrams (a
-verbatim copy is found in a note of up to ``(PADDING + 1) / threshold`` times them). A lower
-bound would let more padding through the search, but trigram similarity at that level no
-longer tells unrelated texts apart, and the index then selects nearly every row
-(``python -m bench.non_mirror``)."""
-
 
 def guarded(spec: AgentSpec, capabilities: Capabilities) -> tuple[NonMirror, ...]:
     """The entries the trigram guard enforces (none without pg_trgm)."""
@@ -111,9 +109,18 @@ def _source(item: NonMirror) -> tuple[sql.Identifier, sql.Literal]:
 _CHECK = sql.SQL("""\
     IF pg_catalog.to_regclass({table_name}) IS NOT NULL THEN
         SELECT m.k, m.s INTO hit_key, hit_similarity
-        FROM (SELECT c.{key}::text AS k, {trgm}.word_similarity(c.{column}, NEW.content) AS s
-              FROM {table} AS c
-              WHERE c.{column} OPERATOR({trgm}.%) NEW.content) AS m
+        FROM (SELECT d.k, {trgm}.word_similarity(d.body, NEW.content) AS s
+              FROM (SELECT c.{key}::text AS k, c.{column} AS body
+                    FROM {table} AS c
+                    LEFT JOIN {rows} AS x
+                      ON x.category = {category_literal} AND x.canonical_key = c.{key}::text
+                     AND x.row_version = c.xmin::text
+                    WHERE x.canonical_key IS NULL
+                       OR x.canonical_key IN (
+                          SELECT p.canonical_key FROM {postings} AS p
+                          WHERE p.category = {category_literal}
+                            AND p.shingle = ANY(note_shingles))
+                    OFFSET 0) AS d) AS m
         WHERE m.s >= {threshold}
         ORDER BY m.s DESC, m.k
         LIMIT 1;
@@ -136,7 +143,9 @@ _CHECK = sql.SQL("""\
 """)
 
 
-def _guard_body(items: tuple[NonMirror, ...], capabilities: Capabilities) -> sql.Composed:
+def _guard_body(items: tuple[NonMirror, ...], capabilities: Capabilities,
+                tables: Tables) -> sql.Composed:
+    rows, postings = indexed_table(tables), postings_table(tables)
     checks = []
     for item in items:
         table, name = _source(item)
@@ -146,7 +155,7 @@ def _guard_body(items: tuple[NonMirror, ...], capabilities: Capabilities) -> sql
             column=sql.Identifier(item.canonical_column),
             trgm=sql.Identifier(capabilities.trigram_schema),
             threshold=sql.Literal(item.similarity_threshold),
-            sqlstate=sql.Literal(NON_MIRROR_SQLSTATE),
+            sqlstate=sql.Literal(NON_MIRROR_SQLSTATE), rows=rows, postings=postings,
             category_literal=sql.Literal(item.category),
             source_literal=sql.Literal(item.canonical_source)))
     return sql.Composed(checks)
@@ -156,22 +165,164 @@ _GUARD = sql.SQL("""\
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
 AS $fn$
 DECLARE
     hit_key        text;
     hit_similarity real;
-    threshold_was  text;
+    note_shingles  integer[];
 BEGIN
-    -- the % operator below selects the candidate rows at this threshold (a refusal aborts
-    -- the statement, which undoes the setting; otherwise it is put back before returning)
-    PERFORM {trgm}.similarity('', '');  -- loads pg_trgm, whose setting this is
-    threshold_was := pg_catalog.current_setting('pg_trgm.similarity_threshold');
-    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', {candidates}, true);
-{checks}    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', threshold_was, true);
-    RETURN NEW;
+    -- the canonical rows compared: those sharing a word shingle with the note (the postings
+    -- index), and every row not indexed as it is now (new, or changed since the last refresh:
+    -- its xmin differs), so a refresh only ever saves work
+    note_shingles := {shingle_fn}(NEW.content);
+{checks}    RETURN NEW;
 END
 $fn$""")
+
+_SHINGLES = sql.SQL("""\
+CREATE OR REPLACE FUNCTION {function}(text) RETURNS integer[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT coalesce(
+        array_agg(DISTINCT hashtext(w.a[i] || ' ' || w.a[i + 1] || ' ' || w.a[i + 2]))
+            FILTER (WHERE i IS NOT NULL),
+        ARRAY[hashtext(array_to_string(w.a, ' '))])
+    FROM (SELECT array_remove(regexp_split_to_array(lower($1), '[^[:alnum:]]+'), '') AS a) AS w
+    LEFT JOIN generate_series(1, cardinality(w.a) - 2) AS i ON true
+    GROUP BY w.a
+$fn$""")
+
+
+def shingle_function(tables: Tables) -> sql.Identifier:
+    """``<schema>.<prefix>_shingles(text)``: the hashed word 3-shingles of a text (three
+    consecutive lower-cased alphanumeric words; a text of fewer than three words is one)."""
+    return sql.Identifier(tables.schema, tables.object_name("shingles"))
+
+
+_REFRESH_BRANCH = sql.SQL("""\
+    IF pg_catalog.to_regclass({table_name}) IS NOT NULL THEN
+        DELETE FROM {rows} AS x WHERE x.category = {category}
+           AND NOT EXISTS (SELECT 1 FROM {table} AS c WHERE c.{key}::text = x.canonical_key
+                           AND c.xmin::text = x.row_version);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        changed := changed + n;
+        DELETE FROM {postings} AS p WHERE p.category = {category}
+           AND NOT EXISTS (SELECT 1 FROM {rows} AS x WHERE x.category = {category}
+                           AND x.canonical_key = p.canonical_key);
+        WITH fresh AS (
+            SELECT c.{key}::text AS k, c.xmin::text AS v, c.{column} AS body FROM {table} AS c
+            WHERE NOT EXISTS (SELECT 1 FROM {rows} AS x WHERE x.category = {category}
+                              AND x.canonical_key = c.{key}::text)),
+        indexed AS (
+            INSERT INTO {rows} (category, canonical_key, row_version)
+            SELECT {category}, f.k, f.v FROM fresh AS f
+            RETURNING 1),
+        posted AS (
+            INSERT INTO {postings} (category, shingle, canonical_key)
+            SELECT DISTINCT {category}, g.h, f.k
+            FROM fresh AS f CROSS JOIN LATERAL unnest({shingle_fn}(f.body)) AS g(h)
+            RETURNING 1)
+        SELECT count(*) + 0 * (SELECT count(*) FROM posted) INTO n FROM indexed;
+        changed := changed + n;
+    ELSE
+        DELETE FROM {rows} AS x WHERE x.category = {category};
+        GET DIAGNOSTICS n = ROW_COUNT;
+        changed := changed + n;
+        DELETE FROM {postings} AS p WHERE p.category = {category};
+    END IF;
+""")
+
+_REFRESH = sql.SQL("""\
+CREATE OR REPLACE FUNCTION {function}() RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    changed bigint := 0;
+    n       bigint;
+BEGIN
+    -- one refresh at a time (migrate and maintain may meet); the tables have no unique key
+    -- (they are not tenant tables, and every key of this schema leads with the tenant)
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext({lock}));
+{branches}    RETURN changed;
+END
+$fn$""")
+
+
+def indexed_table(tables: Tables) -> sql.Identifier:
+    """``<schema>.<prefix>_canonical_indexed``: per canonical row (category, key) the row
+    version (its ``xmin``) the guard's postings were taken from."""
+    return sql.Identifier(tables.schema, tables.object_name("canonical_indexed"))
+
+
+def postings_table(tables: Tables) -> sql.Identifier:
+    """``<schema>.<prefix>_canonical_postings``: (category, hashed word 3-shingle, key) of
+    each indexed canonical row, btree indexed by shingle."""
+    return sql.Identifier(tables.schema, tables.object_name("canonical_postings"))
+
+
+def refresh_function(tables: Tables) -> sql.Identifier:
+    """``<schema>.<prefix>_refresh_canonical_index()``: bring the guard's index up to date
+    with the canonical tables (rows gone or changed dropped, new ones indexed); returns how
+    many rows' entries changed. Run by migrate and ``primitives maintain``."""
+    return sql.Identifier(tables.schema, tables.object_name("refresh_canonical_index"))
+
+
+def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Capabilities
+                 ) -> tuple[tuple[str, sql.Composed], ...]:
+    rows, postings = indexed_table(tables), postings_table(tables)
+    label = f"{tables.schema}.{tables.object_name('canonical_postings')}"
+    refresh = refresh_function(tables)
+    refresh_label = f"refresh function {tables.object_name('refresh_canonical_index')}"
+    branches = []
+    for item in items:
+        source, name = _source(item)
+        assert item.canonical_column is not None
+        branches.append(_REFRESH_BRANCH.format(
+            table_name=name, table=source, key=sql.Identifier(item.canonical_key),
+            column=sql.Identifier(item.canonical_column), rows=rows, postings=postings,
+            category=sql.Literal(item.category), shingle_fn=shingle_function(tables)))
+    return (
+        (f"shingle function {tables.schema}.{tables.object_name('shingles')}",
+         _SHINGLES.format(function=shingle_function(tables))),
+        (f"{tables.schema}.{tables.object_name('canonical_indexed')}: the guard's index of "
+         "canonical rows (owner only)", sql.SQL(
+             "CREATE TABLE IF NOT EXISTS {} (category text NOT NULL, "
+             "canonical_key text NOT NULL, row_version text NOT NULL)").format(rows)),
+        (f"{tables.schema}.{tables.object_name('canonical_indexed')}: by key", sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {} ON {} (category, canonical_key)").format(
+                sql.Identifier(tables.object_name("canonical_indexed_key_idx")), rows)),
+        (f"{label}: the canonical rows' prefix trigrams (owner only)", sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (category text NOT NULL, shingle integer NOT NULL, "
+            "canonical_key text NOT NULL)").format(postings)),
+        (f"{label}: by shingle", sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {} ON {} (category, shingle, canonical_key)").format(
+                sql.Identifier(tables.object_name("canonical_postings_shingle_idx")), postings)),
+        (f"{label}: no access but the owner's functions",
+         sql.SQL("REVOKE ALL ON TABLE {}, {} FROM PUBLIC").format(rows, postings)),
+        *((f"{tables.schema}.{table_name}: row-level security forced, the owner's policy only"
+           f" ({n})", statement.format(
+               t=table, p=sql.Identifier(tables.object_name("guard_owner")),
+               owner=sql.Identifier(OWNER_ROLE)))
+          for table_name, table in (("canonical_indexed", rows),
+                                    ("canonical_postings", postings))
+          for n, statement in enumerate((
+              sql.SQL("ALTER TABLE {t} ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY"),
+              sql.SQL("DROP POLICY IF EXISTS {p} ON {t}"),
+              sql.SQL("CREATE POLICY {p} ON {t} FOR ALL TO {owner} USING (true) "
+                      "WITH CHECK (true)")), start=1)),
+        (f"{refresh_label} (SECURITY DEFINER)",
+         _REFRESH.format(function=refresh, branches=sql.Composed(branches),
+                         lock=sql.Literal(f"{tables.schema}.{tables.object_name('refresh_canonical_index')}"))),
+        (f"{refresh_label}: not callable by PUBLIC",
+         sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(refresh)),
+        (f"{refresh_label}: callable by the maintainer",
+         sql.SQL("GRANT EXECUTE ON FUNCTION {}() TO {}").format(
+             refresh, sql.Identifier(MAINTAINER_ROLE))),
+        (f"{label}: index the canonical rows there are now",
+         sql.SQL("SELECT {}()").format(refresh)),
+    )
 
 
 def guard_functions(spec: AgentSpec, tables: Tables, capabilities: Capabilities
@@ -183,12 +334,11 @@ def guard_functions(spec: AgentSpec, tables: Tables, capabilities: Capabilities
         return ()
     function = guard_function(tables)
     label = f"non-mirror guard {tables.schema}.{tables.object_name('non_mirror_guard')}"
-    candidates = min(item.similarity_threshold for item in items) / (PADDING + 1)
     return (
+        *_index_steps(items, tables, capabilities),
         (f"{label} (SECURITY DEFINER)",
-         _GUARD.format(function=function, checks=_guard_body(items, capabilities),
-                       trgm=sql.Identifier(capabilities.trigram_schema),
-                       candidates=sql.Literal(str(round(candidates, 4))))),
+         _GUARD.format(function=function, checks=_guard_body(items, capabilities, tables),
+                       shingle_fn=shingle_function(tables))),
         (f"{label}: not callable by PUBLIC",
          sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(function)),
     )

@@ -44,11 +44,13 @@ __all__ = [
     "DELIVERED_EVENT_KIND",
     "OUTBOX_COLUMNS",
     "PUBLISH_TRIGGER",
+    "RETRIED_EVENT_KIND",
     "claim_statement",
     "drop_publish_trigger_sql",
     "outbox_channel",
     "outbox_table",
     "publishing_gates",
+    "retry_statement",
 ]
 
 PUBLISH_TRIGGER: Final = "primitives_publish"
@@ -56,6 +58,10 @@ PUBLISH_TRIGGER: Final = "primitives_publish"
 
 DELIVERED_EVENT_KIND: Final = "outbox_delivered"
 """Journal ``kind`` of a consumer's claim: which entries it took (ids only)."""
+
+RETRIED_EVENT_KIND: Final = "outbox_retried"
+"""Journal ``kind`` of a retry: which delivered entries were handed back, and to whom they
+had gone (ids and consumer names only)."""
 
 OUTBOX_COLUMNS: Final = ("id", "event", "gate", "to_ref", "memory_id", "payload",
                          "created_at", "delivered_at", "delivered_to")
@@ -241,3 +247,31 @@ SELECT d.id, d.event, d.gate, d.to_ref, d.memory_id, d.payload, d.created_at
 FROM delivered AS d WHERE (SELECT count(*) FROM journal) >= 0
 ORDER BY d.created_at, d.id""").format(outbox=outbox, t=t, events=tables.events.ident,
                                        kind=sql.Literal(DELIVERED_EVENT_KIND))
+
+
+def retry_statement(tables: Tables) -> sql.Composed:
+    """Hand the delivered entries ``%(ids)s`` (uuid[]) of ``%(tenant)s`` back to the queue:
+    ``delivered_at`` and ``delivered_to`` cleared, so the next claim hands them out again;
+    one journal event (``%(actor)s``) names them and the consumers they had gone to. Entries
+    still waiting, or of another tenant, are left alone. Returns id, the previous consumer."""
+    t = tables.tenant
+    outbox = _required(tables.outbox).ident
+    return sql.SQL("""\
+WITH picked AS (
+  SELECT o.id, o.delivered_to FROM {outbox} AS o
+  WHERE o.{t} = %(tenant)s AND o.id = ANY(%(ids)s::uuid[]) AND o.delivered_at IS NOT NULL
+  FOR UPDATE),
+retried AS (
+  UPDATE {outbox} AS o SET delivered_at = NULL, delivered_to = NULL
+  FROM picked AS p WHERE o.{t} = %(tenant)s AND o.id = p.id
+  RETURNING o.id, p.delivered_to, o.created_at),
+journal AS (
+  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
+  SELECT %(tenant)s, gen_random_uuid(), {kind}, NULL, %(actor)s,
+         jsonb_build_object('entries', jsonb_agg(r.id::text ORDER BY r.created_at, r.id),
+                            'consumers', jsonb_agg(r.delivered_to ORDER BY r.created_at, r.id))
+  FROM retried AS r HAVING count(*) > 0
+  RETURNING 1)
+SELECT r.id, r.delivered_to FROM retried AS r WHERE (SELECT count(*) FROM journal) >= 0
+ORDER BY r.created_at, r.id""").format(outbox=outbox, t=t, events=tables.events.ident,
+                                       kind=sql.Literal(RETRIED_EVENT_KIND))

@@ -68,7 +68,7 @@ def canonical_problems(conn: psycopg.Connection[Any], spec: AgentSpec, caps: Cap
             "column": item.canonical_column, "key": item.canonical_key,
             "version": item.canonical_version or ""}).fetchone()
         assert row is not None
-        exists, has_column, key_type, readable, referable, unique, has_version, indexed = row
+        exists, has_column, key_type, readable, referable, unique, has_version, _ = row
         if not exists:
             notes.append(f"{where}: table {schema}.{table} does not exist yet; the guard "
                          "compares nothing and references carry no foreign key to it until "
@@ -77,11 +77,6 @@ def canonical_problems(conn: psycopg.Connection[Any], spec: AgentSpec, caps: Cap
         if not has_column:
             notes.append(f"{where}: {schema}.{table} has no column {item.canonical_column}; "
                          "the guard refuses every write until it does")
-        elif item.trigram_guarded and caps.trigram and not indexed:
-            notes.append(f"{where}: {schema}.{table} has no trigram index on "
-                         f"{item.canonical_column}, so the guard reads every canonical row on "
-                         f"each write; CREATE INDEX ON {schema}.{table} USING gin "
-                         f"({item.canonical_column} gin_trgm_ops)")
         if not readable:
             notes.append(f"{where}: the owner role {OWNER_ROLE} may not read {schema}.{table}; "
                          f"GRANT SELECT ON {schema}.{table} TO {OWNER_ROLE}, or the guard "

@@ -36,7 +36,7 @@ from primitives.compile._gates import (
     cross_statement,
     resolve_gate,
 )
-from primitives.compile._outbox import claim_statement
+from primitives.compile._outbox import claim_statement, retry_statement
 from primitives.discipline._pii import pii_detector
 from primitives.engine._core import Compute, Context, Op, Step
 from primitives.errors import PolicyViolation, SpecError
@@ -220,3 +220,24 @@ def claim_outbox(ctx: Context, *, consumer: str, event: str | None = None,
         "actor": ctx.actor}, "all")
     return [OutboxEntry(id=r[0], event=r[1], gate=r[2], to=r[3], memory_id=r[4],
                         payload=r[5], created_at=r[6]) for r in rows]
+
+
+def retry_outbox(ctx: Context, ids: Sequence[UUID | str]) -> Op[list[UUID]]:
+    """Hand the tenant's delivered outbox entries ``ids`` back to the queue, so the next
+    :func:`claim_outbox` hands them out again (a consumer that lost what it claimed). The
+    retry is journalled (``outbox_retried``: the entries and the consumers they had gone to).
+    Returns the ids retried; an entry still waiting, unknown, or of another tenant is not."""
+    if ctx.tables.outbox is None:
+        raise SpecError(f"agent '{ctx.spec.agent}' publishes nothing: it has no outbox "
+                        "(discipline.visibility.cross_context: event_driven with events and a "
+                        "sanitization gate)", file=ctx.spec.source,
+                        field="discipline.visibility.cross_context")
+    try:
+        wanted = [UUID(str(i)) for i in ids]
+    except ValueError as err:
+        raise PolicyViolation(f"outbox entry ids must be UUIDs: {err}", field="ids") from err
+    if not wanted:
+        return []
+    rows = yield Step(retry_statement(ctx.tables), {
+        "tenant": ctx.tenant, "ids": wanted, "actor": ctx.actor}, "all")
+    return [r[0] for r in rows]

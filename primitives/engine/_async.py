@@ -589,3 +589,7 @@ class AsyncTenantMemory:
         """The async twin of :meth:`TenantMemory.claim_outbox`."""
         return await arun_op(self._conn, gates.claim_outbox(self.ctx, consumer=consumer,
                                                             event=event, limit=limit))
+
+    async def retry_outbox(self, ids: Sequence[UUID | str]) -> list[UUID]:
+        """The async twin of :meth:`TenantMemory.retry_outbox`."""
+        return await arun_op(self._conn, gates.retry_outbox(self.ctx, ids))

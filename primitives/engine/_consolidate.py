@@ -155,6 +155,10 @@ def extraction_rules(spec: AgentSpec) -> list[ExtractionRule]:
                 "tier_boundary" in at or t.boundary.lifecycle in at))
         policies = [consolidation.get(typ) for typ, _ in targets]  # type: ignore[call-overload]
         triggers = [p.trigger for p in policies if p is not None]
+        ends = {t for t in triggers if t in ("session_end", "job_end")}
+        if ends and len(ends) == len(triggers) and spec.tier(tier).persistent:
+            # every target names the lifecycle end it is consolidated at: only those scopes
+            bounds = tuple(t for t in bounds if spec.tier(t).boundary.lifecycle in ends)
         nightly = bool(triggers) and all(t == "nightly" for t in triggers)
         idle = [t.boundary.idle_after for t in spec.tiers
                 if t.name in bounds and t.boundary.idle_after is not None]

@@ -666,3 +666,8 @@ class TenantMemory:
         :func:`primitives.discipline.claim_outbox`)."""
         return run_op(self._conn, gates.claim_outbox(self.ctx, consumer=consumer,
                                                      event=event, limit=limit))
+
+    def retry_outbox(self, ids: Sequence[UUID | str]) -> list[UUID]:
+        """Hand delivered outbox entries back to the queue (see
+        :func:`primitives.discipline._gates.retry_outbox`)."""
+        return run_op(self._conn, gates.retry_outbox(self.ctx, ids))

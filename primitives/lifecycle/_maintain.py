@@ -21,6 +21,7 @@ import psycopg
 from psycopg import sql
 
 from primitives.compile import Tables, agent_tables
+from primitives.compile._non_mirror import refresh_function
 from primitives.db._names import MAINTAINER_ROLE
 from primitives.lifecycle._decay import dispositions_statement
 from primitives.lifecycle._passes import JobContext, Similarity, jobs_for, passes_for
@@ -77,6 +78,19 @@ def _tenants(conn: psycopg.Connection[Any], tables: Tables) -> list[str]:
     return [row[0] for row in conn.execute(statement).fetchall()]
 
 
+def _refresh_canonical_index(conn: psycopg.Connection[Any], tables: Tables) -> int:
+    """Bring the non-mirror guard's index of the canonical texts up to date (see
+    :mod:`primitives.compile._non_mirror`); 0 where the guard was not compiled (no pg_trgm)."""
+    function = refresh_function(tables)
+    row = conn.execute(sql.SQL("SELECT to_regprocedure(%s)"),
+                       (f"{tables.schema}.{tables.object_name('refresh_canonical_index')}()",)
+                       ).fetchone()
+    if row is None or row[0] is None:
+        return 0
+    changed = conn.execute(sql.SQL("SELECT {}()").format(function)).fetchone()
+    return int(changed[0]) if changed else 0
+
+
 def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
              now: datetime | None = None, actor: str = "maintain",
              progress: Callable[[str, int, int], None] | None = None,
@@ -119,6 +133,9 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                 conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
                     sql.Identifier(MAINTAINER_ROLE)))
                 tenants = _tenants(conn, tables)
+                if any(item.trigram_guarded for item in spec.discipline.non_mirror):
+                    counts.setdefault("canonical_index", 0)
+                    counts["canonical_index"] += _refresh_canonical_index(conn, tables)
             report.tenants[spec.agent] = len(tenants)
             for start in range(0, len(tenants), batch_tenants):
                 batch = tenants[start:start + batch_tenants]

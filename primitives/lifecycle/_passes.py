@@ -62,9 +62,16 @@ def _retention(spec: AgentSpec, tables: Tables, embedding: bool,
     return retention_passes(spec, tables)
 
 
-pass_builders: list[PassBuilder] = [_boundary, _decay, _retention]
+def _aggregate(spec: AgentSpec, tables: Tables, embedding: bool,
+               similarity: Similarity) -> list[MaintenancePass]:
+    from primitives.lifecycle._aggregate import aggregate_passes
+    return aggregate_passes(spec, tables)
+
+
+pass_builders: list[PassBuilder] = [_boundary, _decay, _retention, _aggregate]
 """The pass builders, in the order their passes run: idle closes and promotion first (so
-that what they compound upward is promoted and decayed in the same run), retention last."""
+that what they compound upward is promoted and decayed in the same run), retention, then
+the cross-tenant aggregation of held rows (what is still active after the others)."""
 
 
 def passes_for(spec: AgentSpec, tables: Tables, *, embedding: bool,

@@ -16,7 +16,7 @@ from primitives.spec._models import AgentSpec
 _SOURCE = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
 """``schema.table.column`` of a non-mirror canonical source: plain lower-case names."""
 
-__all__ = ["check_foundation"]
+__all__ = ["check_consolidation", "check_foundation"]
 
 Loc = tuple[str | int, ...]
 Problem = tuple[Loc, str]
@@ -164,6 +164,16 @@ def _discipline(spec: AgentSpec) -> Iterator[Problem]:
             if key not in known:
                 yield ((*loc, "strip", key_index),
                        f"'{key}' is not an anchor or provenance key{_hint(key, known)}")
+        if gate.min_tenants is not None and gate.transform != "aggregate_only":
+            yield ((*loc, "min_tenants"),
+                   f"min_tenants counts tenants for an aggregate_only gate; gate "
+                   f"'{gate.name}' is {gate.transform}")
+        if gate.min_tenants is not None and (
+                spec.discipline.visibility.cross_context != "event_driven"):
+            yield ((*loc, "min_tenants"),
+                   "min_tenants publishes through the outbox once enough tenants hold the "
+                   "content (a maintain pass, the only reader of every tenant); it needs "
+                   "discipline.visibility.cross_context: event_driven")
     visibility = spec.discipline.visibility
     if visibility.cross_context == "event_driven" and not (
             visibility.events and spec.discipline.sanitization):
@@ -207,6 +217,28 @@ def _determinism(spec: AgentSpec) -> Iterator[Problem]:
     if determinism.ids == "seeded" and determinism.seed_key is None:
         yield (("determinism", "ids"),
                "seeded ids are derived from a seed: set determinism.seed_key (e.g. job_seed)")
+
+
+def check_consolidation(spec: AgentSpec) -> Iterator[Problem]:
+    """An extraction from a transient tier runs at that tier's scope end (its rows leave
+    then): a target typology consolidated at another lifecycle's end would never be. Run on
+    the loaded spec (behaviour resolved), after :func:`check_foundation`."""
+    for index, rule in enumerate(spec.behavior.promotion):
+        if rule.criteria != "extraction":
+            continue
+        tier, _ = split_ref(rule.from_)
+        source = next((t for t in spec.tiers if t.name == tier), None)
+        if source is None or source.persistent:
+            continue
+        _, typology = split_ref(rule.to)
+        policy = spec.behavior.consolidation.get(typology)  # type: ignore[call-overload]
+        trigger = policy.trigger if policy is not None else None
+        if trigger in ("session_end", "job_end") and source.boundary.lifecycle != trigger:
+            yield (("behavior", "promotion", index, "from"),
+                   f"{typology} is consolidated at {trigger} (behavior.consolidation."
+                   f"{typology}.trigger), but its source tier '{tier}' ends at "
+                   f"{source.boundary.lifecycle or 'no lifecycle event'}, when its rows "
+                   f"leave: set the trigger to tier_boundary or {source.boundary.lifecycle}")
 
 
 def check_foundation(spec: AgentSpec) -> list[Problem]:

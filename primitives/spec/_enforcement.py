@@ -255,8 +255,14 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.consolidation.*.trigger=session_end": (
         _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
               "nothing",
-        _CN + "test_both_executors_consolidate_at_the_session_end_and_only_once"),
-    "behavior.consolidation.*.trigger=job_end": (),
+        _CN + "test_both_executors_consolidate_at_the_session_end_and_only_once",
+        "tests/unit/test_consolidation_triggers.py::"
+        "test_the_trigger_decides_which_scope_ends_consolidate"),
+    "behavior.consolidation.*.trigger=job_end": (
+        "tests/unit/test_consolidation_triggers.py::"
+        "test_the_trigger_decides_which_scope_ends_consolidate",
+        "tests/unit/test_consolidation_triggers.py::"
+        "test_a_transient_source_consolidated_at_another_events_end_is_refused"),
     "behavior.consolidation.*.trigger=nightly": (
         _CN + "test_an_llm_spec_needs_an_extractor_and_a_nightly_trigger_waits_for_maintain",),
     "behavior.consolidation.*.dedup_similarity": (
@@ -348,7 +354,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _SG + "test_hedge_map_phrases_each_provenance_tier",
         _AW + "test_ask_world_agent_answers_hedged_by_provenance_tier"),
     "discipline.sanitization[].transform=aggregate_only": (
-        _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",),
+        _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",
+        "tests/integration/test_aggregate_tenants.py::"
+        "test_a_fact_held_by_min_tenants_tenants_is_published_in_each_once"),
     "discipline.sanitization[].transform=none": (
         _SG + "test_transform_none_crosses_unchanged_and_is_journalled",),
     "discipline.sanitization[].policy": (
@@ -361,6 +369,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _OB + "test_a_row_the_gate_keeps_behind_publishes_nothing"),
     "discipline.sanitization[].min_sources": (
         _SG + "test_aggregate_only_holds_a_fact_until_min_sources_corroborate_it",),
+    "discipline.sanitization[].min_tenants": (
+        "tests/integration/test_aggregate_tenants.py::"
+        "test_a_fact_held_by_min_tenants_tenants_is_published_in_each_once",),
     # 15. visibility and PII --------------------------------------------------------------------
     "discipline.visibility.rls=session_var": (_TI + "test_cross_tenant_read_returns_nothing",),
     "discipline.visibility.cross_context=event_driven": (

@@ -30,7 +30,7 @@ from primitives.spec._behavior import (
     PromotionRule,
     WritePolicy,
 )
-from primitives.spec._check import check_foundation
+from primitives.spec._check import check_consolidation, check_foundation
 from primitives.spec._common import format_duration, split_ref
 from primitives.spec._common import suggest as _suggest
 from primitives.spec._enforcement import _Declared
@@ -545,6 +545,9 @@ def load_spec_text(
         "behavior": behavior, "deviations": deviations, "policies": attached,
         "source": file if file != "<spec>" else None,
     })
+    for loc, message in check_consolidation(loaded):
+        problems.add(loc, message)
+    problems.raise_if_any()
     loaded._declared = _Declared(raw=data, lines=lines)
     return loaded
 

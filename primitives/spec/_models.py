@@ -456,6 +456,14 @@ class SanitizationGate(SpecModel):
         description="aggregate_only: distinct sources of one tenant (the row's source and the "
                     "evidence keys in provenance.corroborated_by) a fact needs to cross",
     )
+    min_tenants: int | None = Field(
+        default=None, ge=2,
+        description="aggregate_only on an event-driven agent: the row is held at write time "
+                    "and published by `primitives maintain` once this many distinct tenants "
+                    "hold the same normalised content (case and whitespace folded) in the "
+                    "gate's `from`; the tenants are then the independent sources and "
+                    "min_sources is not counted",
+    )
 
 
 class Visibility(SpecModel):

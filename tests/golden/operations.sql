@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 252 statements
+-- primitives plan for agent 'operations': 268 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -192,27 +192,136 @@ REVOKE ALL ON FUNCTION "platform"."operations_delete_transient"(uuid) FROM PUBLI
 -- platform.operations_memories: function platform.operations_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "platform"."operations_delete_transient"(uuid) TO "primitives_app";
 
+-- platform.operations_memories: shingle function platform.operations_shingles
+CREATE OR REPLACE FUNCTION "platform"."operations_shingles"(text) RETURNS integer[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT coalesce(
+        array_agg(DISTINCT hashtext(w.a[i] || ' ' || w.a[i + 1] || ' ' || w.a[i + 2]))
+            FILTER (WHERE i IS NOT NULL),
+        ARRAY[hashtext(array_to_string(w.a, ' '))])
+    FROM (SELECT array_remove(regexp_split_to_array(lower($1), '[^[:alnum:]]+'), '') AS a) AS w
+    LEFT JOIN generate_series(1, cardinality(w.a) - 2) AS i ON true
+    GROUP BY w.a
+$fn$;
+
+-- platform.operations_memories: platform.operations_canonical_indexed: the guard's index of canonical rows (owner only)
+CREATE TABLE IF NOT EXISTS "platform"."operations_canonical_indexed" (category text NOT NULL, canonical_key text NOT NULL, row_version text NOT NULL);
+
+-- platform.operations_memories: platform.operations_canonical_indexed: by key
+CREATE INDEX IF NOT EXISTS "operations_canonical_indexed_key_idx" ON "platform"."operations_canonical_indexed" (category, canonical_key);
+
+-- platform.operations_memories: platform.operations_canonical_postings: the canonical rows' prefix trigrams (owner only)
+CREATE TABLE IF NOT EXISTS "platform"."operations_canonical_postings" (category text NOT NULL, shingle integer NOT NULL, canonical_key text NOT NULL);
+
+-- platform.operations_memories: platform.operations_canonical_postings: by shingle
+CREATE INDEX IF NOT EXISTS "operations_canonical_postings_shingle_idx" ON "platform"."operations_canonical_postings" (category, shingle, canonical_key);
+
+-- platform.operations_memories: platform.operations_canonical_postings: no access but the owner's functions
+REVOKE ALL ON TABLE "platform"."operations_canonical_indexed", "platform"."operations_canonical_postings" FROM PUBLIC;
+
+-- platform.operations_memories: platform.canonical_indexed: row-level security forced, the owner's policy only (1)
+ALTER TABLE "platform"."operations_canonical_indexed" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+
+-- platform.operations_memories: platform.canonical_indexed: row-level security forced, the owner's policy only (2)
+DROP POLICY IF EXISTS "operations_guard_owner" ON "platform"."operations_canonical_indexed";
+
+-- platform.operations_memories: platform.canonical_indexed: row-level security forced, the owner's policy only (3)
+CREATE POLICY "operations_guard_owner" ON "platform"."operations_canonical_indexed" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
+
+-- platform.operations_memories: platform.canonical_postings: row-level security forced, the owner's policy only (1)
+ALTER TABLE "platform"."operations_canonical_postings" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+
+-- platform.operations_memories: platform.canonical_postings: row-level security forced, the owner's policy only (2)
+DROP POLICY IF EXISTS "operations_guard_owner" ON "platform"."operations_canonical_postings";
+
+-- platform.operations_memories: platform.canonical_postings: row-level security forced, the owner's policy only (3)
+CREATE POLICY "operations_guard_owner" ON "platform"."operations_canonical_postings" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
+
+-- platform.operations_memories: refresh function operations_refresh_canonical_index (SECURITY DEFINER)
+CREATE OR REPLACE FUNCTION "platform"."operations_refresh_canonical_index"() RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    changed bigint := 0;
+    n       bigint;
+BEGIN
+    -- one refresh at a time (migrate and maintain may meet); the tables have no unique key
+    -- (they are not tenant tables, and every key of this schema leads with the tenant)
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('platform.operations_refresh_canonical_index'));
+    IF pg_catalog.to_regclass('worlds.rules') IS NOT NULL THEN
+        DELETE FROM "platform"."operations_canonical_indexed" AS x WHERE x.category = 'world_model_rule_content'
+           AND NOT EXISTS (SELECT 1 FROM "worlds"."rules" AS c WHERE c."id"::text = x.canonical_key
+                           AND c.xmin::text = x.row_version);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        changed := changed + n;
+        DELETE FROM "platform"."operations_canonical_postings" AS p WHERE p.category = 'world_model_rule_content'
+           AND NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_indexed" AS x WHERE x.category = 'world_model_rule_content'
+                           AND x.canonical_key = p.canonical_key);
+        WITH fresh AS (
+            SELECT c."id"::text AS k, c.xmin::text AS v, c."body_text" AS body FROM "worlds"."rules" AS c
+            WHERE NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_indexed" AS x WHERE x.category = 'world_model_rule_content'
+                              AND x.canonical_key = c."id"::text)),
+        indexed AS (
+            INSERT INTO "platform"."operations_canonical_indexed" (category, canonical_key, row_version)
+            SELECT 'world_model_rule_content', f.k, f.v FROM fresh AS f
+            RETURNING 1),
+        posted AS (
+            INSERT INTO "platform"."operations_canonical_postings" (category, shingle, canonical_key)
+            SELECT DISTINCT 'world_model_rule_content', g.h, f.k
+            FROM fresh AS f CROSS JOIN LATERAL unnest("platform"."operations_shingles"(f.body)) AS g(h)
+            RETURNING 1)
+        SELECT count(*) + 0 * (SELECT count(*) FROM posted) INTO n FROM indexed;
+        changed := changed + n;
+    ELSE
+        DELETE FROM "platform"."operations_canonical_indexed" AS x WHERE x.category = 'world_model_rule_content';
+        GET DIAGNOSTICS n = ROW_COUNT;
+        changed := changed + n;
+        DELETE FROM "platform"."operations_canonical_postings" AS p WHERE p.category = 'world_model_rule_content';
+    END IF;
+    RETURN changed;
+END
+$fn$;
+
+-- platform.operations_memories: refresh function operations_refresh_canonical_index: not callable by PUBLIC
+REVOKE ALL ON FUNCTION "platform"."operations_refresh_canonical_index"() FROM PUBLIC;
+
+-- platform.operations_memories: refresh function operations_refresh_canonical_index: callable by the maintainer
+GRANT EXECUTE ON FUNCTION "platform"."operations_refresh_canonical_index"() TO "primitives_maintainer";
+
+-- platform.operations_memories: platform.operations_canonical_postings: index the canonical rows there are now
+SELECT "platform"."operations_refresh_canonical_index"();
+
 -- platform.operations_memories: non-mirror guard platform.operations_non_mirror_guard (SECURITY DEFINER)
 CREATE OR REPLACE FUNCTION "platform"."operations_non_mirror_guard"() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
 AS $fn$
 DECLARE
     hit_key        text;
     hit_similarity real;
-    threshold_was  text;
+    note_shingles  integer[];
 BEGIN
-    -- the % operator below selects the candidate rows at this threshold (a refusal aborts
-    -- the statement, which undoes the setting; otherwise it is put back before returning)
-    PERFORM "public".similarity('', '');  -- loads pg_trgm, whose setting this is
-    threshold_was := pg_catalog.current_setting('pg_trgm.similarity_threshold');
-    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', '0.2', true);
+    -- the canonical rows compared: those sharing a word shingle with the note (the postings
+    -- index), and every row not indexed as it is now (new, or changed since the last refresh:
+    -- its xmin differs), so a refresh only ever saves work
+    note_shingles := "platform"."operations_shingles"(NEW.content);
     IF pg_catalog.to_regclass('worlds.rules') IS NOT NULL THEN
         SELECT m.k, m.s INTO hit_key, hit_similarity
-        FROM (SELECT c."id"::text AS k, "public".word_similarity(c."body_text", NEW.content) AS s
-              FROM "worlds"."rules" AS c
-              WHERE c."body_text" OPERATOR("public".%) NEW.content) AS m
+        FROM (SELECT d.k, "public".word_similarity(d.body, NEW.content) AS s
+              FROM (SELECT c."id"::text AS k, c."body_text" AS body
+                    FROM "worlds"."rules" AS c
+                    LEFT JOIN "platform"."operations_canonical_indexed" AS x
+                      ON x.category = 'world_model_rule_content' AND x.canonical_key = c."id"::text
+                     AND x.row_version = c.xmin::text
+                    WHERE x.canonical_key IS NULL
+                       OR x.canonical_key IN (
+                          SELECT p.canonical_key FROM "platform"."operations_canonical_postings" AS p
+                          WHERE p.category = 'world_model_rule_content'
+                            AND p.shingle = ANY(note_shingles))
+                    OFFSET 0) AS d) AS m
         WHERE m.s >= 0.6
         ORDER BY m.s DESC, m.k
         LIMIT 1;
@@ -232,7 +341,6 @@ BEGIN
                 SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME;
         END IF;
     END IF;
-    PERFORM pg_catalog.set_config('pg_trgm.similarity_threshold', threshold_was, true);
     RETURN NEW;
 END
 $fn$;

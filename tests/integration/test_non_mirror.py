@@ -18,10 +18,10 @@ from psycopg import sql
 from primitives._doctor import run_doctor
 from primitives._project import migrate
 from primitives.compile import agent_tables
-from primitives.compile._non_mirror import PADDING
 from primitives.db import tenant_transaction
 from primitives.engine import Engine
 from primitives.errors import NonMirrorViolation, PolicyViolation, StorageError, TenancyError
+from primitives.lifecycle import maintain
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 from tests.integration._canonical import (
@@ -106,20 +106,60 @@ def test_near_copy_embedded_in_a_longer_note_is_refused_where_similarity_would_p
     assert _counts(admin_conn, spec, "w-1") == (0, 0)
 
 
-def test_a_copy_padded_past_the_bound_is_not_found(
+def test_a_copy_padded_far_past_the_canonical_length_is_found(
         engine: Engine, spec: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
-    # the documented limit (docs/non-mirror.md): the guard reads the canonical rows whose
-    # similarity with the note reaches threshold / (PADDING + 1); a note of more than PADDING
-    # times the canonical text's length that copies it is past that
-    # distinct trigrams: ticket codes of a long session log
+    # candidates come from the canonical rows' prefix trigrams, not from whole-note
+    # similarity: a long session log that copies a rule is refused although its similarity
+    # is tiny
     padding = "Tickets closed today: " + " ".join(
         hashlib.sha256(str(n).encode()).hexdigest()[:12] for n in range(80))
     note = padding + ". " + RULE_7
     row = admin_conn.execute("SELECT similarity(%s, %s), word_similarity(%s, %s)",
                              (RULE_7, note, RULE_7, note)).fetchone()
-    assert row is not None and row[0] < 0.6 / (PADDING + 1) and row[1] >= 0.6
-    engine.observe({"world_id": "w-1"}, "world", note, typology="procedural")
-    assert _counts(admin_conn, spec, "w-1") == (1, 1)
+    assert row is not None and row[0] < 0.2 and row[1] >= 0.6
+    with pytest.raises(NonMirrorViolation) as refused:
+        engine.observe({"world_id": "w-1"}, "world", note, typology="procedural")
+    assert refused.value.context["canonical_key"] == "7"
+    assert _counts(admin_conn, spec, "w-1") == (0, 0)
+
+
+def test_the_guards_index_is_refreshed_and_a_row_added_since_is_still_compared(
+        engine: Engine, spec: AgentSpec, canon: str, pg: PostgresHandle,
+        admin_conn: psycopg.Connection[Any]) -> None:
+    tables = agent_tables(spec)
+    shingles = sql.Identifier(tables.schema, tables.object_name("canonical_indexed"))
+    refresh = sql.SQL("SELECT {}.{}()").format(
+        sql.Identifier(tables.schema), sql.Identifier(tables.object_name(
+            "refresh_canonical_index")))
+    indexed = sql.SQL("SELECT canonical_key, row_version FROM {} ORDER BY 1").format(shingles)
+    admin_conn.execute(refresh)
+    before = admin_conn.execute(indexed).fetchall()
+    assert [k for k, _ in before] == ["12", "7"]  # migrate shingled the canonical rows
+    assert admin_conn.execute(refresh).fetchone() == (0,)  # nothing changed: nothing to do
+    new_rule = ("Scouts that end their move in woods may not be targeted by artillery "
+                "unless an enemy unit is adjacent to them at the start of the turn.")
+    admin_conn.execute(sql.SQL("INSERT INTO {} (id, body_text) VALUES (31, %s)").format(
+        sql.Identifier(*canon.split("."))), (new_rule,))
+    try:
+        # not refreshed yet: the new row is compared all the same
+        with pytest.raises(NonMirrorViolation) as refused:
+            engine.observe({"world_id": "w-1"}, "world", new_rule, typology="procedural")
+        assert refused.value.context["canonical_key"] == "31"
+        report = maintain([spec], pg.admin_dsn)
+        assert report.agents[spec.agent]["canonical_index"] == 1
+        assert [k for k, _ in admin_conn.execute(indexed).fetchall()] == ["12", "31", "7"]
+        with pytest.raises(NonMirrorViolation):
+            engine.observe({"world_id": "w-1"}, "world", new_rule, typology="procedural")
+        # the maintainer role refreshes through the function only; the app role not at all
+        with psycopg.connect(pg.app_dsn, autocommit=True) as app:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                app.execute(refresh)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                app.execute(sql.SQL("SELECT count(*) FROM {}").format(shingles))
+    finally:
+        admin_conn.execute(sql.SQL("DELETE FROM {} WHERE id = 31").format(
+            sql.Identifier(*canon.split("."))))
+    assert maintain([spec], pg.admin_dsn).agents[spec.agent]["canonical_index"] == 1
 
 
 def test_a_real_note_about_the_rule_is_accepted_and_references_it(
@@ -184,18 +224,18 @@ def test_the_guard_is_global_every_tenant_is_refused(
 def test_the_threshold_is_respected_on_both_sides(
         side: str, tmp_path: Path, pg: PostgresHandle, canon: str,
         admin_conn: psycopg.Connection[Any]) -> None:
-    score = _similarities(admin_conn, REAL_NOTE)[1]
+    score = _similarities(admin_conn, NEAR_COPY)[1]
     # a threshold just above the note's score lets it through; one at its score refuses it
     threshold = round(score, 4) + 0.0001 if side == "below" else round(score - 0.00005, 4)
     spec = make_spec(tmp_path, canon, threshold=threshold)
     migrate([spec], dsn=pg.admin_dsn)
     with Engine.connect(spec, pg.app_dsn, max_connections=1) as engine:
         if side == "below":
-            engine.observe({"world_id": "w-1"}, "world", REAL_NOTE, typology="procedural")
+            engine.observe({"world_id": "w-1"}, "world", NEAR_COPY, typology="procedural")
             assert _counts(admin_conn, spec, "w-1") == (1, 1)
         else:
             with pytest.raises(NonMirrorViolation) as refused:
-                engine.observe({"world_id": "w-1"}, "world", REAL_NOTE, typology="procedural")
+                engine.observe({"world_id": "w-1"}, "world", NEAR_COPY, typology="procedural")
             assert refused.value.context["threshold"] == threshold
             assert _counts(admin_conn, spec, "w-1") == (0, 0)
 
@@ -299,10 +339,8 @@ def test_a_canonical_table_created_after_migrate_is_guarded_at_once(
             # migrate again: the plan changed (the table is there), references gain its key
             again = migrate([spec], dsn=pg.admin_dsn)
             assert again.plans[0].applied
-            assert [w.split(": ", 2)[2] for w in again.warnings if spec.agent in w] == [
-                f"{schema}.rules has no trigram index on body_text, so the guard reads every "
-                f"canonical row on each write; CREATE INDEX ON {schema}.rules USING gin "
-                "(body_text gin_trgm_ops)"]
+            # no index on the canonical column is asked for: the guard keeps its own
+            assert [w for w in again.warnings if spec.agent in w] == []
             assert admin_conn.execute(fk, (tables.canonical_refs.qualified,)).fetchone() == (2,)
         finally:
             admin_conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

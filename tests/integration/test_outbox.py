@@ -23,7 +23,7 @@ from primitives.compile import agent_tables
 from primitives.compile._outbox import outbox_channel
 from primitives.db import tenant_transaction
 from primitives.engine import Engine, _sync
-from primitives.errors import SpecError
+from primitives.errors import PolicyViolation, SpecError
 from primitives.spec import AgentSpec, SanitizationPolicy, load_spec_text
 from tests.conftest import PostgresHandle
 from tests.integration._awaiting import engine_sessions
@@ -400,3 +400,52 @@ def test_the_outbox_command_shows_what_waits_and_claims_it_for_a_script(
     assert main(["outbox", "claim", str(spec_file), "--tenant", anchor["team_id"],
                  "--consumer", "script"]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_a_delivered_entry_retried_is_claimed_again_and_the_retry_journalled(
+        engine: Engine, spec: AgentSpec, pg: PostgresHandle, tmp_path: Path,
+        app_conn: psycopg.Connection[Any], auditor_conn: psycopg.Connection[Any],
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    anchor, other = _team(), _team()
+    engine.observe(anchor, "team", f"the cache fact of {anchor['team_id']}", typology="semantic")
+    engine.observe(other, "team", "the other team's fact", typology="semantic")
+    with engine.tenant(anchor) as mem:
+        [first] = mem.claim_outbox(consumer="lost-worker")
+        assert mem.claim_outbox(consumer="lost-worker") == []
+    with engine.tenant(other) as mem:
+        [theirs] = mem.claim_outbox(consumer="them")
+        # another tenant's entry, or one of ours not delivered, is not retried
+        assert mem.retry_outbox([first.id]) == []
+    with engine.tenant(anchor) as mem:
+        assert mem.retry_outbox([theirs.id]) == []
+        with pytest.raises(PolicyViolation, match="must be UUIDs"):
+            mem.retry_outbox(["not-a-uuid"])
+        assert mem.retry_outbox([first.id]) == [first.id]
+        assert mem.retry_outbox([first.id]) == []  # waiting again: nothing to retry
+        [again] = mem.claim_outbox(consumer="second-worker")
+    assert (again.id, again.payload) == (first.id, first.payload)
+    [(_, _, _, _, _, delivered)] = _outbox(app_conn, spec, anchor["team_id"])
+    assert delivered
+    tables = agent_tables(spec)
+    [payload] = [p for (p,) in auditor_conn.execute(sql.SQL(
+        "SELECT payload FROM {} WHERE {} = %s AND kind = 'outbox_retried'").format(
+        tables.events.ident, tables.tenant), (anchor["team_id"],)).fetchall()]
+    assert payload == {"entries": [str(first.id)], "consumers": ["lost-worker"]}
+    # the command line: retry what a script claimed, and claim it again
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "team_strip.yaml").write_text(
+        "kind: sanitization\nname: team_strip\nstrip_keys: [host]\n"
+        "strip_patterns: ['\\bteam-[0-9a-f]+\\b']\nreplacement: '[team]'\n")
+    spec_file = tmp_path / "outbox_test.yaml"
+    spec_file.write_text(OUTBOX_SPEC)
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+    capsys.readouterr()
+    assert main(["outbox", "retry", str(spec_file), "--tenant", anchor["team_id"],
+                 str(first.id)]) == 0
+    assert capsys.readouterr().out == f"{first.id}\n"
+    assert main(["outbox", "retry", str(spec_file), "--tenant", anchor["team_id"],
+                 str(first.id)]) == 1  # waiting: not retried, and the exit status says so
+    assert main(["outbox", "claim", str(spec_file), "--tenant", anchor["team_id"],
+                 "--consumer", "script"]) == 0
+    assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == [
+        str(first.id)]

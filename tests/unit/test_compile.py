@@ -410,7 +410,7 @@ def test_optional_tables_follow_the_spec(spectral: AgentSpec) -> None:
     assert "CHECK (relation_type IN ('temporal', 'supersedes'))" in text
     assert "CHECK (type IN ('person', 'tool'))" in text
     # the trigram non-mirror guard: a trigger on memories comparing with the canonical text
-    assert '"public".word_similarity(c."body", NEW.content)' in text
+    assert '"public".word_similarity(d.body, NEW.content)' in text
     assert 'DROP INDEX IF EXISTS "table"."limit_memories_content_trgm_idx"' in text
     assert "word_similarity" not in compile_plan(
         odd_spec(), capabilities=Capabilities(trigram=False)).render()
