@@ -202,14 +202,27 @@ def test_query_complexity_sets_the_limit_and_the_graph_depth(engine: Engine) -> 
 
 
 def test_a_question_with_words_absent_from_every_row_still_starts_the_walk(
-        engine: Engine) -> None:
+        engine: Engine, assistant: AgentSpec, pg: PostgresHandle) -> None:
     user = {"user_id": f"u-{uuid.uuid4().hex[:10]}"}
     with engine.tenant(user) as mem:
         failure = mem.observe("long_term", "the nightly backup failed", typology="episodic")
         cause = mem.observe("long_term", "the disk filled with logs", typology="episodic")
         mem.relate(cause.id, failure.id, "causal")
-    # "yesterday" and "exactly" are in no row: the all-words match finds nothing
-    found = engine.search(user, "why exactly did the backup fail yesterday", explain=True)
+    question = "why exactly did the backup fail yesterday"
+    # the default BM25 ranking matches any word: the failure starts the walk to its cause
+    found = engine.search(user, question, explain=True)
+    assert found.signal_rows["lexical"] >= 1
+    assert _by_graph(found) == {cause.id}
+    # websearch needs every word, and "yesterday" and "exactly" are in no row: the lexical
+    # signal finds nothing, and the walk still starts from the rows holding any word
+    retrieval = assistant.retrieval
+    websearch = assistant.model_copy(update={"retrieval": retrieval.model_copy(update={
+        "lexical": retrieval.lexical.model_copy(update={"ranking": "websearch"})})})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        strict = Engine.connect(websearch, pg.app_dsn)
+    with strict:
+        found = strict.search(user, question, explain=True)
     assert found.signal_rows["lexical"] == 0
     assert _by_graph(found) == {cause.id}
 
