@@ -152,7 +152,7 @@ def _embedder(console: Console, spec: AgentSpec) -> Embedder | None:
         console.print(f"   [yellow]note[/yellow]: semantic search is off: {escape(str(err))}")
         return None
     console.print(f"   embedding model {embedder.model_id} loaded in "
-                  f"{time.perf_counter() - started:.1f}s: semantic hits beside lexical ones")
+                  f"{time.perf_counter() - started:.1f}s: semantic ranks beside the other signals")
     return embedder
 
 
