@@ -480,15 +480,10 @@ class _Apply:
     def _merged(self, typology: str, tier: str, decision: Decision,
                 evidence: list[UUID]) -> Op[bool]:
         """``method: merge``: the evidence joins an active row saying the same thing."""
-        policy = self.ctx.spec.behavior.consolidation.get(typology)  # type: ignore[call-overload]
-        if policy is None or policy.method != "merge":
+        near = yield from self._near("merge", typology, tier, decision.content)
+        if near is None:
             return False
-        threshold = policy.dedup_similarity or DEFAULT_DEDUP
-        row = yield Step(_same_memory(self.ctx.tables, self.ctx.trigram), {
-            "tenant": self.ctx.tenant, "tier": tier, "typology": typology,
-            "content": decision.content, "threshold": threshold}, "one")
-        if row is None:
-            return False
+        row, threshold = near
         memory_id, provenance = row[0], dict(row[1] or {})
         before = [str(x) for x in provenance.get("derived_from") or []]
         added = [str(e) for e in evidence if str(e) not in before]
@@ -506,16 +501,27 @@ class _Apply:
         """``method: append_with_supersession``: the active row an ADD says nearly the same
         as (same text in any case, or at least ``dedup_similarity`` similar), which the new
         row then supersedes through its key, as an UPDATE of it would; None otherwise."""
-        policy = self.ctx.spec.behavior.consolidation.get(typology)  # type: ignore[call-overload]
-        if policy is None or policy.method != "append_with_supersession" or decision.key:
+        if decision.key:
             return None
+        near = yield from self._near("append_with_supersession", typology, tier,
+                                     decision.content)
+        if near is None:
+            return None
+        return Memory.from_row_or_none((yield get_step(self.ctx, near[0][0])))
+
+    def _near(self, method: str, typology: str, tier: str,
+              content: str) -> Op[tuple[Any, float] | None]:
+        """When ``typology`` consolidates by ``method``: the active row of the tier and
+        typology saying nearly what ``content`` says (:func:`_same_memory`, locked) and the
+        threshold it met; None for another method or no such row."""
+        policy = self.ctx.spec.behavior.consolidation.get(typology)  # type: ignore[call-overload]
+        if policy is None or policy.method != method:
+            return None
+        threshold = policy.dedup_similarity or DEFAULT_DEDUP
         row = yield Step(_same_memory(self.ctx.tables, self.ctx.trigram), {
             "tenant": self.ctx.tenant, "tier": tier, "typology": typology,
-            "content": decision.content,
-            "threshold": policy.dedup_similarity or DEFAULT_DEDUP}, "one")
-        if row is None:
-            return None
-        return Memory.from_row_or_none((yield get_step(self.ctx, row[0])))
+            "content": content, "threshold": threshold}, "one")
+        return None if row is None else (row, threshold)
 
     def _linked(self, memory_id: UUID, evidence: Sequence[UUID],
                 entities: Sequence[EntityMention]) -> Op[None]:
