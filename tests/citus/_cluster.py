@@ -20,6 +20,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tarfile
@@ -152,6 +153,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _let_others_traverse(path: Path) -> None:
+    """Add search permission (x, never r) for others on every folder above ``path``.
+
+    Under root the nodes run as the embedded server's system user, which must reach the
+    binaries: a cache under a private home (``/root`` is 0700) would otherwise refuse it.
+    """
+    for folder in path.resolve().parents:
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            folder.chmod(mode | stat.S_IXOTH)
+
+
 @dataclass
 class Node:
     name: str
@@ -171,9 +184,14 @@ class Cluster:
     nodes: list[Node] = field(default_factory=list)
 
     def _run(self, *args: str) -> None:
-        user = _SYSTEM_USER if os.geteuid() == 0 else None
-        subprocess.run([*args], check=True, capture_output=True, text=True, user=user,
-                       timeout=120)
+        if os.geteuid() == 0:
+            # the system user's own group, and none of root's: a process keeping gid 0 is
+            # judged by a folder's group bits, and /root's are empty
+            entry = pwd.getpwnam(_SYSTEM_USER)
+            subprocess.run([*args], check=True, capture_output=True, text=True, timeout=120,
+                           user=entry.pw_uid, group=entry.pw_gid, extra_groups=[])
+        else:
+            subprocess.run([*args], check=True, capture_output=True, text=True, timeout=120)
 
     def start(self) -> Cluster:
         if os.geteuid() == 0:
@@ -183,6 +201,7 @@ class Cluster:
                 subprocess.run(["useradd", "--system", "--no-create-home", _SYSTEM_USER],
                                check=True)
             os.chown(self.base, pwd.getpwnam(_SYSTEM_USER).pw_uid, -1)
+            _let_others_traverse(self.bin)
         for name in ("coordinator", "worker1", "worker2"):
             node = Node(name, _free_port(), self.base / name)
             self._run(str(self.bin / "initdb"), "-D", str(node.data), "-U", "postgres",
