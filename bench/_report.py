@@ -260,7 +260,32 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
     non_mirror = _read(folder / "non_mirror.json")
     if non_mirror:
         lines += _non_mirror_lines(non_mirror)
+    graph = _read(folder / "graph.json")
+    if graph:
+        lines += _graph_lines(graph)
     return lines if len(lines) > 2 else []
+
+
+def _graph_lines(result: dict[str, Any]) -> list[str]:
+    """The assistant's hot-path writes and why / when questions beside a plain hybrid
+    search of the same graph (``python -m bench.graph``)."""
+    plain = result["plain"]
+    lines = [f"The assistant's graph memory at {result['nodes']:,} nodes, one user "
+             f"(`{result['command']}`, `bench/results/graph.json`; what it measures is in "
+             "[profiles/assistant-memory.md](profiles/assistant-memory.md#at-100000-nodes)):",
+             "", "| measurement | p50 ms | p95 ms | p95 / plain search | target |",
+             "|---|---:|---:|---:|---:|",
+             f"| plain hybrid search (semantic, lexical, recency; RRF) | "
+             f"{plain['p50_ms']:.1f} | {plain['p95_ms']:.1f} | 1.00x | |"]
+    for key, label in (("why", "why question (causal walk)"),
+                       ("when", "when question (temporal walk)")):
+        r = result[key]
+        lines.append(f"| {label} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | "
+                     f"{result[f'{key}_vs_plain_p95']:.2f}x | <= {result['target']:g}x |")
+    w = result["write"]
+    lines += [f"| hot-path write (episode, journal event, temporal edge) | {w['p50_ms']:.1f} | "
+              f"{w['p95_ms']:.1f} | {result['write_vs_plain_p95']:.2f}x | |", ""]
+    return lines
 
 
 def _non_mirror_lines(result: dict[str, Any]) -> list[str]:

@@ -257,7 +257,7 @@ def _statement(template: str, tables: Tables) -> sql.Composed:
     assert tables.edges is not None and tables.entities is not None
     assert tables.node_entities is not None
     words = {f"w{k}": sql.SQL(_word("n", k)) for k in range(1, 6)}
-    return sql.SQL(template).format(  # type: ignore[arg-type]
+    return sql.SQL(template).format(
         mem=tables.memories.ident, edges=tables.edges.ident, entities=tables.entities.ident,
         node_entities=tables.node_entities.ident, mention=sql.SQL(_MENTION.format(n="n")),
         mention_f=sql.SQL(_MENTION.format(n="f")),
@@ -267,6 +267,8 @@ def _statement(template: str, tables: Tables) -> sql.Composed:
 def load(dsn: str, spec: AgentSpec, nodes: int) -> dict[str, Any]:
     """Load one user's graph of ``nodes`` nodes; the seconds each part took and the counts."""
     tables = agent_tables(spec)
+    edges, entities, node_entities = tables.edges, tables.entities, tables.node_entities
+    assert edges is not None and entities is not None and node_entities is not None
     sizes = shape(nodes)
     params = {"user": USER, "names": entity_names(sizes["entities"]),
               "types": list(ENTITY_TYPES), "words": list(WORDS), "nwords": len(WORDS),
@@ -297,22 +299,22 @@ def load(dsn: str, spec: AgentSpec, nodes: int) -> dict[str, Any]:
             conn.execute(definition)
         took["hnsw_index"] = round(time.perf_counter() - started, 1)
         started = time.perf_counter()
-        for table in (tables.memories, tables.edges, tables.entities, tables.node_entities):
-            assert table is not None
+        for table in (tables.memories, edges, entities, node_entities):
             conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table.ident))
         took["vacuum_analyze"] = round(time.perf_counter() - started, 1)
-        counts = {"entities": sizes["entities"], "memories": sizes["memories"]}
+        counts: dict[str, Any] = {"entities": sizes["entities"],
+                                  "memories": sizes["memories"]}
         for label, query in (
                 ("by_typology", sql.SQL("SELECT typology, count(*) FROM {} GROUP BY 1 ORDER BY 1"
                                         ).format(tables.memories.ident)),
                 ("edges_by_type", sql.SQL("SELECT relation_type, count(*) FROM {} "
-                                          "GROUP BY 1 ORDER BY 1").format(tables.edges.ident)),
+                                          "GROUP BY 1 ORDER BY 1").format(edges.ident)),
         ):
-            counts[label] = dict(conn.execute(query).fetchall())  # type: ignore[assignment]
+            counts[label] = dict(conn.execute(query).fetchall())
         mentions = conn.execute(sql.SQL("SELECT count(*), max(mention_count) FROM {}").format(
-            tables.entities.ident)).fetchone()
+            entities.ident)).fetchone()
         ne = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
-            tables.node_entities.ident)).fetchone()
+            node_entities.ident)).fetchone()
         assert mentions is not None and ne is not None
         counts["mentions"] = int(ne[0])
         counts["most_mentioned_entity"] = int(mentions[1])
@@ -395,8 +397,8 @@ def measure(app: str, spec: AgentSpec, *, rounds: int, writes: int, warm_writes:
                 took = writer.write()
                 if not warm:
                     times["write"].append(took)
-            order = ("why", "when", "plain")
-            order = order[n % 3:] + order[:n % 3]
+            kinds = ("why", "when", "plain")
+            order = kinds[n % 3:] + kinds[:n % 3]
             for kind in order:
                 text = pair["why"] if kind == "why" else pair["when"] if kind == "when" else (
                     pair["why"] if n % 2 == 0 else pair["when"])
