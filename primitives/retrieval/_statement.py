@@ -276,12 +276,21 @@ def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool,
             "UNION SELECT n.id, w.hops + 1, w.strength * n.s, false FROM graph_walk AS w "
             "CROSS JOIN LATERAL ({steps}) AS n WHERE w.hops < %(max_depth)s)").format(
             node_entities=tables.node_entities.ident, t=t, steps=steps),
+        # Each reached row once, with its best score; then only those of them that are live
+        # (active, in the searched tiers) are ranked. The planner cannot tell how many rows a
+        # walk reaches (it guesses hundreds of thousands), so the live rows are looked up by
+        # the reached ids as an array (the primary key, one probe each) rather than joined:
+        # a join would scan every row of the tenant to hash them.
         sql.SQL(
-            "graph AS (SELECT w.id, max(w.strength / (1 + w.hops)) AS score, "
-            "row_number() OVER (ORDER BY max(w.strength / (1 + w.hops)) DESC, "
-            "m.event_time DESC, w.id) AS rank FROM graph_walk AS w JOIN live AS m ON m.id = w.id "
+            "graph_reached AS MATERIALIZED (SELECT w.id, max(w.strength / (1 + w.hops)) AS score "
+            "FROM graph_walk AS w "
             "WHERE w.named OR (w.hops > 0 AND w.id NOT IN (SELECT id FROM graph_seed)) "
-            "GROUP BY w.id, m.event_time ORDER BY rank LIMIT %(cap)s)"),
+            "GROUP BY w.id)"),
+        sql.SQL(
+            "graph AS (SELECT g.id, g.score, row_number() OVER (ORDER BY g.score DESC, "
+            "m.event_time DESC, g.id) AS rank FROM graph_reached AS g "
+            "JOIN live AS m ON m.id = g.id "
+            "WHERE m.id = ANY(ARRAY(SELECT id FROM graph_reached)) ORDER BY rank LIMIT %(cap)s)"),
     ]
 
 

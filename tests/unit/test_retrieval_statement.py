@@ -126,7 +126,9 @@ def test_the_graph_walk_is_recursive_bounded_and_seeded_by_the_text_signals() ->
     assert "(SELECT id FROM \"semantic\" ORDER BY rank LIMIT %(graph_seeds)s)" in text
     assert "(SELECT id FROM \"lexical\" ORDER BY rank LIMIT %(graph_seeds)s)" in text
     assert "phraseto_tsquery('simple', e.canonical_name)" in text
-    assert "JOIN live AS m ON m.id = w.id" in text              # only active rows are ranked
+    assert "JOIN live AS m ON m.id = g.id" in text              # only active rows are ranked
+    # the live rows are looked up by the reached ids, not hashed from a scan of the tenant
+    assert "m.id = ANY(ARRAY(SELECT id FROM graph_reached))" in text
     assert "(e.valid_until IS NULL OR e.valid_until > now())" in text
     then = search_statement(GRAPH_TABLES, ("lexical", "graph"), MEMORY_COLUMNS,
                             point_in_time=True).as_string(None)
