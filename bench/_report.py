@@ -285,6 +285,12 @@ def _graph_lines(result: dict[str, Any]) -> list[str]:
     w = result["write"]
     lines += [f"| hot-path write (episode, journal event, temporal edge) | {w['p50_ms']:.1f} | "
               f"{w['p95_ms']:.1f} | {result['write_vs_plain_p95']:.2f}x | |", ""]
+    machine = result.get("machine", {})
+    if machine.get("cores"):
+        lines += [f"Measured on {machine['cores']} cores with a 1-minute load average of "
+                  f"{machine['load_average_at_start'][0]:.1f} (taken at the end of the run); "
+                  "the three searches of a round run back to back, in an order that rotates, "
+                  "so the load moves all of them alike.", ""]
     return lines
 
 

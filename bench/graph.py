@@ -279,6 +279,7 @@ def load(dsn: str, spec: AgentSpec, nodes: int) -> dict[str, Any]:
     took: dict[str, float] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '512MB'")
+        conn.execute("SELECT setseed(0.42)")  # the vectors' noise: the same load every run
         # The HNSW index is built once over the loaded rows (its own definition), not row
         # by row during the load.
         hnsw = conn.execute(
