@@ -1,5 +1,5 @@
 """The ``primitives`` command: validate, schema, init, compile, migrate, server, demo,
-audit, doctor, vacuum, maintain.
+audit, doctor, vacuum, maintain, reembed.
 
 Exit status: 0 on success, 1 when the input is wrong (a spec error), 2 when the
 database or server fails.
@@ -659,6 +659,39 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+# reembed ----------------------------------------------------------------------------------------
+def cmd_reembed(args: argparse.Namespace) -> int:
+    from primitives._reembed import reembed
+    from primitives.embeddings import default_embedder
+    from primitives.spec import load_spec
+
+    spec = load_spec(args.spec)
+    _warn_unenforced(spec)
+    tty = sys.stderr.isatty() and not args.json
+    errors.print(f"reembed {spec.agent}: loading the embedding model", markup=False)
+    embedder = default_embedder(spec)
+    shown = {"step": -1}
+
+    def progress(done: int, total: int) -> None:
+        line = f"reembed {spec.agent}: {done}/{total} rows"
+        if tty:
+            errors.print(f"\r{line}", end="" if done < total else "\n", markup=False)
+            return
+        step = 10 * done // max(total, 1)
+        if step != shown["step"]:
+            shown["step"] = step
+            errors.print(line, markup=False)
+
+    report = reembed(spec, embedder, batch=args.batch, progress=progress)
+    if args.json:
+        sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
+        return 0
+    console.print(f"[green]done[/green]: agent {report.agent}: {report.rows} vector(s) made "
+                  f"with {report.model} ({report.dims_before} -> {report.dims} dims) for "
+                  f"{report.tenants} tenant(s) in {report.seconds:.1f} s; plan applied")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="primitives",
@@ -822,6 +855,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "in batches, journalled")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_maintain)
+
+    p = sub.add_parser("reembed", help="make every stored vector of an agent again with the "
+                                       "spec's model and dims, then switch to them (journalled)")
+    p.add_argument("spec", metavar="SPEC", help="the agent's spec, with the new model or dims")
+    p.add_argument("--batch", type=int, default=256, metavar="N",
+                   help="rows per model call and per transaction (default 256)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_reembed)
     return parser
 
 
