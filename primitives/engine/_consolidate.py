@@ -21,7 +21,7 @@ extractor call per scope. :func:`consolidate_scope`, in the caller's transaction
    a ``supersedes`` edge); ``DELETE`` invalidates the target; ``NOOP`` changes nothing.
    Decisions below the typology's ``write_policy.extract_threshold`` are skipped. Written
    rows carry ``provenance.derived_from`` (the evidence episodes), the decision's confidence
-   and, in graph specs, ``derived_from`` edges to the episodes and entity mentions.
+   (at most ``graph.confidence.extraction`` where declared) and, in graph specs, ``derived_from`` edges to the episodes and entity mentions.
 4. Records the entities each episode mentions (graph specs) and one ``consolidated`` event.
 """
 
@@ -278,13 +278,6 @@ def _set_provenance(tables: Tables) -> sql.Composed:
     ).format(tables.memories.ident, tables.tenant)
 
 
-@lru_cache(maxsize=64)
-def _set_confidence(tables: Tables) -> sql.Composed:
-    return sql.SQL(
-        "UPDATE {} SET confidence = %(confidence)s WHERE {} = %(tenant)s AND id = %(id)s"
-    ).format(tables.memories.ident, tables.tenant)
-
-
 def missed_scopes_statement(tables: Tables) -> sql.Composed:
     """Scopes of ``%(tenants)s`` with source rows the ledger has not seen whose session is
     over: its boundary tier's scope is closed, or (``%(idle)s`` not NULL) nothing was
@@ -460,22 +453,29 @@ class _Apply:
         provenance = {"derived_from": [str(e) for e in evidence], "extractor": self.extractor,
                       "rule": self.rule.name, "scope_id": self.scope_id}
         new_id = new_uuid()
+        confidence = self._confidence(decision.confidence)
         memory = yield from _write(self.ctx, w, event_time=None, source=None,
                                    memory_id=new_id, embedding=None, final=False, via=VIA,
-                                   provenance=provenance)
+                                   provenance=provenance, confidence=confidence)
         if memory.id != new_id:
             self.counts["unchanged"] += 1  # the key already held this text
             return
-        yield Step(_set_confidence(self.ctx.tables), {
-            "tenant": self.ctx.tenant, "id": memory.id, "confidence": decision.confidence})
         yield _event(self.ctx, "extracted", memory.id, {
             "rule": self.rule.name, "action": action, "scope_id": self.scope_id,
-            "extractor": self.extractor, "confidence": decision.confidence,
+            "extractor": self.extractor, "confidence": confidence,
             "derived_from": provenance["derived_from"],
             "target": str(target.id) if target is not None else None})
         self.counts["updated" if target is not None else "added"] += 1
         self.written.append(memory.id)
         yield from self._linked(memory.id, evidence, decision.entities)
+
+    def _confidence(self, stated: float) -> float:
+        """An extracted row's initial confidence: the decision's, at most the
+        ``graph.confidence`` of ``extraction`` where the spec declares it (seed 002 §12.1:
+        what an extractor says is never as sure as what the user said)."""
+        declared = dict(self.ctx.spec.graph.confidence) if self.ctx.spec.graph else {}
+        ceiling = declared.get("extraction")
+        return stated if ceiling is None else min(stated, float(ceiling))
 
     def _merged(self, typology: str, tier: str, decision: Decision,
                 evidence: list[UUID]) -> Op[bool]:

@@ -536,11 +536,15 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
            memory_id: UUID | str | None, embedding: Sequence[float] | None, final: bool,
            via: str, consent: UUID | str | None = None,
            provenance: Mapping[str, Any] | None = None,
-           ttl_ticks: int | None = None) -> Op[Memory]:
+           ttl_ticks: int | None = None, confidence: float | None = None) -> Op[Memory]:
     """Write the checked ``w`` (see :func:`observe`); ``via`` is the engine's path, kept in
     the journal; ``provenance``: what the engine's own path records of where the row came
-    from (consolidation: ``derived_from``), beside the PII guard's hashes."""
+    from (consolidation: ``derived_from``), beside the PII guard's hashes. ``confidence``:
+    the row's initial confidence; by default, for a caller's write (``direct``,
+    ``supersede``), the one ``graph.confidence`` gives its source (:func:`source_confidence`)."""
     spec = ctx.spec
+    if confidence is None and via in ("direct", "supersede"):
+        confidence = source_confidence(spec, source)
     consent_id = (yield from _consent(ctx, consent)) if w.pii is not None else None
     tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
     ns, tag_list, key, scope_id = w.namespace, w.tags, w.key, w.scope_id
@@ -558,7 +562,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
                   "embedding_model": ctx.embedder.model_id}
     row_key = key if key is not None else str(new_id)
     insert = q.insert_memory_observed(ctx.tables, ctx.tables.anchor_columns,
-                                      embedding=bool(vector), scoped=scope_id is not None)
+                                      embedding=bool(vector), scoped=scope_id is not None,
+                                      confidence=confidence is not None)
     linked = links_to_previous(spec, scope_id)
     when = event_time or datetime.now(UTC)  # an instant: the column is timestamptz
     params = {
@@ -570,7 +575,7 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
                              **(w.pii.provenance() if w.pii is not None else {})}),
         "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
-        "event_id": q.new_event_id(),
+        "event_id": q.new_event_id(), "confidence": confidence,
         "payload": Jsonb({**observed_payload(w, row_key, via),
                           **({"provenance": dict(ctx.anchor.provenance)}
                              if ctx.anchor.provenance else {})}),
@@ -812,6 +817,25 @@ def reused_id(memory_id: UUID) -> PolicyViolation:
         f"memory_id {memory_id} already names another memory of this tenant; a retry must "
         "repeat the same write, a new write needs a new id", memory_id=str(memory_id),
         field="memory_id")
+
+
+CONFIDENCE_SOURCES = ("user", "extraction", "inference")
+"""The ``graph.confidence`` sources a write can come from (seed 002 §12.1); ``confirmed``
+and ``contradicted`` are what confirmation and contradiction set."""
+
+
+def source_confidence(spec: AgentSpec, source: str | None) -> float | None:
+    """The initial confidence of a caller's write under ``graph.confidence`` (seed 002
+    §12.1): the value of ``source`` when it names a source (``observe(..., source=
+    "inference")``), else the ``user`` value (a caller's write is what the user stated);
+    None when the spec declares neither (the column's default, 1). Under
+    agents/assistant_memory.yaml, ``source_confidence(spec, None)`` is 1.0 and
+    ``source_confidence(spec, "inference")`` 0.6.
+    """
+    declared = dict(spec.graph.confidence) if spec.graph is not None else {}
+    if source in CONFIDENCE_SOURCES and source in declared:
+        return float(declared[source])
+    return float(declared["user"]) if "user" in declared else None
 
 
 def links_to_previous(spec: AgentSpec, scope_id: str | None) -> bool:

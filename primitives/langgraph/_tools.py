@@ -37,10 +37,11 @@ from primitives.engine import (
     SearchResult,
     resolve_anchor,
 )
+from primitives.engine._insight import FactProvenance, WeakFact
 from primitives.errors import GovernanceError, PolicyViolation, PrimitivesError, TenancyError
 from primitives.langgraph._timestamps import event_time_fields
 
-__all__ = ["REFUSALS", "TOOL_NAMES", "memory_tools"]
+__all__ = ["GRAPH_TOOL_NAMES", "REFUSALS", "TOOL_NAMES", "memory_tools"]
 
 REFUSALS: tuple[type[PrimitivesError], ...] = (GovernanceError, PolicyViolation, TenancyError)
 """The errors that refuse a request (write policy, PII block, namespace or anchor that does
@@ -52,6 +53,9 @@ that way."""
 
 TOOL_NAMES = ("search_memory", "remember_fact", "correct_fact", "confirm_fact",
               "get_entity_info", "memory_stats")
+GRAPH_TOOL_NAMES = ("explain_fact", "weak_facts", "forget_fact")
+"""Added for specs with ``graph:`` (seed 002 phase 6 and the user's "forget that"): a fact's
+provenance chain, the weak facts report, and invalidating a fact (kept in history)."""
 R = TypeVar("R")
 Type = Literal["episodic", "semantic", "procedural", "opinion"]
 
@@ -103,6 +107,20 @@ class EntityInfoArgs(BaseModel):
 
 class NoArgs(BaseModel):
     pass
+
+
+class ExplainFactArgs(BaseModel):
+    fact_id: str = Field(description="the id of the memory to explain")
+
+
+class WeakFactsArgs(BaseModel):
+    below: float = Field(0.5, gt=0, le=1, description="a confidence under this is low")
+    limit: int = Field(20, ge=1, le=100, description="at most this many facts")
+
+
+class ForgetFactArgs(BaseModel):
+    fact_id: str = Field(description="the id of the memory the user wants forgotten")
+    reason: str | None = Field(None, description="why it no longer holds")
 
 
 # helpers -----------------------------------------------------------------------------------------
@@ -244,6 +262,32 @@ class _Bodies:
                         summary=profile.summary or info["summary"])
         return info
 
+    def explain_fact(self, fact_id: str) -> Body[dict[str, Any]]:
+        chain: FactProvenance = yield _Call("explain_fact", (_memory_id(fact_id),))
+        return {
+            **memory_dict(chain.memory),
+            "derived_from": [{"depth": d, "relation": r, **memory_dict(m)}
+                             for d, r, m in chain.chain],
+            "superseded_by": [memory_dict(m) for m in chain.superseded_by],
+            "episodes": [memory_dict(m) for m in chain.episodes],
+            "journal": list(chain.journal),
+        }
+
+    def weak_facts(self, below: float = 0.5, limit: int = 20) -> Body[dict[str, Any]]:
+        weak: list[WeakFact] = yield _Call("weak_facts", (), {"below": below, "limit": limit})
+        return {"weak_facts": [w.as_dict() for w in weak]}
+
+    def forget_fact(self, fact_id: str, reason: str | None = None) -> Body[dict[str, Any]]:
+        found: Memory | None = yield _Call("get", (_memory_id(fact_id),))
+        if found is not None and found.typology == "episodic":
+            # seed 002 §12.2: episodes are the immutable record the facts are derived from
+            raise ToolException(f"memory {fact_id} is an episodic record of what was said, "
+                                "not a fact: episodes are never forgotten; forget or correct "
+                                "the fact derived from it instead")
+        memory: Memory = yield _Call("invalidate", (_memory_id(fact_id),),
+                                     {"reason": reason or "forgotten at the user's request"})
+        return {"status": "forgotten", **memory_dict(memory)}
+
     def memory_stats(self) -> Body[dict[str, Any]]:
         stats: dict[str, Any] = yield _Call("stats")
         last = stats.pop("last_write")
@@ -306,13 +350,21 @@ _DESCRIPTIONS: dict[str, tuple[type[BaseModel], str]] = {
                      "never forgotten."),
     "get_entity_info": (EntityInfoArgs, "Everything remembered about a person, project or "
                         "thing: summary, facts and timeline."),
-    "memory_stats": (NoArgs, "How much is remembered: counts by kind, tier and state."),
+    "memory_stats": (NoArgs, "How much is remembered: counts by kind, tier and state (with "
+                     "a graph: edges by type, entities, orphans, unconsolidated sessions)."),
+    "explain_fact": (ExplainFactArgs, "How a memory is known: the episodes and facts it was "
+                     "derived from, what it replaced and what replaced it."),
+    "weak_facts": (WeakFactsArgs, "Facts that may be wrong or are fading: low confidence, "
+                   "from a single episode, or about to be forgotten by decay."),
+    "forget_fact": (ForgetFactArgs, "Forget a fact the user says no longer holds; it is kept "
+                    "in history but no longer recalled."),
 }
 
 
 def memory_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object], *,
                  tier: str | None = None, actor: str = "agent") -> list[BaseTool]:
-    """The six memory tools for one tenant of ``engine``'s spec.
+    """The six memory tools for one tenant of ``engine``'s spec, and with ``graph:`` also
+    :data:`GRAPH_TOOL_NAMES`.
 
     ``tier`` is where ``remember_fact`` writes (default: the persistent tier). Raises
     :class:`TenancyError` when ``anchor`` or ``tier`` does not fit the spec.
@@ -325,7 +377,7 @@ def memory_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object], *,
                            f"{', '.join(spec.tier_names)}", tier=tier)
     bodies = _Bodies(tier, graph=spec.graph is not None)
     tools: list[BaseTool] = []
-    for name in TOOL_NAMES:
+    for name in TOOL_NAMES + (GRAPH_TOOL_NAMES if spec.graph is not None else ()):
         schema, description = _DESCRIPTIONS[name]
         make = getattr(bodies, name)
         if isinstance(engine, Engine):
