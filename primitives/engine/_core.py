@@ -1118,7 +1118,8 @@ def history(ctx: Context, memory_id: UUID) -> Op[list[dict[str, Any]]]:
 def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
            tiers: Sequence[str] | None = None, limit: int | None = None,
            as_of: datetime | None = None,
-           restrict: retrieval.Restriction | None = None) -> Op[SearchResult[Hit]]:
+           restrict: retrieval.Restriction | None = None,
+           window: retrieval.Window | None = None) -> Op[SearchResult[Hit]]:
     """Hybrid search over this tenant's active rows (or, with ``as_of``, the rows valid at
     that time), fused by weighted reciprocal rank in one statement; with ``restrict``, over
     the rows its clause admits. A :class:`SearchResult`: the hits, and whether the search
@@ -1126,16 +1127,21 @@ def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None 
     ranking is seed 001's deterministic token overlap (:mod:`primitives.engine._episodic`)
     over every typology of the tiers, without fusion."""
     explanation = yield from explain_search(ctx, query, envelope=envelope, tiers=tiers,
-                                            limit=limit, as_of=as_of, restrict=restrict)
+                                            limit=limit, as_of=as_of, restrict=restrict,
+                                            window=window)
     return explanation.hits
 
 
 def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
                    tiers: Sequence[str] | None = None, limit: int | None = None,
                    as_of: datetime | None = None, final: bool = False,
-                   restrict: retrieval.Restriction | None = None) -> Op[Explanation]:
+                   restrict: retrieval.Restriction | None = None,
+                   window: retrieval.Window | None = None) -> Op[Explanation]:
     """:func:`search`, returning per signal how many rows it gave and how semantic ran.
     ``final``: this operation is the whole transaction (its search statement is ``last``).
+    ``window``: ``(since, until)`` event times the graph signal keeps to (either end None:
+    open); by default a ``when`` question's own (:func:`primitives.retrieval.time_window`,
+    at ``as_of`` or now), none for other questions.
     With ``retrieval.lexical.ranking: token_overlap`` and a query (no ``as_of``, envelope or
     restriction), the ranking is seed 001's deterministic token overlap
     (:mod:`primitives.engine._episodic`) over every typology of the tiers, without fusion."""
@@ -1212,8 +1218,15 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         if complexity is not None:
             depth = min(depth, retrieval.COMPLEXITY[complexity][1])
         direction = retrieval.temporal_direction(query) if intent == "when" else None
+        if window is None and intent == "when":
+            window = retrieval.time_window(query, as_of)
+        since, until = window or (None, None)
+        if since is not None and until is not None and since >= until:
+            raise PolicyViolation(f"window: since ({since.isoformat()}) must be before "
+                                  f"until ({until.isoformat()})", field="window")
         params.update(edge_types=list(routed.edge_types), max_depth=depth,
-                      graph_seeds=ctx.spec.graph.walk_from, direction=direction or "both")
+                      graph_seeds=ctx.spec.graph.walk_from, direction=direction or "both",
+                      graph_since=since, graph_until=until)
     bm25 = config.lexical.ranking == "bm25"
     if bm25:
         params.update(bm25_k1=config.lexical.k1, bm25_b=config.lexical.b)
@@ -1254,7 +1267,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
                        mode, config.fusion.k, weights, dropped, intent,
                        routed.edge_types if "graph" in signals else (), reranked,
                        abstained, message, complexity,
-                       direction if "graph" in signals else None)
+                       direction if "graph" in signals else None,
+                       window if "graph" in signals and window != (None, None) else None)
 
 
 def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Memory]]:

@@ -183,8 +183,10 @@ class _Bodies:
                       before: str | None = None, limit: int = 10,
                       ) -> Body[list[dict[str, Any]] | dict[str, Any]]:
         since, until = _time(after, "after"), _time(before, "before")
+        window = {"window": (since, until)} if since or until else {}
+        # the window bounds the graph walk too (a "when" question's timeline)
         hits: SearchResult[Hit] = yield _Call("search", (query,),
-                                              {"limit": _candidates(limit)})
+                                              {"limit": _candidates(limit), **window})
         if hits.abstained:  # retrieval.abstain: the spec's "I don't know" is the answer
             return {"status": "abstained", "message": hits.message, "results": []}
         found: list[dict[str, Any]] = []

@@ -254,3 +254,44 @@ def test_graph_tools_explain_report_and_forget_with_refusals_as_text(engine: Eng
     assert isinstance(unknown, str) and "no memory" in unknown
     bad = tools["explain_fact"].invoke({"fact_id": "yesterday"})
     assert isinstance(bad, str) and "not a memory id" in bad
+
+
+# 6. "when" questions: a time window bounds the timeline ------------------------------------------
+def test_a_when_question_keeps_the_timeline_to_the_window_it_names(engine: Engine) -> None:
+    user = _user()
+    days = [datetime(2026, 1, 10, tzinfo=UTC), datetime(2026, 1, 20, tzinfo=UTC),
+            datetime(2026, 2, 5, tzinfo=UTC), datetime(2026, 2, 15, tzinfo=UTC)]
+    turns = ["we planned the garden", "we bought seeds", "we planted tomatoes",
+             "we watered the tomatoes"]
+    with engine.tenant(user) as mem:
+        planned, seeds, planted, watered = (
+            mem.observe("long_term", text, typology="episodic", scope_id="s-w",
+                        event_time=when).id for text, when in zip(turns, days, strict=True))
+
+    def walked(found: Any) -> set[uuid.UUID]:
+        return {h.memory.id for h in found.hits if "graph" in h.ranks}
+
+    open_ended = engine.search(user, "What did we do after we planned the garden?",
+                               explain=True)
+    assert open_ended.intent == "when" and open_ended.direction == "forward"
+    assert open_ended.window is None and seeds in walked(open_ended)
+    # "in February 2026": the walk still passes January, but ranks only February's turns
+    february = engine.search(user, "What did we do after we planned the garden in "
+                             "February 2026?", explain=True)
+    assert february.window == (days[2].replace(day=1), datetime(2026, 3, 1, tzinfo=UTC))
+    assert planted in walked(february) and not walked(february) & {planned, seeds}
+    # a caller's window wins over the words, and applies to any question
+    late_january = (datetime(2026, 1, 15, tzinfo=UTC), datetime(2026, 1, 25, tzinfo=UTC))
+    chosen = engine.search(user, "What did we do after we planned the garden in February "
+                           "2026?", window=late_january, explain=True)
+    assert chosen.window == late_january and walked(chosen) == {seeds}
+    # the tool's after / before bound the walk the same way
+    tools = {t.name: t for t in memory_tools(engine, user)}
+    found = tools["search_memory"].invoke({
+        "query": "What did we do after we planned the garden?", "type": "episodic",
+        "after": "2026-02-01", "before": "2026-03-01"})
+    assert {r["id"] for r in found} <= {str(planted), str(watered)}
+    assert str(planted) in {r["id"] for r in found}
+    backwards = tools["search_memory"].invoke({"query": "x", "after": "2026-03-01",
+                                               "before": "2026-02-01"})
+    assert isinstance(backwards, str) and "must be before" in backwards
