@@ -25,7 +25,7 @@ from primitives.cli import main
 from primitives.compile import agent_tables
 from primitives.engine import Engine
 from primitives.errors import TenancyError
-from primitives.extraction import LLMExtractor
+from primitives.extraction import Extraction, ExtractionRequest, LLMExtractor, RuleBasedExtractor
 from primitives.langgraph import memory_tools
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
@@ -295,3 +295,77 @@ def test_a_when_question_keeps_the_timeline_to_the_window_it_names(engine: Engin
     backwards = tools["search_memory"].invoke({"query": "x", "after": "2026-03-01",
                                                "before": "2026-02-01"})
     assert isinstance(backwards, str) and "must be before" in backwards
+
+
+# 7. the manifest's keys: episodes per consolidation chunk, conflict minimum confidence ------------
+class _Counting:
+    """The rule-based extractor, recording what each call was given."""
+
+    name = "rule_based"
+
+    def __init__(self) -> None:
+        self.inner = RuleBasedExtractor()
+        self.calls: list[tuple[int, set[str]]] = []
+
+    def extract(self, request: ExtractionRequest) -> Extraction:
+        self.calls.append((len(request.episodes), {m.content for m in request.existing}))
+        return self.inner.extract(request)
+
+
+def test_a_session_is_consolidated_in_chunks_of_episodes_per_chunk(
+        engine: Engine, assistant: AgentSpec, pg: PostgresHandle) -> None:
+    episodic = assistant.behavior.consolidation["episodic"]
+    assert episodic.episodes_per_chunk == 30                   # the spec's declaration
+    user = _user()
+    turns = ["I work at Acme Corp.", "It is sunny.", "I prefer window seats.",
+             "We talked about lunch.", "I live in Lisbon."]
+    with engine.tenant(user) as mem:
+        for text in turns:
+            mem.observe("long_term", text, typology="episodic", scope_id="s-c")
+        whole = _Counting()
+        [one] = mem.consolidate("s-c", extractor=whole)
+    assert one.calls == 1 and [n for n, _ in whole.calls] == [5]
+    chunked_spec = assistant.model_copy(update={"behavior": assistant.behavior.model_copy(
+        update={"consolidation": {**assistant.behavior.consolidation,
+                                  "episodic": episodic.model_copy(
+                                      update={"episodes_per_chunk": 2})}})})
+    other = _user()
+    with _connect(chunked_spec, pg) as eng, eng.tenant(other) as mem:
+        for text in turns:
+            mem.observe("long_term", text, typology="episodic", scope_id="s-c")
+        chunked = _Counting()
+        [three] = mem.consolidate("s-c", extractor=chunked)
+    assert three.calls == 3 and [n for n, _ in chunked.calls] == [2, 2, 1]
+    # each call sees what the earlier chunks wrote
+    assert "User works at Acme Corp." in chunked.calls[1][1]
+    assert "User works at Acme Corp." not in chunked.calls[0][1]
+    assert (three.added, three.episodes) == (one.added, 5)
+
+
+def test_an_extraction_weaker_than_the_conflict_minimum_leaves_the_fact(
+        engine: Engine, assistant: AgentSpec) -> None:
+    assert assistant.behavior.conflict["semantic"].min_confidence == 0.8
+    user = _user()
+    with engine.tenant(user) as mem:
+        fact = mem.observe("long_term", "User works at Acme Corp.", typology="semantic",
+                           key="user:works_at")
+        turns = [mem.observe("long_term", text, typology="episodic", scope_id=scope).id
+                 for text, scope in (("maybe I moved to Hooli", "s-1"),
+                                     ("I work at Hooli now", "s-2"))]
+
+        def update(confidence: float, evidence: uuid.UUID) -> LLMExtractor:
+            answer = {"decisions": [{"action": "UPDATE", "target_id": str(fact.id),
+                                     "content": "User works at Hooli.",
+                                     "confidence": confidence, "evidence": [str(evidence)]}]}
+            return LLMExtractor(GenericFakeChatModel(messages=iter([AIMessage(
+                json.dumps(answer))])))
+
+        [weak] = mem.consolidate("s-1", extractor=update(0.7, turns[0]))
+        kept = mem.get(fact.id)
+        [strong] = mem.consolidate("s-2", extractor=update(0.9, turns[1]))
+        replaced = mem.get(fact.id)
+    assert (weak.skipped, weak.updated) == (1, 0)
+    assert kept is not None and kept.active and kept.confidence == 1.0
+    assert (strong.skipped, strong.updated) == (0, 1)
+    assert replaced is not None and replaced.superseded_at is not None
+    assert _fact(engine, user, "user:works_at").content == "User works at Hooli."
