@@ -1,7 +1,8 @@
 """The six memory tools of seed 002 §13 as LangChain tools, bound to a spec and a tenant.
 
 ``memory_tools(engine, anchor)`` returns ``search_memory``, ``remember_fact``,
-``correct_fact``, ``confirm_fact``, ``get_entity_info`` and ``memory_stats``. Each call
+``correct_fact``, ``confirm_fact``, ``get_entity_info`` and ``memory_stats``, and for a
+spec with ``graph:`` also ``explain_fact``, ``weak_facts`` and ``forget_fact``. Each call
 runs in its own tenant transaction of ``engine`` (sync ``Engine``: the tools' sync
 ``invoke``; ``AsyncEngine``: ``ainvoke``), so writes are journalled like any other. A
 refusal (write policy, unknown id, bad argument) comes back to the model as the tool's

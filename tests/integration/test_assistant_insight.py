@@ -23,7 +23,7 @@ from psycopg import sql
 from primitives._project import migrate
 from primitives.cli import main
 from primitives.compile import agent_tables
-from primitives.engine import Engine
+from primitives.engine import AsyncEngine, Engine
 from primitives.errors import TenancyError
 from primitives.extraction import Extraction, ExtractionRequest, LLMExtractor, RuleBasedExtractor
 from primitives.langgraph import memory_tools
@@ -369,3 +369,21 @@ def test_an_extraction_weaker_than_the_conflict_minimum_leaves_the_fact(
     assert (strong.skipped, strong.updated) == (0, 1)
     assert replaced is not None and replaced.superseded_at is not None
     assert _fact(engine, user, "user:works_at").content == "User works at Hooli."
+
+
+# the async engine runs the same operations ------------------------------------------------------
+async def test_the_async_engine_explains_reports_and_counts(
+        engine: Engine, assistant: AgentSpec, pg: PostgresHandle) -> None:
+    user = _user()
+    [turn] = _session(engine, user, "s-1", ["I work at Acme Corp."])
+    fact = _fact(engine, user, "user:works_at")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        aengine = await AsyncEngine.connect(assistant, pg.app_dsn)
+    async with aengine, aengine.tenant(user) as mem:
+        chain = await mem.explain_fact(fact.id)
+        weak = await mem.weak_facts()
+        stats = await mem.stats()
+    assert [m.id for m in chain.episodes] == [turn]
+    assert [(w.id, w.reasons) for w in weak] == [(fact.id, ("single_source",))]
+    assert stats["edges"]["derived_from"] == 1 and stats["unconsolidated_sessions"] == 0
