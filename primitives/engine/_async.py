@@ -585,6 +585,12 @@ class AsyncTenantMemory:
         versions that replaced it, its episodes and its journal (``_insight.explain_fact``)."""
         return await arun_op(self._conn, insight.explain_fact(self.ctx, memory_id, depth=depth))
 
+    async def session_episodes(self, scope_id: str, *, limit: int = 50,
+                         offset: int = 0) -> insight.SessionEpisodes:
+        """A page of a session's episodes and whether consolidation has taken them all."""
+        return await arun_op(self._conn, insight.session_episodes(self.ctx, scope_id, limit=limit,
+                                                         offset=offset))
+
     async def weak_facts(self, *, below: float = insight.WEAK_BELOW,
                    horizon: timedelta = insight.WEAK_HORIZON, limit: int = 50,
                    now: datetime | None = None) -> list[insight.WeakFact]:

@@ -32,7 +32,8 @@ from primitives.errors import PolicyViolation, TenancyError
 from primitives.lifecycle._decay import DecayModels, decay_models
 from primitives.spec import AgentSpec
 
-__all__ = ["FactProvenance", "WeakFact", "explain_fact", "graph_stats", "weak_facts"]
+__all__ = ["FactProvenance", "SessionEpisodes", "WeakFact", "explain_fact", "graph_stats",
+           "session_episodes", "weak_facts"]
 
 DECAY_ARCHIVED_EVENT = "decay_archived"
 PROVENANCE_EDGES = ("derived_from", "supersedes")
@@ -287,3 +288,49 @@ def weak_facts(ctx: Context, *, below: float = WEAK_BELOW, horizon: timedelta = 
         out.append(WeakFact(mid, typology, content, float(stored), float(conf), float(soon),
                             threshold, int(sources), reasons))
     return out
+
+
+# the write-path agent's view of a session (seed 002 §10.3) ------------------------------------------
+@dataclass(frozen=True)
+class SessionEpisodes:
+    """A page of a session's episodes (event order) and whether consolidation has taken all
+    of the session's source rows (``consolidated``: none left unclaimed)."""
+
+    episodes: tuple[Memory, ...]
+    consolidated: bool
+
+
+@lru_cache(maxsize=64)
+def _session_page(tables: Tables) -> sql.Composed:
+    return sql.SQL(
+        "SELECT {cols} FROM {mem} AS m WHERE m.{t} = %(tenant)s AND m.scope_id = %(scope)s "
+        "AND m.typology = 'episodic' AND m.erased_at IS NULL AND {active} "
+        "ORDER BY m.event_time, m.id LIMIT %(limit)s OFFSET %(offset)s"
+    ).format(cols=_returning_m(), mem=tables.memories.ident, t=tables.tenant, active=ACTIVE)
+
+
+@lru_cache(maxsize=64)
+def _unclaimed(tables: Tables) -> sql.Composed:
+    return sql.SQL(
+        "SELECT count(*) FROM {mem} AS m "
+        "JOIN unnest(%(rules)s::text[], %(tiers)s::text[], %(typologies)s::text[]) "
+        "AS r(rule, tier, typology) ON r.tier = m.tier AND r.typology = m.typology "
+        "WHERE m.{t} = %(tenant)s AND m.scope_id = %(scope)s AND m.erased_at IS NULL "
+        "AND {active} AND NOT EXISTS (SELECT 1 FROM {led} AS p WHERE p.{t} = m.{t} "
+        "AND p.rule = r.rule AND p.source_id = m.id)"
+    ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE,
+             led=tables.promotions.ident)
+
+
+def session_episodes(ctx: Context, scope_id: str, *, limit: int = 50,
+                     offset: int = 0) -> Op[SessionEpisodes]:
+    """The active episodes of session ``scope_id``, in event order, ``limit`` from
+    ``offset``, and whether consolidation has claimed every source row of the session."""
+    if not 1 <= limit <= 1000 or offset < 0:
+        raise PolicyViolation(f"limit is 1 to 1000 and offset 0 or more, got {limit} and "
+                              f"{offset}", field="limit")
+    rows = yield Step(_session_page(ctx.tables), {
+        "tenant": ctx.tenant, "scope": scope_id, "limit": limit, "offset": offset}, "all")
+    left = yield Step(_unclaimed(ctx.tables), {
+        "tenant": ctx.tenant, "scope": scope_id, **_rule_params(ctx.spec)}, "one")
+    return SessionEpisodes(tuple(Memory.from_row(r) for r in rows), int(left[0]) == 0)

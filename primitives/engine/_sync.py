@@ -660,6 +660,12 @@ class TenantMemory:
         versions that replaced it, its episodes and its journal (``_insight.explain_fact``)."""
         return run_op(self._conn, insight.explain_fact(self.ctx, memory_id, depth=depth))
 
+    def session_episodes(self, scope_id: str, *, limit: int = 50,
+                         offset: int = 0) -> insight.SessionEpisodes:
+        """A page of a session's episodes and whether consolidation has taken them all."""
+        return run_op(self._conn, insight.session_episodes(self.ctx, scope_id, limit=limit,
+                                                         offset=offset))
+
     def weak_facts(self, *, below: float = insight.WEAK_BELOW,
                    horizon: timedelta = insight.WEAK_HORIZON, limit: int = 50,
                    now: datetime | None = None) -> list[insight.WeakFact]:

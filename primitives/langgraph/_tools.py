@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from primitives.engine import (
     AsyncEngine,
+    Edge,
     Engine,
     Entity,
     Hit,
@@ -38,11 +39,12 @@ from primitives.engine import (
     SearchResult,
     resolve_anchor,
 )
-from primitives.engine._insight import FactProvenance, WeakFact
+from primitives.engine._insight import FactProvenance, SessionEpisodes, WeakFact
 from primitives.errors import GovernanceError, PolicyViolation, PrimitivesError, TenancyError
 from primitives.langgraph._timestamps import event_time_fields
 
-__all__ = ["GRAPH_TOOL_NAMES", "REFUSALS", "TOOL_NAMES", "memory_tools"]
+__all__ = ["GRAPH_TOOL_NAMES", "REFUSALS", "TOOL_NAMES", "WRITE_PATH_TOOL_NAMES",
+           "memory_tools", "write_path_tools"]
 
 REFUSALS: tuple[type[PrimitivesError], ...] = (GovernanceError, PolicyViolation, TenancyError)
 """The errors that refuse a request (write policy, PII block, namespace or anchor that does
@@ -57,6 +59,11 @@ TOOL_NAMES = ("search_memory", "remember_fact", "correct_fact", "confirm_fact",
 GRAPH_TOOL_NAMES = ("explain_fact", "weak_facts", "forget_fact")
 """Added for specs with ``graph:`` (seed 002 phase 6 and the user's "forget that"): a fact's
 provenance chain, the weak facts report, and invalidating a fact (kept in history)."""
+WRITE_PATH_TOOL_NAMES = ("get_session_episodes", "save_causal_edges")
+"""The write-path agent's own tools (seed 002 §10.3), not the orchestrator's: a session's
+episodes page by page, and causal edges between episodes it infers."""
+DEFAULT_INFERENCE = 0.6
+"""An inferred edge's confidence where ``graph.confidence`` declares none (seed 002 §12.1)."""
 R = TypeVar("R")
 Type = Literal["episodic", "semantic", "procedural", "opinion"]
 
@@ -119,6 +126,23 @@ class WeakFactsArgs(BaseModel):
     limit: int = Field(20, ge=1, le=100, description="at most this many facts")
 
 
+class SessionEpisodesArgs(BaseModel):
+    session_id: str = Field(description="the session whose episodes to read")
+    limit: int = Field(30, ge=1, le=200, description="at most this many episodes")
+    offset: int = Field(0, ge=0, description="skip this many (the next page)")
+
+
+class CausalPair(BaseModel):
+    cause_id: str = Field(description="the episode that caused the other")
+    effect_id: str = Field(description="the episode it caused")
+
+
+class SaveCausalEdgesArgs(BaseModel):
+    pairs: list[CausalPair] = Field(min_length=1, max_length=100,
+                                    description="cause and effect episodes, each pair only "
+                                    "where an episode says so explicitly")
+
+
 class ForgetFactArgs(BaseModel):
     fact_id: str = Field(description="the id of the memory the user wants forgotten")
     reason: str | None = Field(None, description="why it no longer holds")
@@ -174,10 +198,12 @@ def _candidates(limit: int) -> int:
 
 # tool bodies: engine-neutral, run by _sync_runner / _async_runner -------------------------------
 class _Bodies:
-    def __init__(self, tier: str, *, graph: bool = False) -> None:
+    def __init__(self, tier: str, *, graph: bool = False, inference: bool = False) -> None:
         self.tier = tier
         self.graph = graph
         """The spec has ``graph:``: entities resolve through the entity tables as well."""
+        self.inference = inference
+        """``graph.confidence`` declares ``inference`` (the confidence of inferred edges)."""
 
     def search_memory(self, query: str, type: Type | None = None,
                       entity_name: str | None = None, after: str | None = None,
@@ -291,6 +317,34 @@ class _Bodies:
                                      {"reason": reason or "forgotten at the user's request"})
         return {"status": "forgotten", **memory_dict(memory)}
 
+    def get_session_episodes(self, session_id: str, limit: int = 30,
+                             offset: int = 0) -> Body[dict[str, Any]]:
+        page: SessionEpisodes = yield _Call("session_episodes", (session_id,),
+                                            {"limit": limit, "offset": offset})
+        return {"session_id": session_id, "consolidated": page.consolidated,
+                "episodes": [memory_dict(m) for m in page.episodes]}
+
+    def save_causal_edges(self, pairs: list[CausalPair]) -> Body[dict[str, Any]]:
+        saved = []
+        for n, given in enumerate(pairs):
+            pair = CausalPair.model_validate(given)
+            ids = (_memory_id(pair.cause_id), _memory_id(pair.effect_id))
+            for memory_id in ids:
+                found: Memory | None = yield _Call("get", (memory_id,))
+                if found is None or found.typology != "episodic":
+                    # nothing of the call is kept: the tool's transaction rolls back
+                    raise ToolException(f"pairs[{n}]: {memory_id} is not an episode of this "
+                                        "memory; causal edges join two episodes; no edge of "
+                                        "this call was saved")
+            # the inference confidence where graph.confidence declares it (seed 002 §12.1)
+            strength = ({"source": "inference"} if self.inference
+                        else {"confidence": DEFAULT_INFERENCE})
+            edge: Edge = yield _Call("relate", (*ids, "causal"), {
+                **strength, "evidence": [{"tool": "save_causal_edges"}]})
+            saved.append({"edge_id": str(edge.id), "cause_id": str(ids[0]),
+                          "effect_id": str(ids[1]), "confidence": edge.confidence})
+        return {"status": "saved", "edges": saved}
+
     def memory_stats(self) -> Body[dict[str, Any]]:
         stats: dict[str, Any] = yield _Call("stats")
         last = stats.pop("last_write")
@@ -359,6 +413,11 @@ _DESCRIPTIONS: dict[str, tuple[type[BaseModel], str]] = {
                      "derived from, what it replaced and what replaced it."),
     "weak_facts": (WeakFactsArgs, "Facts that may be wrong or are fading: low confidence, "
                    "from a single episode, or about to be forgotten by decay."),
+    "get_session_episodes": (SessionEpisodesArgs, "Read a finished session's episodes in "
+                             "order, a page at a time, and whether it is consolidated."),
+    "save_causal_edges": (SaveCausalEdgesArgs, "Record that one episode caused another, "
+                          "only where an episode says so; inferred edges carry the inference "
+                          "confidence."),
     "forget_fact": (ForgetFactArgs, "Forget a fact the user says no longer holds; it is kept "
                     "in history but no longer recalled."),
 }
@@ -378,9 +437,29 @@ def memory_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object], *,
     if tier not in spec.tier_names:
         raise TenancyError(f"unknown tier '{tier}' for agent '{spec.agent}'; tiers: "
                            f"{', '.join(spec.tier_names)}", tier=tier)
-    bodies = _Bodies(tier, graph=spec.graph is not None)
+    names = TOOL_NAMES + (GRAPH_TOOL_NAMES if spec.graph is not None else ())
+    return _bind(engine, anchor, _Bodies(tier, graph=spec.graph is not None), actor, names)
+
+
+def write_path_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object], *,
+                     actor: str = "memory_agent") -> list[BaseTool]:
+    """The write-path agent's tools (:data:`WRITE_PATH_TOOL_NAMES`) for one tenant of a
+    spec with ``graph:`` (a :class:`PolicyViolation` otherwise); like the memory tools, each
+    call is one tenant transaction and a refusal is the tool's error text."""
+    spec = engine.spec
+    resolve_anchor(spec, anchor)
+    if spec.graph is None or "causal" not in spec.graph.edges:
+        raise PolicyViolation(f"agent '{spec.agent}' declares no causal edges (graph.edges): "
+                              "the write-path tools read sessions and record causal edges")
+    bodies = _Bodies(spec.persistent_tier.name, graph=True,
+                     inference="inference" in spec.graph.confidence)
+    return _bind(engine, anchor, bodies, actor, WRITE_PATH_TOOL_NAMES)
+
+
+def _bind(engine: Engine | AsyncEngine, anchor: Mapping[str, object], bodies: _Bodies,
+          actor: str, names: tuple[str, ...]) -> list[BaseTool]:
     tools: list[BaseTool] = []
-    for name in TOOL_NAMES + (GRAPH_TOOL_NAMES if spec.graph is not None else ()):
+    for name in names:
         schema, description = _DESCRIPTIONS[name]
         make = getattr(bodies, name)
         if isinstance(engine, Engine):

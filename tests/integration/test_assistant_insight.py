@@ -26,7 +26,7 @@ from primitives.compile import agent_tables
 from primitives.engine import AsyncEngine, Engine
 from primitives.errors import TenancyError
 from primitives.extraction import Extraction, ExtractionRequest, LLMExtractor, RuleBasedExtractor
-from primitives.langgraph import memory_tools
+from primitives.langgraph import WRITE_PATH_TOOL_NAMES, memory_tools, write_path_tools
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
 
@@ -387,3 +387,42 @@ async def test_the_async_engine_explains_reports_and_counts(
     assert [m.id for m in chain.episodes] == [turn]
     assert [(w.id, w.reasons) for w in weak] == [(fact.id, ("single_source",))]
     assert stats["edges"]["derived_from"] == 1 and stats["unconsolidated_sessions"] == 0
+
+
+# the write-path agent's tools (seed 002 §10.3) ---------------------------------------------------
+def test_write_path_tools_page_a_session_and_save_causal_edges_all_or_nothing(
+        engine: Engine, assistant: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    user = _user()
+    with engine.tenant(user) as mem:
+        turns = [mem.observe("long_term", text, typology="episodic", scope_id="s-w").id
+                 for text in ("The build broke.", "Nobody could deploy.", "We rolled back.")]
+        note = mem.observe("long_term", "deploys need a green build", typology="semantic").id
+    tools = {t.name: t for t in write_path_tools(engine, user)}
+    assert tuple(tools) == WRITE_PATH_TOOL_NAMES
+    first = tools["get_session_episodes"].invoke({"session_id": "s-w", "limit": 2})
+    rest = tools["get_session_episodes"].invoke({"session_id": "s-w", "limit": 2,
+                                                 "offset": 2})
+    assert [e["id"] for e in first["episodes"] + rest["episodes"]] == [str(t) for t in turns]
+    assert first["consolidated"] is False
+
+    def causal() -> list[tuple[uuid.UUID, uuid.UUID, float]]:
+        tables = agent_tables(assistant)
+        assert tables.edges is not None
+        return [(s, t, round(float(c), 3)) for s, t, c in admin_conn.execute(sql.SQL(
+            "SELECT source_id, target_id, confidence FROM {} WHERE {} = %s "
+            "AND relation_type = 'causal' ORDER BY created_at").format(
+            tables.edges.ident, tables.tenant), (user["user_id"],)).fetchall()]
+
+    # a pair naming a fact is refused as text, and the valid pair before it is not kept
+    refused = tools["save_causal_edges"].invoke({"pairs": [
+        {"cause_id": str(turns[0]), "effect_id": str(turns[1])},
+        {"cause_id": str(note), "effect_id": str(turns[2])}]})
+    assert isinstance(refused, str) and "pairs[1]" in refused and "not an episode" in refused
+    assert causal() == []
+    saved = tools["save_causal_edges"].invoke({"pairs": [
+        {"cause_id": str(turns[0]), "effect_id": str(turns[1])}]})
+    assert saved["status"] == "saved" and saved["edges"][0]["confidence"] == pytest.approx(0.6)
+    assert causal() == [(turns[0], turns[1], 0.6)]
+    with engine.tenant(user) as mem:
+        mem.end_scope("session", "s-w")
+    assert tools["get_session_episodes"].invoke({"session_id": "s-w"})["consolidated"] is True

@@ -16,8 +16,7 @@ from primitives._project import migrate
 from primitives.db import APP_ROLE
 from primitives.engine import AsyncEngine, Engine
 from primitives.errors import TenancyError
-from primitives.langgraph import TOOL_NAMES, event_time_fields, memory_tools
-from primitives.langgraph._tools import GRAPH_TOOL_NAMES
+from primitives.langgraph import GRAPH_TOOL_NAMES, TOOL_NAMES, event_time_fields, memory_tools
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
 
