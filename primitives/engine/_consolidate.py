@@ -23,9 +23,10 @@ extractor call per scope. :func:`consolidate_scope`, in the caller's transaction
    a ``supersedes`` edge); ``DELETE`` invalidates the target; ``NOOP`` changes nothing.
    Decisions below the typology's ``write_policy.extract_threshold`` are skipped, and so
    are those that would replace an active row at less than the typology's
-   ``conflict.min_confidence``. Written
-   rows carry ``provenance.derived_from`` (the evidence episodes), the decision's confidence
-   (at most ``graph.confidence.extraction`` where declared) and, in graph specs, ``derived_from`` edges to the episodes and entity mentions.
+   ``conflict.min_confidence``. Written rows carry ``provenance.derived_from`` (the evidence
+   episodes), the decision's confidence (at most ``graph.confidence.extraction`` where
+   declared) and, in graph specs, ``derived_from`` edges to the episodes and entity
+   mentions. A causal pair across two chunks is seen by neither call.
 4. Records the entities each episode mentions (graph specs) and one ``consolidated`` event.
 """
 

@@ -46,7 +46,7 @@ WEAK_HORIZON = timedelta(days=7)
 _VALID_EDGE = sql.SQL("(e.valid_until IS NULL OR e.valid_until > now())")
 
 
-# memory_stats: graph metrics (seed 002 §13) -------------------------------------------------------
+# memory_stats: graph metrics (seed 002 §13) ----------------------------------------------------
 @lru_cache(maxsize=64)
 def graph_stats_statement(tables: Tables) -> sql.Composed:
     """One row of the tenant's graph metrics: edges valid now by relation type (jsonb),
@@ -290,7 +290,7 @@ def weak_facts(ctx: Context, *, below: float = WEAK_BELOW, horizon: timedelta = 
     return out
 
 
-# the write-path agent's view of a session (seed 002 §10.3) ------------------------------------------
+# the write-path agent's view of a session (seed 002 §10.3) -------------------------------------
 @dataclass(frozen=True)
 class SessionEpisodes:
     """A page of a session's episodes (event order) and whether consolidation has taken all

@@ -125,7 +125,7 @@ def test_an_llm_extractors_facts_are_capped_at_extraction_and_its_causes_become_
                                             if "graph" in h.ranks}
 
 
-# 4. memory_stats in the seed's shape ---------------------------------------------------------------
+# 4. memory_stats in the seed's shape ------------------------------------------------------------
 def test_memory_stats_reports_edges_entities_orphans_and_sessions(
         engine: Engine, assistant: AgentSpec) -> None:
     user = _user()
