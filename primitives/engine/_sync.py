@@ -590,7 +590,7 @@ class TenantMemory:
 
     def search(self, query: str = "", *, explain: bool = False,
                **options: Any) -> SearchResult[Hit] | Explanation:
-        """Hybrid search (options: ``envelope``, ``tiers``, ``limit``, ``as_of``); with
+        """Hybrid search (options: ``envelope``, ``tiers``, ``limit``, ``as_of``, ``window``); with
         ``explain=True`` an :class:`Explanation` (hits plus rows per signal)."""
         explanation = run_op(self._conn, core.explain_search(self.ctx, query, **options))
         if self._access is not None:
