@@ -274,6 +274,26 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_weak_facts(args: argparse.Namespace) -> int:
+    """One tenant's weak facts report (seed 002), as the app role: one JSON line per fact,
+    weakest first, each with its reasons; a count on stderr."""
+    from datetime import timedelta
+
+    from primitives.engine import Engine
+    from primitives.spec import load_spec
+
+    spec = load_spec(args.spec)
+    tenant_key = spec.anchor.keys[0]
+    with Engine.connect(spec, max_connections=1) as engine, \
+            engine.tenant({tenant_key: args.tenant}) as mem:
+        weak = mem.weak_facts(below=args.below, horizon=timedelta(days=args.horizon_days),
+                              limit=args.limit)
+    for fact in weak:
+        sys.stdout.write(json.dumps(fact.as_dict(), sort_keys=True) + "\n")
+    errors.print(f"{len(weak)} weak fact{'' if len(weak) == 1 else 's'} for {args.tenant}")
+    return 0
+
+
 # demo -------------------------------------------------------------------------------------------
 def cmd_demo(args: argparse.Namespace) -> int:
     from primitives._demo import run_demo
@@ -767,6 +787,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-embedder", action="store_true",
                    help="do not load an embedding model (the semantic signal is dropped)")
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("weak-facts", help="one tenant's weak facts (low confidence, a single "
+                       "source, fading below the decay threshold), one JSON line each")
+    p.add_argument("spec")
+    p.add_argument("--tenant", required=True, metavar="T", help="the tenant key's value")
+    p.add_argument("--below", type=float, default=0.5, metavar="C",
+                   help="a confidence under C is low (0.5)")
+    p.add_argument("--horizon-days", type=float, default=7.0, metavar="D",
+                   help="name facts that decay below their threshold within D days (7)")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N facts (50)")
+    p.set_defaults(func=cmd_weak_facts)
 
     p = sub.add_parser("demo", help="migrate the reference specs and show tenant isolation")
     p.add_argument("specs", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")
