@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
@@ -31,6 +31,7 @@ from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
+from primitives.engine import _insight as insight
 from primitives.engine import _pending as pending
 from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
@@ -577,6 +578,26 @@ class AsyncTenantMemory:
     async def stats(self) -> dict[str, Any]:
         """Counts of this tenant's memory by typology, tier and state, and of its journal."""
         return await arun_op(self._conn, store_ops.memory_stats(self.ctx))
+
+    async def explain_fact(self, memory_id: UUID, *,
+                     depth: int = insight.MAX_PROVENANCE_DEPTH) -> insight.FactProvenance:
+        """A memory's provenance chain: derived_from and supersedes edges followed, the
+        versions that replaced it, its episodes and its journal (``_insight.explain_fact``)."""
+        return await arun_op(self._conn, insight.explain_fact(self.ctx, memory_id, depth=depth))
+
+    async def session_episodes(self, scope_id: str, *, limit: int = 50,
+                         offset: int = 0) -> insight.SessionEpisodes:
+        """A page of a session's episodes and whether consolidation has taken them all."""
+        return await arun_op(self._conn, insight.session_episodes(self.ctx, scope_id, limit=limit,
+                                                         offset=offset))
+
+    async def weak_facts(self, *, below: float = insight.WEAK_BELOW,
+                   horizon: timedelta = insight.WEAK_HORIZON, limit: int = 50,
+                   now: datetime | None = None) -> list[insight.WeakFact]:
+        """Facts with low confidence, a single source, or fading below the decay threshold
+        within ``horizon``, weakest first (``_insight.weak_facts``)."""
+        return await arun_op(self._conn, insight.weak_facts(self.ctx, below=below, horizon=horizon,
+                                                   limit=limit, now=now))
 
     # discipline: sanitization gates and the outbox ----------------------------------------------
     async def cross(self, gate: str, memory_ids: Sequence[UUID | str] | None = None,

@@ -84,6 +84,7 @@ _OB = "tests/integration/test_outbox.py::"
 _AW = "tests/integration/test_ask_world_agent.py::"
 _MS = "tests/integration/test_mace_golden_sem.py::"
 _AL = "tests/integration/test_assistant_life.py::"
+_AI = "tests/integration/test_assistant_insight.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -237,6 +238,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _CF + "test_similarity_detection_finds_the_fact_a_new_one_contradicts",),
     "behavior.conflict.*.similarity": (
         _CF + "test_similarity_detection_finds_the_fact_a_new_one_contradicts",),
+    "behavior.conflict.*.min_confidence": (
+        _AI + "test_an_extraction_weaker_than_the_conflict_minimum_leaves_the_fact",),
     # 11. consolidation -------------------------------------------------------------------------
     "behavior.consolidation.*.method=compounding": (
         _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
@@ -280,6 +283,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _CN + "test_an_interrupted_run_leaves_nothing_and_running_again_completes_it",
         "tests/unit/test_spec_loading.py::test_consolidation_that_is_not_idempotent_is_"
         "refused"),
+    "behavior.consolidation.*.episodes_per_chunk": (
+        _AI + "test_a_session_is_consolidated_in_chunks_of_episodes_per_chunk",),
     # 12. context budget ------------------------------------------------------------------------
     "behavior.context": (_CX + "test_spec_without_context_gives_an_empty_pack",),
     "behavior.context.total_tokens": (
@@ -502,7 +507,10 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "graph.temporal_edges_on_write": (
         _GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
     "graph.confidence": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",
-                         _AL + "test_the_assistant_lives_through_sessions_correction_and_decay"),
+                         _AL + "test_the_assistant_lives_through_sessions_correction_and_decay",
+                         _AI + "test_a_write_starts_at_its_sources_declared_confidence",
+                         _AI + "test_an_llm_extractors_facts_are_capped_at_extraction_and_its_"
+                               "causes_become_edges"),
     "graph.reinforcement": (
         _DU + "test_reinforcement_adds_its_share_of_ln_access_and_caps_at_one",),
 }
