@@ -54,9 +54,9 @@ CAPPED_TEXT = MACE_TEXT.replace("agent: mace", "agent: mace_capped", 1).replace(
     "    retention: {policy: mace_retention}\n",
     "    retention: {policy: mace_retention}\n    capacity: {rows: 3, tokens: 60}\n", 1).replace(
     "    ttl_ticks: 3                          # seed default; decremented on every tick()\n",
-    "    ttl_ticks: 3\n    capacity: {rows: 2, per: scope}\n", 1).replace(
-    "    policy: mace_access                   # raw payloads and unredacted snapshots: admin only\n",
-    "", 1)
+    "    ttl_ticks: 3\n    capacity: {rows: 2, per: scope}\n", 1)
+CAPPED_TEXT = "".join(line for line in CAPPED_TEXT.splitlines(keepends=True)
+                      if not line.lstrip().startswith("policy: mace_access"))
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def capped(pg: PostgresHandle) -> AgentSpec:
     """mace with 3 rows / 60 tokens of long-term memory per user, 2 WM rows per job, and no
     access policy."""
     spec = _variant(CAPPED_TEXT)
-    assert spec.tier("long_term").capacity is not None
+    assert spec.tier("long_term").capacity is not None and spec.tier("wm").capacity is not None
     assert spec.discipline.visibility.policy is None
     migrate([spec], dsn=pg.admin_dsn, progress=lambda _: None)
     return spec
