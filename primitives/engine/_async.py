@@ -237,8 +237,9 @@ class AsyncEngine(EngineBase):
             async with self._pool.connection() as conn:
                 err.context["event_id"] = str(await _arun_once(conn, ctx.tenant, op,
                                                                after_last="refuse"))
-        except (psycopg.Error, StorageError):
-            pass  # the refusal itself still reaches the caller
+        except (psycopg.Error, StorageError) as failed:
+            # the refusal itself still reaches the caller, saying its event is missing
+            err.context["journal_error"] = str(failed)
 
     async def read(self, anchor: Mapping[str, object],
                    make: Callable[[core.Context], core.Op[R]], *, actor: str = "agent",

@@ -251,7 +251,7 @@ class Engine(EngineBase):
     def _journal_refusal(self, ctx: core.Context, err: StorageFull) -> None:
         """Journal a write the capacity guard refused (a ``storage_full`` event, in a
         transaction of its own: the write's was rolled back); its id goes into the error's
-        envelope as ``event_id``. A journal that cannot be written leaves the error as it is."""
+        envelope as ``event_id``; if the journal cannot be written, ``journal_error`` says why."""
         op = capacity.refused(ctx, err)
         if op is None or "event_id" in err.context:
             return
@@ -259,8 +259,9 @@ class Engine(EngineBase):
             with self._pool.connection() as conn:
                 err.context["event_id"] = str(_run_once(conn, ctx.tenant, op,
                                                         after_last="refuse"))
-        except (psycopg.Error, StorageError):
-            pass  # the refusal itself still reaches the caller
+        except (psycopg.Error, StorageError) as failed:
+            # the refusal itself still reaches the caller, saying its event is missing
+            err.context["journal_error"] = str(failed)
 
     def read(self, anchor: Mapping[str, object], make: Callable[[core.Context], core.Op[R]], *,
              actor: str = "agent", seed: str | None = None,

@@ -161,7 +161,8 @@ class AccessPolicy(_PolicyBase):
         default_factory=list,
         description="the compliance views the auditor role reads; attached by "
         "discipline.visibility.policy, the auditor reads no other view and no payload "
-        "column (memory value, envelope, embedding; an action request's payload)")
+        "column (memory value, envelope, embedding; an action request's payload; a "
+        "checkpoint's state and blobs)")
     admin_raw_reads: bool = False
 
 
