@@ -264,6 +264,12 @@ def test_superseded_and_expired_rows_free_their_room(capped_engine: Engine) -> N
         mem.tick()                                       # "one" expires
         assert mem.get(first.id) is None
         mem.observe("wm", "three", scope_id="job-1")     # fits again
+    with capped_engine.tenant(user) as mem:
+        mem.observe("wm", "first version", scope_id="job-2", key="k")
+        mem.observe("wm", "second version", scope_id="job-2", key="k")  # supersedes it
+        mem.observe("wm", "another", scope_id="job-2")   # 2 live rows in job-2: fits
+        assert sorted(r.content for r in mem.ticked("wm", scope_id="job-2")) == [
+            "another", "second version"]
 
 
 def test_two_concurrent_writers_at_the_edge_cannot_both_pass(
