@@ -27,6 +27,7 @@ from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
+from primitives.engine import _capacity as capacity
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _episodic as episodic
@@ -41,7 +42,7 @@ from primitives.engine._base import EngineBase, aschema_features, render
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
-from primitives.errors import StorageError
+from primitives.errors import StorageError, StorageFull
 from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
@@ -218,11 +219,28 @@ class AsyncEngine(EngineBase):
     async def tenant(self, anchor: Mapping[str, object], *,
                      actor: str = "agent") -> AsyncIterator[AsyncTenantMemory]:
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
-        async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
-            yield AsyncTenantMemory(ctx, conn, self.access)
+        try:
+            async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
+                yield AsyncTenantMemory(ctx, conn, self.access)
+        except StorageFull as err:
+            await self._journal_refusal(ctx, err)
+            raise
         self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
+
+    async def _journal_refusal(self, ctx: core.Context, err: StorageFull) -> None:
+        """Like :meth:`Engine._journal_refusal`."""
+        op = capacity.refused(ctx, err)
+        if op is None or "event_id" in err.context:
+            return
+        try:
+            async with self._pool.connection() as conn:
+                err.context["event_id"] = str(await _arun_once(conn, ctx.tenant, op,
+                                                               after_last="refuse"))
+        except (psycopg.Error, StorageError) as failed:
+            # the refusal itself still reaches the caller, saying its event is missing
+            err.context["journal_error"] = str(failed)
 
     async def read(self, anchor: Mapping[str, object],
                    make: Callable[[core.Context], core.Op[R]], *, actor: str = "agent",
@@ -297,8 +315,12 @@ class AsyncEngine(EngineBase):
                 finally:
                     await pool.putconn(conn)
             except RETRYABLE as err:
-                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
-                                                 tenant=resolved.tenant))
+                try:
+                    delay = before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant)
+                except StorageFull as full:
+                    await self._journal_refusal(self.context(resolved, actor), full)
+                    raise
+                await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
     async def embed_pending(self, anchor: Mapping[str, object] | None = None, *,

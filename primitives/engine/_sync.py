@@ -30,6 +30,7 @@ from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
+from primitives.engine import _capacity as capacity
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _episodic as episodic
@@ -45,7 +46,7 @@ from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._pending import EmbedWorker
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
-from primitives.errors import EmbedderUnavailable, StorageError
+from primitives.errors import EmbedderUnavailable, StorageError, StorageFull
 from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
@@ -238,11 +239,30 @@ class Engine(EngineBase):
                actor: str = "agent") -> Iterator[TenantMemory]:
         """One tenant-scoped transaction; commits on success, rolls back on any error."""
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
-        with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
-            yield TenantMemory(ctx, conn, self.access)
+        try:
+            with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
+                yield TenantMemory(ctx, conn, self.access)
+        except StorageFull as err:
+            self._journal_refusal(ctx, err)
+            raise
         self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
+
+    def _journal_refusal(self, ctx: core.Context, err: StorageFull) -> None:
+        """Journal a write the capacity guard refused (a ``storage_full`` event, in a
+        transaction of its own: the write's was rolled back); its id goes into the error's
+        envelope as ``event_id``; if the journal cannot be written, ``journal_error`` says why."""
+        op = capacity.refused(ctx, err)
+        if op is None or "event_id" in err.context:
+            return
+        try:
+            with self._pool.connection() as conn:
+                err.context["event_id"] = str(_run_once(conn, ctx.tenant, op,
+                                                        after_last="refuse"))
+        except (psycopg.Error, StorageError) as failed:
+            # the refusal itself still reaches the caller, saying its event is missing
+            err.context["journal_error"] = str(failed)
 
     def read(self, anchor: Mapping[str, object], make: Callable[[core.Context], core.Op[R]], *,
              actor: str = "agent", seed: str | None = None,
@@ -336,7 +356,12 @@ class Engine(EngineBase):
                 finally:
                     pool.putconn(conn)
             except RETRYABLE as err:
-                sleep(before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant))
+                try:
+                    sleep(before_retry(err, attempt=attempt, seed=seed,
+                                       tenant=resolved.tenant))
+                except StorageFull as full:
+                    self._journal_refusal(self.context(resolved, actor), full)
+                    raise
         raise AssertionError("unreachable")
 
     def embed_pending(self, anchor: Mapping[str, object] | None = None, *,

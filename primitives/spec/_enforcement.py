@@ -65,6 +65,7 @@ _MT = "tests/integration/test_maintain.py::"
 _CX = "tests/unit/test_context.py::"
 _GR = "tests/integration/test_graph.py::"
 _MG = "tests/integration/test_mace_golden.py::"
+_MC = "tests/integration/test_mace_capacity.py::"
 _RR = "tests/integration/test_context_and_rerank.py::"
 _IN = "tests/unit/test_intent.py::"
 _CV = "tests/unit/test_compile_views.py::"
@@ -391,7 +392,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _OB + "test_the_publication_is_announced_on_the_events_channel_with_ids_only",),
     "discipline.visibility.tools": (
         _AW + "test_ask_carries_only_memory_a_gate_lets_out",),
-    "discipline.visibility.policy": (),
+    "discipline.visibility.policy": (
+        _MC + "test_mace_access_keeps_payloads_and_unlisted_views_from_the_auditor",
+        _MC + "test_without_an_access_policy_the_auditor_reads_payloads"),
     "discipline.pii": (
         _PI + "test_each_kind_is_redacted_and_no_non_admin_read_returns_the_value",
         _PI + "test_a_blocked_kind_refuses_the_write_and_writes_nothing",
@@ -434,6 +437,26 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "tiers[].ttl_ticks": (
         _MG + "test_m_t1_wm_item_with_ttl_2_is_removed_after_two_ticks",
         _MG + "test_a_re_referenced_cwm_row_gets_its_ttl_back"),
+    "tiers[].capacity": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left"),
+    "tiers[].capacity.rows": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",
+        _MC + "test_two_concurrent_writers_at_the_edge_cannot_both_pass"),
+    "tiers[].capacity.tokens": (
+        _MC + "test_a_write_past_the_declared_tokens_is_refused",
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left"),
+    "tiers[].capacity.per=tenant": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",),
+    "tiers[].capacity.per=scope": (
+        _MC + "test_a_per_scope_capacity_counts_each_job_apart",
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left"),
+    "tiers[].capacity.on_full=refuse": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",
+        _MC + "test_the_database_refuses_plain_sql_past_the_capacity_as_the_app_role"),
+    "tiers[].capacity.on_full=evict": (
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left",
+        _MC + "test_a_re_referenced_cwm_row_regains_its_ticks_and_is_kept_over_the_budget"),
     # retrieval: fusion, abstention, reranking, intents -----------------------------------------
     "retrieval.fusion.method=rrf": (_RS + "test_fusion_is_weighted_rrf_over_every_signal_once",),
     "retrieval.fusion.method=weighted": (
