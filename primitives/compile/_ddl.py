@@ -178,7 +178,7 @@ class Trigger:
 
     name: str
     timing: Literal["BEFORE"]
-    events: Literal["INSERT", "DELETE", "UPDATE OR DELETE", "TRUNCATE"]
+    events: Literal["INSERT", "DELETE", "UPDATE OR DELETE", "TRUNCATE", "INSERT OR UPDATE"]
     level: Literal["ROW", "STATEMENT"]
     function: sql.Identifier
     args: tuple[str, ...] = ()

@@ -174,7 +174,7 @@ def table_definitions(
     tables = tables or agent_tables(spec)
     definitions = [
         memories_table(spec, tables, capabilities),
-        events_table(tables, embedding=capabilities.vector),
+        events_table(tables, embedding=capabilities.vector, spec=spec),
         action_links_table(tables),
         scopes_table(spec, tables),
         promotions_table(tables),

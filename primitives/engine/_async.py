@@ -29,6 +29,7 @@ from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
+from primitives.engine import _determinism as determinism
 from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
 from primitives.engine import _pending as pending
@@ -36,7 +37,8 @@ from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
 from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import EngineBase, aschema_features, render
+from primitives.engine._ids import seeded_ids
+from primitives.engine._base import EngineBase, aschema_features, render, seeds_ids
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
@@ -218,7 +220,10 @@ class AsyncEngine(EngineBase):
                      actor: str = "agent") -> AsyncIterator[AsyncTenantMemory]:
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
-            yield AsyncTenantMemory(ctx, conn, self.access)
+            head = (await arun_op(conn, determinism.open_job(ctx, ctx.job_seed))
+                    if ctx.job_seed is not None else 0)  # as Engine.tenant
+            with seeded_ids(ctx.job_seed if seeds_ids(ctx) else None, head):
+                yield AsyncTenantMemory(ctx, conn, self.access)
         self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
@@ -273,6 +278,10 @@ class AsyncEngine(EngineBase):
                       actor: str = "agent", seed: str | None = None, **fields: Any) -> Memory:
         """Like :meth:`Engine.observe`: one memory in a transaction of its own."""
         resolved = resolve_anchor(self.spec, anchor)
+        if determinism.job_seed(self.spec, resolved) is not None:  # as Engine.observe
+            async def write(mem: AsyncTenantMemory) -> Memory:
+                return await mem.observe(tier, content, **fields)
+            return await self.write(anchor, write, actor=actor, seed=seed)
         seed = seed or f"{self.spec.agent}:{resolved.tenant}"
         pool = self._pool
         fields = core.with_idempotency_key(fields)

@@ -10,6 +10,7 @@ from primitives.compile import Tables, agent_tables
 from primitives.embeddings import Embedder, as_embedder, cached
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
+from primitives.engine._determinism import job_seed
 from primitives.engine._pending import PendingTenants
 from primitives.errors import ModelMismatch, StorageError
 from primitives.lifecycle._access import AccessLog
@@ -134,6 +135,11 @@ def effective_signals(spec: AgentSpec, *, embedder: bool = False,
     return tuple(s for s in wanted if s in QUERY_SIGNALS), notes
 
 
+def seeds_ids(ctx: Context) -> bool:
+    """The transaction is a job's and the spec seeds its ids (``determinism.ids: seeded``)."""
+    return ctx.job_seed is not None and ctx.spec.determinism.ids == "seeded"
+
+
 class EngineBase:
     def __init__(self, spec: AgentSpec, *, has_embedding: bool,
                  embedder: Embedder | None = None, reranker: Reranker | None = None,
@@ -187,4 +193,5 @@ class EngineBase:
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
                        self.embedder, classifier=self.classifier, reranker=self.reranker,
-                       text_match=self.text_match, trigram=self.trigram, decay=self.decay)
+                       text_match=self.text_match, trigram=self.trigram, decay=self.decay,
+                       job_seed=job_seed(self.spec, anchor))

@@ -32,6 +32,7 @@ from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
+from primitives.engine import _determinism as determinism
 from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
 from primitives.engine import _pending as pending
@@ -39,7 +40,8 @@ from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
 from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import EngineBase, render, schema_features
+from primitives.engine._ids import seeded_ids
+from primitives.engine._base import EngineBase, render, schema_features, seeds_ids
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._pending import EmbedWorker
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
@@ -238,7 +240,12 @@ class Engine(EngineBase):
         """One tenant-scoped transaction; commits on success, rolls back on any error."""
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
         with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
-            yield TenantMemory(ctx, conn, self.access)
+            # a job's transaction: seeded ids and clock until it ends (or random ids, so a
+            # transaction inside another one's block never takes that job's ids)
+            head = (run_op(conn, determinism.open_job(ctx, ctx.job_seed))
+                    if ctx.job_seed is not None else 0)
+            with seeded_ids(ctx.job_seed if seeds_ids(ctx) else None, head):
+                yield TenantMemory(ctx, conn, self.access)
         self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
@@ -305,6 +312,10 @@ class Engine(EngineBase):
         acknowledgement was lost returns the row that COMMIT wrote and writes nothing, keyed
         or not (a keyed one even when another writer superseded it in between)."""
         resolved = resolve_anchor(self.spec, anchor)
+        if determinism.job_seed(self.spec, resolved) is not None:
+            # a job's write: its transaction opens the job (seeded ids and clock)
+            return self.write(anchor, lambda mem: mem.observe(tier, content, **fields),
+                              actor=actor, seed=seed, sleep=sleep)
         seed = seed or f"{self.spec.agent}:{resolved.tenant}"
         pool = self._pool
         fields = core.with_idempotency_key(fields)
