@@ -20,11 +20,12 @@ chain, byte for byte. Without the setting both triggers do what the random spec'
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Final
 
 from psycopg import sql
 
-from primitives.compile._ddl import Trigger
+from primitives.compile._ddl import TableDef, Trigger
 from primitives.compile._names import (
     APP_ROLE,
     MAINTAINER_ROLE,
@@ -33,8 +34,8 @@ from primitives.compile._names import (
 )
 from primitives.spec import AgentSpec
 
-__all__ = ["SEED_SETTING", "clock_function_sql", "clock_trigger", "epoch_function_sql",
-           "seeded", "seeded_functions", "uuid_function_sql"]
+__all__ = ["SEED_SETTING", "clock_columns", "clock_function_sql", "epoch_function_sql",
+           "seeded", "seeded_functions", "uuid_function_sql", "with_clock"]
 
 SEED_SETTING: Final = "primitives.job_seed"
 """The transaction-local setting that carries the job seed."""
@@ -116,6 +117,10 @@ DECLARE
     last_at   timestamptz;
     last_kind text;
     at        timestamptz;
+    new_row   jsonb;
+    old_row   jsonb;
+    stamps    jsonb := '{{}}';
+    col       text;
 BEGIN
     IF seed IS NULL THEN
         RETURN NEW;
@@ -123,34 +128,75 @@ BEGIN
     SELECT e.seq, e.occurred_at, e.kind INTO last_seq, last_at, last_kind
     FROM {journal} AS e WHERE e.{tenant} = NEW.{tenant} ORDER BY e.seq DESC LIMIT 1;
     at := {next_time};
-    IF TG_OP = 'INSERT' THEN
-        NEW.created_at := at;
-        NEW.updated_at := at;
-        NEW.valid_from := at;
-        NEW.event_time := coalesce(NEW.event_time, at);
-        RETURN NEW;
+    new_row := to_jsonb(NEW);
+    IF TG_OP = 'UPDATE' THEN
+        old_row := to_jsonb(OLD);
     END IF;
-{updates}
+    -- each argument names a timestamp column: set now (not NULL) by this insert or changed
+    -- by this update, it takes the clock's time; '?column': only when the write left it NULL
+    FOR i IN 0 .. TG_NARGS - 1 LOOP
+        col := TG_ARGV[i];
+        IF left(col, 1) = '?' THEN
+            col := substr(col, 2);
+            IF new_row ->> col IS NULL THEN
+                stamps := stamps || jsonb_build_object(col, at);
+            END IF;
+        ELSIF new_row ->> col IS NOT NULL
+              AND (TG_OP = 'INSERT' OR new_row -> col IS DISTINCT FROM old_row -> col) THEN
+            stamps := stamps || jsonb_build_object(col, at);
+        END IF;
+    END LOOP;
+    IF stamps <> '{{}}' THEN
+        NEW := jsonb_populate_record(NEW, stamps);
+    END IF;
     RETURN NEW;
 END
 $fn$""")
 
 
 def clock_function_sql(tables: Tables) -> sql.Composed:
-    """The memories trigger function of a seeded clock (module docstring)."""
-    updates = sql.SQL("\n").join(
-        sql.SQL("    IF NEW.{c} IS NOT NULL AND NEW.{c} IS DISTINCT FROM OLD.{c} THEN "
-                "NEW.{c} := at; END IF;").format(c=sql.Identifier(c)) for c in STATE_COLUMNS)
+    """The trigger function of the seeded clock on the agent's tables (module docstring)."""
     return _CLOCK_FUNCTION.format(
         function=clock_fn(tables), setting=sql.Literal(SEED_SETTING),
-        journal=tables.events.ident, tenant=tables.tenant, next_time=next_time_sql(tables),
-        updates=updates)
+        journal=tables.events.ident, tenant=tables.tenant, next_time=next_time_sql(tables))
 
 
-def clock_trigger(tables: Tables) -> Trigger:
-    """``BEFORE INSERT OR UPDATE`` on the memories: the seeded clock's timestamps."""
-    return Trigger("primitives_seeded_clock", "BEFORE", "INSERT OR UPDATE", "ROW",
-                   clock_fn(tables))
+def clock_columns(tables: Tables) -> dict[str, tuple[str, ...]]:
+    """The timestamp columns the seeded clock sets, by table (``?``: only when left NULL)."""
+    columns = {
+        tables.memories.name: ("created_at", "updated_at", "valid_from", *STATE_COLUMNS[1:],
+                               "?event_time"),
+        tables.action_links.name: ("created_at",),
+        tables.scopes.name: ("opened_at", "last_activity_at", "closed_at"),
+        tables.promotions.name: ("promoted_at",),
+    }
+    for table, names in ((tables.action_requests, ("created_at", "decided_at")),
+                         (tables.approvals, ("at",)), (tables.pii_raw, ("created_at",)),
+                         (tables.canonical_refs, ("created_at",))):
+        if table is not None:
+            columns[table.name] = names
+    return columns
+
+
+def with_clock(spec: AgentSpec, tables: Tables,
+               definitions: tuple[TableDef, ...]) -> tuple[TableDef, ...]:
+    """``definitions`` with the seeded clock's trigger on each table of
+    :func:`clock_columns` (a spec on ``clock: ticks``; the others unchanged)."""
+    if spec.determinism.clock != "ticks":
+        return definitions
+    columns = clock_columns(tables)
+    out = []
+    for definition in definitions:
+        names = columns.get(definition.table.name)
+        if names is None or definition.table.schema != tables.schema:
+            out.append(definition)
+            continue
+        updated = [n for n in names if not n.startswith("?")]
+        trigger = Trigger("primitives_seeded_clock", "BEFORE",
+                          "INSERT OR UPDATE OF " + ", ".join(f'"{n}"' for n in updated), "ROW", clock_fn(tables),
+                          names)
+        out.append(replace(definition, triggers=(*definition.triggers, trigger)))
+    return tuple(out)
 
 
 def seeded_functions(spec: AgentSpec, tables: Tables) -> tuple[tuple[str, sql.Composed], ...]:

@@ -12,6 +12,7 @@ from typing import Final
 
 from psycopg import sql
 
+from primitives.compile import _seeded
 from primitives.compile._capabilities import Capabilities
 from primitives.compile._ddl import (
     BIGINT,
@@ -37,7 +38,6 @@ from primitives.compile._ddl import (
     in_list,
     primary_key,
 )
-from primitives.compile import _seeded
 from primitives.compile._definer import erase_functions, memory_functions
 from primitives.compile._expr import active_predicate, pending_embedding_predicate
 from primitives.compile._names import Tables, framework_function
@@ -270,9 +270,7 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         columns=tuple(_memory_columns(spec, tables, capabilities)),
         constraints=constraints,
         indexes=tuple(indexes),
-        triggers=(guard, *guard_trigger(spec, tables, capabilities),
-                  *((_seeded.clock_trigger(tables),) if spec.determinism.clock == "ticks"
-                    else ())),
+        triggers=(guard, *guard_trigger(spec, tables, capabilities)),
         app_update_columns=MEMORY_UPDATE_COLUMNS,
         comment=_memories_comment(spec, tables),
         functions=(*memory_functions(tables), *guard_functions(spec, tables, capabilities),

@@ -42,8 +42,14 @@ from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context, Op, Step, canonical_json, content_hash
 from primitives.spec import AgentSpec
 
-__all__ = ["SemSnapshot", "job_seed", "open_job", "sem_snapshot", "sem_snapshot_hash",
-           "seeded_epoch"]
+__all__ = [
+    "SemSnapshot",
+    "job_seed",
+    "open_job",
+    "seeded_epoch",
+    "sem_snapshot",
+    "sem_snapshot_hash",
+]
 
 EPOCH_BASE: Final = datetime(2000, 1, 1, tzinfo=UTC)
 EPOCH_SPAN_S: Final = 315_360_000

@@ -40,8 +40,8 @@ from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
 from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._ids import seeded_ids
 from primitives.engine._base import EngineBase, render, schema_features, seeds_ids
+from primitives.engine._ids import seeded_ids
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._pending import EmbedWorker
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult

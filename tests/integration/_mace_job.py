@@ -68,3 +68,22 @@ def memory_rows(dsn: str, spec: AgentSpec, tenant: str) -> list[tuple[Any, ...]]
         return conn.execute(sql.SQL("SELECT {} FROM {} ORDER BY id").format(
             sql.SQL(", ").join(map(sql.Identifier, MEMORY_COLUMNS)),
             tables.memories.ident)).fetchall()
+
+
+def table_rows(dsn: str, spec: AgentSpec, tenant: str) -> dict[str, list[str]]:
+    """Every row of the tenant in each table the seeded clock stamps (memories, scopes,
+    promotion ledger, action requests, approvals, action links; the raw PII table is the
+    privacy admin's), as JSON text without the tenant column, sorted: what two runs of one
+    job must share."""
+    from primitives.compile._seeded import clock_columns
+    tables = agent_tables(spec)
+    found: dict[str, list[str]] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn, tenant_transaction(conn, tenant):
+        for name in clock_columns(tables):
+            if tables.pii_raw is not None and name == tables.pii_raw.name:
+                continue
+            rows = conn.execute(sql.SQL(
+                "SELECT (to_jsonb(t) - %s)::text FROM {} AS t ORDER BY 1").format(
+                    sql.Identifier(tables.schema, name)), (tables.tenant_column,)).fetchall()
+            found[name] = [r[0] for r in rows]
+    return found

@@ -282,7 +282,7 @@ def test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_wri
         engine: Engine, mace: AgentSpec, pg: PostgresHandle) -> None:
     from primitives.engine._determinism import seeded_epoch
     from primitives.engine._ids import seeded_uuid
-    from tests.integration._mace_job import journal, memory_rows, run_job
+    from tests.integration._mace_job import journal, memory_rows, run_job, table_rows
 
     seed = f"seed-{uuid.uuid4().hex[:8]}"
     first, replay, other = _user(), _user(), _user()
@@ -296,6 +296,10 @@ def test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_wri
     assert kinds.count("sem_put") == 2 and kinds.count("approval") == 1
     assert memory_rows(pg.app_dsn, mace, replay["user_id"]) == memory_rows(
         pg.app_dsn, mace, first["user_id"])
+    stored = table_rows(pg.app_dsn, mace, first["user_id"])
+    assert all(stored[t] for t in ("mace_scopes", "mace_promotions", "mace_action_requests",
+                                   "mace_approvals"))
+    assert table_rows(pg.app_dsn, mace, replay["user_id"]) == stored
     # the same events, ids, payloads, seeded times and chain hashes, byte for byte
     assert replayed == ran
     episodic = [(r[0], r[6]) for r in memory_rows(pg.app_dsn, mace, first["user_id"])

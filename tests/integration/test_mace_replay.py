@@ -28,7 +28,7 @@ from primitives.db import (
 from primitives.engine import Engine
 from primitives.engine._determinism import seeded_epoch
 from primitives.spec import AgentSpec, load_spec
-from tests.integration._mace_job import journal, memory_rows, run_job
+from tests.integration._mace_job import journal, memory_rows, run_job, table_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:.*semantic signal needs an embedder")
@@ -74,6 +74,7 @@ def test_a_200_event_job_replays_byte_for_byte_twice_and_after_a_server_restart(
     first = _run(admin, spec, anchor)
     ran = journal(first, spec, anchor["user_id"])
     rows = memory_rows(first, spec, anchor["user_id"])
+    stored = table_rows(first, spec, anchor["user_id"])
     assert len(ran) >= 200
     kinds = [r[2] for r in ran]
     assert kinds.count("promoted") == 2 * ROUNDS and kinds.count("ticked") == 2 * ROUNDS
@@ -86,6 +87,7 @@ def test_a_200_event_job_replays_byte_for_byte_twice_and_after_a_server_restart(
     second = _run(admin, spec, anchor)
     assert journal(second, spec, anchor["user_id"]) == ran
     assert memory_rows(second, spec, anchor["user_id"]) == rows
+    assert table_rows(second, spec, anchor["user_id"]) == stored
 
     stop_server(home)
     assert not server_status(home).running
@@ -93,6 +95,7 @@ def test_a_200_event_job_replays_byte_for_byte_twice_and_after_a_server_restart(
     third = _run(admin, spec, anchor)
     assert journal(third, spec, anchor["user_id"]) == ran
     assert memory_rows(third, spec, anchor["user_id"]) == rows
+    assert table_rows(third, spec, anchor["user_id"]) == stored
     assert journal(first, spec, anchor["user_id"]) == ran  # what the restart kept, unchanged
 
     for dsn in (first, second, third):
