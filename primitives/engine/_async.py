@@ -282,32 +282,33 @@ class AsyncEngine(EngineBase):
             async def write(mem: AsyncTenantMemory) -> Memory:
                 return await mem.observe(tier, content, **fields)
             return await self.write(anchor, write, actor=actor, seed=seed)
-        seed = seed or f"{self.spec.agent}:{resolved.tenant}"
-        pool = self._pool
-        fields = core.with_idempotency_key(fields)
-        for attempt in (1, 2):
-            try:
-                conn = await pool.getconn()  # as Engine.observe: not the connection() context
+        with seeded_ids(None):  # not a job: random ids, even inside a job's block
+            seed = seed or f"{self.spec.agent}:{resolved.tenant}"
+            pool = self._pool
+            fields = core.with_idempotency_key(fields)
+            for attempt in (1, 2):
                 try:
-                    call = observe_call(self, conn, resolved, tier, content, actor, fields)
-                    if call is not None:
-                        memory = await _arun_call(conn, call)
-                        if memory is not None:
-                            if self.defers_embedding:
-                                self.pending.note(resolved)
-                            return memory
-                    ctx = self.context(resolved, actor)
-                    memory = await _arun_once(
-                        conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
-                        after_last="refuse")
-                    self.note_pending(ctx)
-                    return memory
-                finally:
-                    await pool.putconn(conn)
-            except RETRYABLE as err:
-                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
-                                                 tenant=resolved.tenant))
-        raise AssertionError("unreachable")
+                    conn = await pool.getconn()  # as Engine.observe: not the connection() context
+                    try:
+                        call = observe_call(self, conn, resolved, tier, content, actor, fields)
+                        if call is not None:
+                            memory = await _arun_call(conn, call)
+                            if memory is not None:
+                                if self.defers_embedding:
+                                    self.pending.note(resolved)
+                                return memory
+                        ctx = self.context(resolved, actor)
+                        memory = await _arun_once(
+                            conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
+                            after_last="refuse")
+                        self.note_pending(ctx)
+                        return memory
+                    finally:
+                        await pool.putconn(conn)
+                except RETRYABLE as err:
+                    await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
+                                                     tenant=resolved.tenant))
+            raise AssertionError("unreachable")
 
     async def embed_pending(self, anchor: Mapping[str, object] | None = None, *,
                             batch_size: int = pending.DEFAULT_BATCH, limit: int | None = None,

@@ -316,38 +316,39 @@ class Engine(EngineBase):
             # a job's write: its transaction opens the job (seeded ids and clock)
             return self.write(anchor, lambda mem: mem.observe(tier, content, **fields),
                               actor=actor, seed=seed, sleep=sleep)
-        seed = seed or f"{self.spec.agent}:{resolved.tenant}"
-        pool = self._pool
-        fields = core.with_idempotency_key(fields)
-        for attempt in (1, 2):
-            try:
-                # getconn/putconn rather than the pool's connection() context: that one wraps
-                # the connection's own context (a COMMIT check through psycopg's generator
-                # machinery) in a generator context manager: 7% of this call's client CPU
-                # under load (python -m bench.client_ab --variant pool-context), for nothing
-                # here, since the transaction's own code has committed or rolled back before
-                # the connection goes back. putconn still rolls back, or replaces, a
-                # connection returned in any other state.
-                conn = pool.getconn()
+        with seeded_ids(None):  # not a job: random ids, even inside a job's block
+            seed = seed or f"{self.spec.agent}:{resolved.tenant}"
+            pool = self._pool
+            fields = core.with_idempotency_key(fields)
+            for attempt in (1, 2):
                 try:
-                    call = observe_call(self, conn, resolved, tier, content, actor, fields)
-                    if call is not None:
-                        memory = _run_call(conn, call)
-                        if memory is not None:
-                            if self.defers_embedding:
-                                self.pending.note(resolved)
-                            return memory
-                    ctx = self.context(resolved, actor)
-                    memory = _run_once(conn, ctx.tenant,
-                                       core.observe(ctx, tier, content, final=True, **fields),
-                                       after_last="refuse")
-                    self.note_pending(ctx)
-                    return memory
-                finally:
-                    pool.putconn(conn)
-            except RETRYABLE as err:
-                sleep(before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant))
-        raise AssertionError("unreachable")
+                    # getconn/putconn rather than the pool's connection() context: that one wraps
+                    # the connection's own context (a COMMIT check through psycopg's generator
+                    # machinery) in a generator context manager: 7% of this call's client CPU
+                    # under load (python -m bench.client_ab --variant pool-context), for nothing
+                    # here, since the transaction's own code has committed or rolled back before
+                    # the connection goes back. putconn still rolls back, or replaces, a
+                    # connection returned in any other state.
+                    conn = pool.getconn()
+                    try:
+                        call = observe_call(self, conn, resolved, tier, content, actor, fields)
+                        if call is not None:
+                            memory = _run_call(conn, call)
+                            if memory is not None:
+                                if self.defers_embedding:
+                                    self.pending.note(resolved)
+                                return memory
+                        ctx = self.context(resolved, actor)
+                        memory = _run_once(conn, ctx.tenant,
+                                           core.observe(ctx, tier, content, final=True, **fields),
+                                           after_last="refuse")
+                        self.note_pending(ctx)
+                        return memory
+                    finally:
+                        pool.putconn(conn)
+                except RETRYABLE as err:
+                    sleep(before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant))
+            raise AssertionError("unreachable")
 
     def embed_pending(self, anchor: Mapping[str, object] | None = None, *,
                       batch_size: int = pending.DEFAULT_BATCH, limit: int | None = None,
