@@ -11,7 +11,7 @@ from pathlib import Path
 from primitives.compile import compile_plan
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import canonical_json
-from primitives.engine._determinism import job_seed, sem_snapshot_hash, seeded_epoch
+from primitives.engine._determinism import job_seed, seeded_epoch, sem_snapshot_hash
 from primitives.engine._ids import new_uuid, seeded_ids, seeded_uuid
 from primitives.spec import AgentSpec, load_spec
 
