@@ -427,6 +427,10 @@ class AsyncTenantMemory:
         """See :meth:`primitives.engine.TenantMemory.sem_search`."""
         return await arun_op(self._conn, sem.sem_search(self.ctx, prefix, limit=limit))
 
+    async def sem_snapshot(self) -> determinism.SemSnapshot:
+        """See :meth:`primitives.engine.TenantMemory.sem_snapshot`."""
+        return await arun_op(self._conn, determinism.sem_snapshot(self.ctx))
+
     async def record_intent(self, key: str, value: Any, *, reason: str | None = None) -> UUID:
         """See :meth:`primitives.engine.TenantMemory.record_intent`."""
         return await arun_op(self._conn, sem.record_intent(self.ctx, key, value, reason=reason))

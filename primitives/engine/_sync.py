@@ -500,6 +500,11 @@ class TenantMemory:
         """Facts whose canonical key starts with the canonical ``prefix``, by key."""
         return run_op(self._conn, sem.sem_search(self.ctx, prefix, limit=limit))
 
+    def sem_snapshot(self) -> determinism.SemSnapshot:
+        """The tenant's SEM rows (key, value, seeded timestamp) and their snapshot hash
+        (seed 001 §6; :func:`primitives.engine._determinism.sem_snapshot`)."""
+        return run_op(self._conn, determinism.sem_snapshot(self.ctx))
+
     def record_intent(self, key: str, value: Any, *, reason: str | None = None) -> UUID:
         """Journal the user's confirmed "remember X"; pass the id to :meth:`sem_put`."""
         return run_op(self._conn, sem.record_intent(self.ctx, key, value, reason=reason))

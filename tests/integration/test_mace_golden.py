@@ -311,6 +311,13 @@ def test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_wri
             if (r[1], r[2]) == ("long_term", "episodic")] == episodic
     summary = next(v for _, v in episodic if v.get("job") == "job-1")
     assert summary["sem_snapshot_hash"] == memory_sem_hash(pg, mace, first)
+    with engine.tenant(first) as mem:
+        snapshot = mem.sem_snapshot()
+    assert snapshot.hash == summary["sem_snapshot_hash"]
+    assert [(k, v) for k, v, _ in snapshot.rows] == [
+        ("user/calendar/budget_meeting", {"value": {"day": "Friday"}}),
+        ("user/profile/favorite_color", {"value": "cerulean"})]
+    assert all(ts.startswith(str(seeded_epoch(seed).year)) for _, _, ts in snapshot.rows)
     # ids and times come from the seed: another seed, other ids; the clock starts at its epoch
     assert ran[0][6] == seeded_epoch(seed)
     assert ran[0][1] == seeded_uuid(f"{seed}:0:1")  # the first write's row is :0:0
