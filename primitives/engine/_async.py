@@ -37,7 +37,7 @@ from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
 from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import EngineBase, aschema_features, render, seeds_ids
+from primitives.engine._base import EngineBase, aschema_features, render
 from primitives.engine._ids import seeded_ids
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
@@ -218,11 +218,11 @@ class AsyncEngine(EngineBase):
     @asynccontextmanager
     async def tenant(self, anchor: Mapping[str, object], *,
                      actor: str = "agent") -> AsyncIterator[AsyncTenantMemory]:
-        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
+        ctx, seed, ids = self.job_context(self.context(resolve_anchor(self.spec, anchor), actor))
         async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
-            head = (await arun_op(conn, determinism.open_job(ctx, ctx.job_seed))
-                    if ctx.job_seed is not None else 0)  # as Engine.tenant
-            with seeded_ids(ctx.job_seed if seeds_ids(ctx) else None, head):
+            head = (await arun_op(conn, determinism.open_job(ctx, seed))
+                    if seed is not None else 0)  # as Engine.tenant
+            with seeded_ids(ids, head):
                 yield AsyncTenantMemory(ctx, conn, self.access)
         self.note_pending(ctx)
         if self.access.due():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import psycopg
@@ -135,11 +136,6 @@ def effective_signals(spec: AgentSpec, *, embedder: bool = False,
     return tuple(s for s in wanted if s in QUERY_SIGNALS), notes
 
 
-def seeds_ids(ctx: Context) -> bool:
-    """The transaction is a job's and the spec seeds its ids (``determinism.ids: seeded``)."""
-    return ctx.job_seed is not None and ctx.spec.determinism.ids == "seeded"
-
-
 class EngineBase:
     def __init__(self, spec: AgentSpec, *, has_embedding: bool,
                  embedder: Embedder | None = None, reranker: Reranker | None = None,
@@ -193,5 +189,14 @@ class EngineBase:
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
                        self.embedder, classifier=self.classifier, reranker=self.reranker,
-                       text_match=self.text_match, trigram=self.trigram, decay=self.decay,
-                       job_seed=job_seed(self.spec, anchor))
+                       text_match=self.text_match, trigram=self.trigram, decay=self.decay)
+
+    def job_context(self, ctx: Context) -> tuple[Context, str | None, str | None]:
+        """For a transaction about to open as a job (:meth:`Engine.tenant`): the context
+        that says so, the job seed (None: not a job) and the seed of its ids (None: random
+        ids, ``determinism.ids: random``)."""
+        seed = job_seed(self.spec, ctx.anchor)
+        if seed is None:
+            return ctx, None, None
+        ids = seed if self.spec.determinism.ids == "seeded" else None
+        return replace(ctx, job_seed=seed), seed, ids

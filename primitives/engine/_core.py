@@ -138,8 +138,9 @@ class Context:
     decay: DecayModels | None = None
     """The spec's decay models (None: taken from the spec when a search needs them)."""
     job_seed: str | None = None
-    """The job this transaction belongs to (a deterministic spec's ``seed_key``, from the
-    anchor): ids and timestamps are seeded (:mod:`primitives.engine._determinism`)."""
+    """The job this transaction was opened as (a deterministic spec's ``seed_key``, from the
+    anchor; ``Engine.tenant`` opens it): ids and timestamps are seeded
+    (:mod:`primitives.engine._determinism`). None: not a job's transaction."""
     left_pending: list[UUID] = field(default_factory=list)
     """Rows this transaction wrote without a vector for a worker to embed
     (``retrieval.embedding.embed: deferred``, on a table with an embedding column)."""

@@ -40,7 +40,7 @@ from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
 from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
-from primitives.engine._base import EngineBase, render, schema_features, seeds_ids
+from primitives.engine._base import EngineBase, render, schema_features
 from primitives.engine._ids import seeded_ids
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._pending import EmbedWorker
@@ -238,13 +238,12 @@ class Engine(EngineBase):
     def tenant(self, anchor: Mapping[str, object], *,
                actor: str = "agent") -> Iterator[TenantMemory]:
         """One tenant-scoped transaction; commits on success, rolls back on any error."""
-        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
+        ctx, seed, ids = self.job_context(self.context(resolve_anchor(self.spec, anchor), actor))
         with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
             # a job's transaction: seeded ids and clock until it ends (or random ids, so a
             # transaction inside another one's block never takes that job's ids)
-            head = (run_op(conn, determinism.open_job(ctx, ctx.job_seed))
-                    if ctx.job_seed is not None else 0)
-            with seeded_ids(ctx.job_seed if seeds_ids(ctx) else None, head):
+            head = run_op(conn, determinism.open_job(ctx, seed)) if seed is not None else 0
+            with seeded_ids(ids, head):
                 yield TenantMemory(ctx, conn, self.access)
         self.note_pending(ctx)
         if self.access.due():

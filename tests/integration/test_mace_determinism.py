@@ -93,6 +93,12 @@ def test_a_job_writes_seeded_ids_and_times_from_its_seed(
     assert fourth.id == seeded_uuid(f"{seed}:4:0")
     assert journal(pg.app_dsn, mace, user)[-1][6] == epoch + timedelta(seconds=1,
                                                                        microseconds=1)
+    # a one-call write with the job's anchor is a job transaction too; a read just reads
+    anchor = {"user_id": user, "job_seed": seed}
+    fifth = engine.observe(anchor, "long_term", "an episode of the job", typology="episodic")
+    assert fifth.id == seeded_uuid(f"{seed}:5:0")
+    assert fifth.created_at == epoch + timedelta(seconds=1, microseconds=2)
+    assert [h.memory.id for h in engine.search(anchor, "episode of the job")] == [fifth.id]
 
 
 def test_a_transaction_of_another_tenant_inside_a_jobs_block_takes_no_seeded_id(
