@@ -77,6 +77,7 @@ from primitives.compile._rls import (
     tenant_policy_name,
     tenant_policy_sql,
 )
+from primitives.compile._seeded import with_clock
 from primitives.compile._tables import (
     action_links_table,
     events_table,
@@ -174,7 +175,7 @@ def table_definitions(
     tables = tables or agent_tables(spec)
     definitions = [
         memories_table(spec, tables, capabilities),
-        events_table(tables, embedding=capabilities.vector),
+        events_table(tables, embedding=capabilities.vector, spec=spec),
         action_links_table(tables),
         scopes_table(spec, tables),
         promotions_table(tables),
@@ -195,7 +196,7 @@ def table_definitions(
     if tables.outbox is not None:
         definitions.append(outbox_table(spec, tables, embedding=capabilities.vector))
     definitions += checkpointer_definitions(spec, tables)
-    return tuple(definitions)
+    return with_clock(spec, tables, tuple(definitions))
 
 
 def _check_names(spec: AgentSpec, tables: Tables, definitions: tuple[TableDef, ...]) -> None:

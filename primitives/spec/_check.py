@@ -220,6 +220,12 @@ def _determinism(spec: AgentSpec) -> Iterator[Problem]:
     if determinism.ids == "seeded" and determinism.seed_key is None:
         yield (("determinism", "ids"),
                "seeded ids are derived from a seed: set determinism.seed_key (e.g. job_seed)")
+    if determinism.replay == "exact" and (determinism.clock != "ticks"
+                                          or determinism.ids != "seeded"):
+        yield (("determinism", "replay"),
+               "an exact replay needs the tick clock and seeded ids: set determinism.clock: "
+               "ticks and determinism.ids: seeded (wall-clock times and random ids differ on "
+               "every run)")
 
 
 def check_consolidation(spec: AgentSpec) -> Iterator[Problem]:

@@ -84,6 +84,9 @@ _SG = "tests/integration/test_sanitization_gates.py::"
 _OB = "tests/integration/test_outbox.py::"
 _AW = "tests/integration/test_ask_world_agent.py::"
 _MS = "tests/integration/test_mace_golden_sem.py::"
+_MD = "tests/integration/test_mace_determinism.py::"
+_RP = "tests/integration/test_mace_replay.py::"
+_DT = "tests/unit/test_determinism.py::"
 _AL = "tests/integration/test_assistant_life.py::"
 _AI = "tests/integration/test_assistant_insight.py::"
 
@@ -498,15 +501,34 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _ED + "test_embed_pending_makes_one_model_call_and_one_statement_per_batch_journalled_per_row",
         _ED + "test_maintain_embeds_every_tenants_waiting_rows_as_the_maintainer_once"),
     # determinism (seed 001) --------------------------------------------------------------------
-    "determinism.clock=wall": (),
-    "determinism.clock=ticks": (),
-    "determinism.ids=random": (),
-    "determinism.ids=seeded": (),
+    "determinism.clock=wall": (
+        _MD + "test_a_transaction_without_the_job_seed_keeps_random_ids_and_the_wall_clock",
+        _DT + "test_each_determinism_value_compiles_its_own_journal_and_clock"),
+    "determinism.clock=ticks": (
+        _MD + "test_a_job_writes_seeded_ids_and_times_from_its_seed",
+        _RP + "test_a_200_event_job_replays_byte_for_byte_twice_and_after_a_server_restart",
+        _DT + "test_each_determinism_value_compiles_its_own_journal_and_clock"),
+    "determinism.ids=random": (
+        _MD + "test_a_transaction_without_the_job_seed_keeps_random_ids_and_the_wall_clock",
+        _DT + "test_each_determinism_value_compiles_its_own_journal_and_clock"),
+    "determinism.ids=seeded": (
+        _MD + "test_a_job_writes_seeded_ids_and_times_from_its_seed",
+        _MD + "test_the_compiled_seeded_id_and_epoch_functions_agree_with_python",
+        _MG + "test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_writes",
+        _DT + "test_each_determinism_value_compiles_its_own_journal_and_clock"),
     "determinism.snapshot_hash=none": (),
-    "determinism.snapshot_hash=sha256_canonical_json": (),
+    "determinism.snapshot_hash=sha256_canonical_json": (
+        _MG + "test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_writes",
+        _DT + "test_the_sem_snapshot_hash_is_sha256_of_the_sorted_key_value_time_lines"),
     "determinism.replay=none": (),
-    "determinism.replay=exact": (),
-    "determinism.seed_key": (),
+    "determinism.replay=exact": (
+        _RP + "test_a_200_event_job_replays_byte_for_byte_twice_and_after_a_server_restart",
+        _MG + "test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_writes",
+        "tests/unit/test_spec_loading.py::"
+        "test_an_exact_replay_needs_the_tick_clock_and_seeded_ids"),
+    "determinism.seed_key": (
+        _DT + "test_the_job_seed_is_the_seed_keys_value_of_a_deterministic_spec_only",
+        _MD + "test_a_transaction_without_the_job_seed_keeps_random_ids_and_the_wall_clock"),
     # graph (seed 002) --------------------------------------------------------------------------
     "graph": (_GR + "test_a_spec_without_graph_refuses_graph_writes",),
     "graph.edges=temporal": (_GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),

@@ -103,7 +103,7 @@ behavior:
       threshold: 0.05
       schedule: "0 3 * * *"
       justification: facts fade
-determinism: {clock: ticks}
+determinism: {replay: none}
 """
 
 
@@ -116,8 +116,8 @@ def test_a_declared_value_without_a_test_is_named_with_its_file_and_line() -> No
     assert str(schedule) == (f"agents/small.yaml:{schedule.line}: "
                              "behavior.decay.semantic.schedule = 0 3 * * *: declared but not "
                              "enforced yet")
-    ticks = found[("determinism.clock", "ticks")]
-    assert ticks.line == lines.index("determinism: {clock: ticks}") + 1
+    replay = found[("determinism.replay", "none")]
+    assert replay.line == lines.index("determinism: {replay: none}") + 1
     # the decay model and weighted fusion are enforced: not named
     assert ("behavior.decay.semantic.model", "ebbinghaus") not in found
     assert ("retrieval.fusion.method", "weighted") not in found
