@@ -428,6 +428,8 @@ def corroboration_statement(spec: AgentSpec, tables: Tables,
     journalled ``corroboration_failed`` (failed, previous, since, window), and a row reaching
     the typology's ``failed_corroborations`` (where its lifecycle archives on them) is
     archived, never deleted, journalled ``archived`` with the cause ``failed_corroborations``.
+    Confirmed or exempt rows (decay_rate 0, as ``confirm`` and ``mark_exempt`` set it) are
+    not counted: their validity does not lapse.
     Returns ``(changed)``: the rows whose count rose. None without such a typology."""
     windows = [(t, w, n) for t, (w, n) in corroboration_windows(spec).items()
                if typologies is None or t in typologies]
@@ -451,6 +453,7 @@ WITH lapsed AS (
         FROM {mem} AS m JOIN (VALUES {values}) AS w(typology, window_seconds, archive_at)
           ON w.typology = m.typology
         WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND {active}
+          AND m.decay_rate IS DISTINCT FROM 0
           AND coalesce(m.corroborated_at, m.valid_from)
               <= %(now)s::timestamptz - make_interval(secs => w.window_seconds)
         FOR UPDATE OF m SKIP LOCKED) AS c),

@@ -109,7 +109,7 @@ _RECORD_RUN = sql.SQL(
     "SELECT %(agent)s, 'decay', t.typology, t.schedule, %(now)s "
     "FROM unnest(%(typologies)s::text[], %(schedules)s::text[]) AS t(typology, schedule) "
     "ON CONFLICT (agent, job, typology) DO UPDATE SET schedule = EXCLUDED.schedule, "
-    "last_run_at = greatest(maintenance_runs.last_run_at, EXCLUDED.last_run_at), "
+    "last_run_at = EXCLUDED.last_run_at, "
     "recorded_at = now()")
 
 

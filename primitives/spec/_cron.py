@@ -119,9 +119,10 @@ def next_after(schedule: Cron | str, after: datetime) -> datetime | None:
 
 
 def due(schedule: Cron | str, last_run: datetime | None, now: datetime) -> bool:
-    """Whether ``schedule`` fired after ``last_run`` and at or before ``now`` (always, for a
-    schedule that never ran)."""
-    if last_run is None:
+    """Whether ``schedule`` fired after ``last_run`` and at or before ``now``; always for a
+    schedule that never ran, and for a ``now`` before ``last_run`` (a clock set back: the
+    record cannot tell, and running again is safe)."""
+    if last_run is None or now < last_run:
         return True
     upcoming = next_after(schedule, last_run)
     return upcoming is not None and upcoming <= now

@@ -226,7 +226,7 @@ def test_typologies_with_one_formula_share_a_case_branch() -> None:
 def test_decay_archive_covers_ebbinghaus_typologies_archiving_on_decay_threshold() -> None:
     spec = probe()
     names = [p.name for p in decay_passes(spec, agent_tables(spec))]
-    assert names == ["decay_archive", "dispositions"]
+    assert names == ["decay_archive", "corroboration", "dispositions"]
     # an Ebbinghaus typology archives only when its lifecycle archives on decay_threshold
     both = decay_passes(spec, agent_tables(spec))[0].statement.as_string(None)
     assert "'{opinion,procedural}'::text[]" in both
@@ -234,7 +234,8 @@ def test_decay_archive_covers_ebbinghaus_typologies_archiving_on_decay_threshold
     only = decay_passes(kept, agent_tables(kept))[0].statement.as_string(None)
     assert "'{opinion}'::text[]" in only and "'{opinion,procedural}'" not in only
     world = load_spec("agents/world_agent.yaml")  # no Ebbinghaus typology
-    assert [p.name for p in decay_passes(world, agent_tables(world))] == ["dispositions"]
+    assert [p.name for p in decay_passes(world, agent_tables(world))] == [
+        "corroboration", "dispositions"]  # its facts live `corroborated`
 
 
 # abstention result ----------------------------------------------------------------------------
