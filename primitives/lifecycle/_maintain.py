@@ -120,7 +120,8 @@ def _scheduled(conn: psycopg.Connection[Any], spec: AgentSpec, passes: list[Main
     a description of each scheduled pass that is not due."""
     if not any(p.schedule for p in passes):
         return passes, []
-    last = dict(conn.execute(_LAST_RUNS, (spec.agent,)).fetchall())
+    now = now.astimezone(UTC)                   # schedules are read in UTC
+    last = {t: r.astimezone(UTC) for t, r in conn.execute(_LAST_RUNS, (spec.agent,))}
     running: list[MaintenancePass] = []
     skipped: list[dict[str, Any]] = []
     for step in passes:

@@ -77,7 +77,7 @@ class DecayPolicy(SpecModel):
     )
     schedule: str | None = Field(
         default=None,
-        description="five-field cron expression (e.g. \"0 3 * * *\"): `primitives maintain` "
+        description="five-field cron expression in UTC (e.g. \"0 3 * * *\"): `primitives maintain` "
                     "runs this typology's decay passes only when the schedule fired since "
                     "their last run (`--force` runs them anyway); unset: every run")
     justification: str | None = _Justification
