@@ -206,6 +206,26 @@ def test_a_new_corroboration_restarts_the_count(
         assert row is not None and row.archived_at is not None
 
 
+def test_without_archive_on_failed_corroborations_failures_are_counted_not_archived(
+        pg: PostgresHandle, engine_for: Any, user: dict[str, str]) -> None:
+    counted = load_spec_text(
+        (SPEC % {"name": "counted", "episodic": "forcing_function", "semantic": "corroborated"})
+        .replace("archive_on: [failed_corroborations]", "archive_on: [canonical_change]"),
+        policies={})
+    migrate([counted], dsn=pg.admin_dsn)
+    assert corroboration_windows(counted) == {"semantic": (86400.0, None)}
+    engine = engine_for(counted)
+    _, fact = _write(engine, user)
+    _run(counted, pg, user, 5.5)
+    with engine.tenant(user) as mem:
+        row = mem.get(fact)
+        assert row is not None and row.archived_at is None
+    kinds = _kinds(engine, user, fact)
+    assert [(p["failed"], p["archive_at"]) for k, p in kinds if k == "corroboration_failed"] == [
+        (5, None)]
+    assert "archived" not in [k for k, _ in kinds]
+
+
 def test_confirmed_facts_fail_no_corroboration(
         pg: PostgresHandle, pressured: AgentSpec, engine_for: Any,
         user: dict[str, str]) -> None:
