@@ -455,9 +455,12 @@ WITH lapsed AS (
         WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND {active}
           AND m.decay_rate IS DISTINCT FROM 0
           AND coalesce(m.corroborated_at, m.valid_from)
-              <= %(now)s::timestamptz - make_interval(secs => w.window_seconds)
-        FOR UPDATE OF m SKIP LOCKED) AS c),
-rising AS (SELECT * FROM lapsed WHERE failed > previous),
+              <= %(now)s::timestamptz - make_interval(secs => w.window_seconds)) AS c),
+rising AS (
+  SELECT l.tenant, l.id, l.since, l.failed, l.previous, l.window_seconds, l.archive_at
+  FROM lapsed AS l JOIN {mem} AS m ON m.{t} = l.tenant AND m.id = l.id
+  WHERE l.failed > l.previous
+  FOR UPDATE OF m SKIP LOCKED),
 marked AS (
   UPDATE {mem} AS m
   SET provenance = jsonb_set(m.provenance, '{{corroboration}}',
@@ -465,6 +468,7 @@ marked AS (
       archived_at = CASE WHEN r.failed >= r.archive_at THEN %(now)s ELSE m.archived_at END,
       updated_at = now()
   FROM rising AS r WHERE m.{t} = r.tenant AND m.id = r.id AND {active}
+    AND coalesce(m.corroborated_at, m.valid_from) = r.since
   RETURNING r.tenant, r.id, r.failed, r.previous, r.since, r.window_seconds, r.archive_at,
             m.archived_at IS NOT NULL AS archived),
 journal AS (
