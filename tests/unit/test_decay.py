@@ -247,3 +247,18 @@ def test_search_result_is_a_list_that_says_whether_it_abstained() -> None:
     explanation = Explanation([], (), {}, None, 60, {}, abstained=True, message="no")
     assert isinstance(explanation.hits, SearchResult) and explanation.hits.abstained
     assert Hit.__dataclass_fields__["confidence"].default == 1.0
+
+
+def test_decay_passes_carry_their_typologies_schedule() -> None:
+    assistant = load_spec("agents/assistant_memory.yaml")   # nightly "0 3 * * *" decay
+    passes = decay_passes(assistant, agent_tables(assistant))
+    assert [(p.name, p.schedule, p.typologies) for p in passes] == [
+        ("decay_archive", "0 3 * * *", ("opinion", "procedural", "semantic"))]
+    # typologies with different schedules get a pass each, unscheduled ones none
+    mixed = probe().model_copy(deep=True)
+    mixed.behavior.decay["opinion"] = mixed.behavior.decay["opinion"].model_copy(
+        update={"schedule": "*/30 * * * *"})
+    archive = [(p.schedule, p.typologies) for p in decay_passes(mixed, agent_tables(mixed))
+               if p.name == "decay_archive"]
+    assert archive == [(None, ("episodic", "procedural", "semantic")),
+                       ("*/30 * * * *", ("opinion",))]
