@@ -3,7 +3,8 @@
 ``minute hour day-of-month month day-of-week``, each field ``*``, a number, a range ``a-b``,
 a list ``a,b,c`` or any of them with a step ``/n`` (``*/15``, ``1-30/2``); months and weekdays
 also by their three-letter English names (``jan``, ``mon``), Sunday as 0 or 7. As in classic
-cron, when both day fields are restricted a day matches either of them.
+cron, when both day fields are restricted (neither starts with ``*``) a day matches either of
+them; otherwise it must match both.
 
 :func:`parse` checks an expression (a :class:`ValueError` naming the bad field otherwise);
 :func:`next_after` is the first minute after a time the schedule fires; :func:`due` says
@@ -94,7 +95,8 @@ def parse(text: str) -> Cron:
     sets = [_field(f, *spec) for f, spec in zip(fields, _FIELDS, strict=True)]
     weekdays = {0 if d == 7 else d for d in sets[4]}
     return Cron(text, frozenset(sets[0]), frozenset(sets[1]), frozenset(sets[2]),
-                frozenset(sets[3]), frozenset(weekdays), fields[2] != "*", fields[4] != "*")
+                frozenset(sets[3]), frozenset(weekdays), not fields[2].startswith("*"),
+                not fields[4].startswith("*"))
 
 
 def next_after(schedule: Cron | str, after: datetime) -> datetime | None:

@@ -37,6 +37,8 @@ def test_both_day_fields_restricted_match_either() -> None:
     # the 1st of the month or any Monday, whichever comes first
     assert next_after("0 0 1 * mon", T) == datetime(2026, 11, 30, tzinfo=UTC)
     assert next_after("0 0 1 * *", T) == datetime(2026, 12, 1, tzinfo=UTC)
+    # a stepped star is not a restriction: every other day that is also a Monday
+    assert next_after("0 0 */2 * mon", T) == datetime(2026, 12, 7, tzinfo=UTC)  # odd day
 
 
 def test_due_only_once_the_schedule_fired_since_the_last_run() -> None:
