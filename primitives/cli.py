@@ -1,5 +1,5 @@
 """The ``primitives`` command: validate, schema, init, compile, migrate, server, demo,
-audit, doctor, vacuum, maintain.
+audit, doctor, vacuum, maintain, reembed.
 
 Exit status: 0 on success, 1 when the input is wrong (a spec error), 2 when the
 database or server fails.
@@ -271,6 +271,26 @@ def cmd_explain(args: argparse.Namespace) -> int:
                                    use_embedder=not args.no_embedder,
                                    progress=lambda line: errors.print(line, markup=False))
                      + "\n")
+    return 0
+
+
+def cmd_weak_facts(args: argparse.Namespace) -> int:
+    """One tenant's weak facts report (seed 002), as the app role: one JSON line per fact,
+    weakest first, each with its reasons; a count on stderr."""
+    from datetime import timedelta
+
+    from primitives.engine import Engine
+    from primitives.spec import load_spec
+
+    spec = load_spec(args.spec)
+    tenant_key = spec.anchor.keys[0]
+    with Engine.connect(spec, max_connections=1) as engine, \
+            engine.tenant({tenant_key: args.tenant}) as mem:
+        weak = mem.weak_facts(below=args.below, horizon=timedelta(days=args.horizon_days),
+                              limit=args.limit)
+    for fact in weak:
+        sys.stdout.write(json.dumps(fact.as_dict(), sort_keys=True) + "\n")
+    errors.print(f"{len(weak)} weak fact{'' if len(weak) == 1 else 's'} for {args.tenant}")
     return 0
 
 
@@ -663,6 +683,39 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+# reembed ----------------------------------------------------------------------------------------
+def cmd_reembed(args: argparse.Namespace) -> int:
+    from primitives._reembed import reembed
+    from primitives.embeddings import default_embedder
+    from primitives.spec import load_spec
+
+    spec = load_spec(args.spec)
+    _warn_unenforced(spec)
+    tty = sys.stderr.isatty() and not args.json
+    errors.print(f"reembed {spec.agent}: loading the embedding model", markup=False)
+    embedder = default_embedder(spec)
+    shown = {"step": -1}
+
+    def progress(done: int, total: int) -> None:
+        line = f"reembed {spec.agent}: {done}/{total} rows"
+        if tty:
+            errors.print(f"\r{line}", end="" if done < total else "\n", markup=False)
+            return
+        step = 10 * done // max(total, 1)
+        if step != shown["step"]:
+            shown["step"] = step
+            errors.print(line, markup=False)
+
+    report = reembed(spec, embedder, batch=args.batch, progress=progress)
+    if args.json:
+        sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
+        return 0
+    console.print(f"[green]done[/green]: agent {report.agent}: {report.rows} vector(s) made "
+                  f"with {report.model} ({report.dims_before} -> {report.dims} dims) for "
+                  f"{report.tenants} tenant(s) in {report.seconds:.1f} s; plan applied")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="primitives",
@@ -738,6 +791,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-embedder", action="store_true",
                    help="do not load an embedding model (the semantic signal is dropped)")
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("weak-facts", help="one tenant's weak facts (low confidence, a single "
+                       "source, fading below the decay threshold), one JSON line each")
+    p.add_argument("spec")
+    p.add_argument("--tenant", required=True, metavar="T", help="the tenant key's value")
+    p.add_argument("--below", type=float, default=0.5, metavar="C",
+                   help="a confidence under C is low (0.5)")
+    p.add_argument("--horizon-days", type=float, default=7.0, metavar="D",
+                   help="name facts that decay below their threshold within D days (7)")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N facts (50)")
+    p.set_defaults(func=cmd_weak_facts)
 
     p = sub.add_parser("demo", help="migrate the reference specs and show tenant isolation")
     p.add_argument("specs", nargs="*", help=f"spec files (default: {DEFAULT_SPECS})")
@@ -830,6 +894,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "their last run; --json names the skipped ones)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_maintain)
+
+    p = sub.add_parser("reembed", help="make every stored vector of an agent again with the "
+                                       "spec's model and dims, then switch to them (journalled)")
+    p.add_argument("spec", metavar="SPEC", help="the agent's spec, with the new model or dims")
+    p.add_argument("--batch", type=int, default=256, metavar="N",
+                   help="rows per model call and per transaction (default 256)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_reembed)
     return parser
 
 

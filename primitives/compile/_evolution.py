@@ -335,11 +335,12 @@ def _embedding_changes(old: Shape, new: Shape, spec: AgentSpec) -> Iterator[Chan
         "rebuild", f"embedding dims {was} -> {now}: every stored vector must be re-embedded "
         "into a new column before retrieval can switch to it", "retrieval.embedding.dims",
         _line(spec, "retrieval", "embedding", "dims"), allowable=False,
-        steps=(f"new embedding column vector({now})", "primitives reembed (every row)",
+        steps=(f"new embedding column halfvec({now})", "primitives reembed (every row)",
                "switch retrieval to the new column"),
-        way_forward=f"`primitives reembed` is not built yet, so this is refused rather than "
-        f"migrating into a store whose first write fails: keep dims: {was}, or give the "
-        "agent a new store (a new prefix) and write its memories again")
+        way_forward=f"migrate has no embedder, so it does not make vectors: run `primitives "
+        f"reembed SPEC`, which stages a halfvec({now}) column, embeds every row with the "
+        "spec's model while retrieval goes on, switches to it and applies the plan; or keep "
+        f"dims: {was}")
 
 
 def _retention_changes(old: Shape, new: Shape, spec: AgentSpec) -> Iterator[Change]:

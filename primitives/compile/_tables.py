@@ -13,6 +13,7 @@ from typing import Final
 from psycopg import sql
 
 from primitives.compile._capabilities import Capabilities
+from primitives.compile._capacity import capacity_functions, capacity_trigger
 from primitives.compile._ddl import (
     BIGINT,
     BOOLEAN,
@@ -269,10 +270,12 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         columns=tuple(_memory_columns(spec, tables, capabilities)),
         constraints=constraints,
         indexes=tuple(indexes),
-        triggers=(guard, *guard_trigger(spec, tables, capabilities)),
+        triggers=(guard, *guard_trigger(spec, tables, capabilities),
+                  *capacity_trigger(spec, tables)),
         app_update_columns=MEMORY_UPDATE_COLUMNS,
         comment=_memories_comment(spec, tables),
-        functions=(*memory_functions(tables), *guard_functions(spec, tables, capabilities)),
+        functions=(*memory_functions(tables), *guard_functions(spec, tables, capabilities),
+                   *capacity_functions(spec, tables)),
         retired_indexes=(
             *((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
             # earlier plans built it for a trigram_trigger defense

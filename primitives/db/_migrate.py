@@ -222,23 +222,39 @@ def apply_plan(
                     "would stay on the coordinator, undistributed); apply the distributed "
                     "plan instead: `primitives migrate` does so on a coordinator "
                     "(`--target citus`)", agent=name)
-            # the rebuild steps run as the migrating role: the owner is bound by the
-            # tables' forced row-level security, and moving a tier's rows crosses tenants
-            for statement in record.before if record else ():
-                conn.execute(statement)
-            conn.execute(_AS_OWNER)
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute(_RECORD_PLAN, (name, checksum, len(statements)))
-            if record is not None:
-                conn.execute(_RECORD_SHAPE, (Jsonb(record.shape), name))
-                conn.execute(_RECORD_HISTORY, (
-                    name, checksum, Jsonb(record.shape), Jsonb(record.changes),
-                    list(record.allowed), record.reason))
+            apply_plan_statements(conn, name, checksum, statements, record)
     except psycopg.Error as err:
         raise MigrationError(
             f"plan for agent {name!r} failed: {_describe(err)}", agent=name, sqlstate=err.sqlstate
         ) from err
+    validate_plan(conn, name, record)
+    _log.info("applied plan for agent %s (%d statements)", name, len(statements))
+    return True
+
+
+def apply_plan_statements(conn: psycopg.Connection[Any], name: str, checksum: str,
+                          statements: Sequence[Query], record: PlanRecord | None) -> None:
+    """``apply_plan``'s work inside the caller's transaction (which holds the framework DDL
+    lock): the rebuild steps, the plan as the owner, the bookkeeping rows. The role stays
+    the owner until the transaction ends."""
+    # the rebuild steps run as the migrating role: the owner is bound by the
+    # tables' forced row-level security, and moving a tier's rows crosses tenants
+    for statement in record.before if record else ():
+        conn.execute(statement)
+    conn.execute(_AS_OWNER)
+    for statement in statements:
+        conn.execute(statement)
+    conn.execute(_RECORD_PLAN, (name, checksum, len(statements)))
+    if record is not None:
+        conn.execute(_RECORD_SHAPE, (Jsonb(record.shape), name))
+        conn.execute(_RECORD_HISTORY, (
+            name, checksum, Jsonb(record.shape), Jsonb(record.changes),
+            list(record.allowed), record.reason))
+
+
+def validate_plan(conn: psycopg.Connection[Any], name: str, record: PlanRecord | None) -> None:
+    """The record's ``VALIDATE CONSTRAINT`` steps, each in its own transaction, after the
+    plan committed."""
     for statement in record.validations if record else ():
         try:
             with conn.transaction():
@@ -250,8 +266,6 @@ def apply_plan(
                 f"({_describe(err)}): new rows are checked; fix the rows and migrate again "
                 "(`primitives doctor` reports the constraint NOT VALID until then)",
                 agent=name, sqlstate=err.sqlstate) from err
-    _log.info("applied plan for agent %s (%d statements)", name, len(statements))
-    return True
 
 
 def _apply_migrations(conn: psycopg.Connection[Any], migrations: list[Migration]) -> list[str]:

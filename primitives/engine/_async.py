@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
@@ -27,10 +27,12 @@ from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
+from primitives.engine import _capacity as capacity
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
+from primitives.engine import _insight as insight
 from primitives.engine import _pending as pending
 from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
@@ -40,7 +42,7 @@ from primitives.engine._base import EngineBase, aschema_features, render
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
-from primitives.errors import StorageError
+from primitives.errors import StorageError, StorageFull
 from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
@@ -217,11 +219,28 @@ class AsyncEngine(EngineBase):
     async def tenant(self, anchor: Mapping[str, object], *,
                      actor: str = "agent") -> AsyncIterator[AsyncTenantMemory]:
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
-        async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
-            yield AsyncTenantMemory(ctx, conn, self.access)
+        try:
+            async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
+                yield AsyncTenantMemory(ctx, conn, self.access)
+        except StorageFull as err:
+            await self._journal_refusal(ctx, err)
+            raise
         self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
+
+    async def _journal_refusal(self, ctx: core.Context, err: StorageFull) -> None:
+        """Like :meth:`Engine._journal_refusal`."""
+        op = capacity.refused(ctx, err)
+        if op is None or "event_id" in err.context:
+            return
+        try:
+            async with self._pool.connection() as conn:
+                err.context["event_id"] = str(await _arun_once(conn, ctx.tenant, op,
+                                                               after_last="refuse"))
+        except (psycopg.Error, StorageError) as failed:
+            # the refusal itself still reaches the caller, saying its event is missing
+            err.context["journal_error"] = str(failed)
 
     async def read(self, anchor: Mapping[str, object],
                    make: Callable[[core.Context], core.Op[R]], *, actor: str = "agent",
@@ -296,8 +315,12 @@ class AsyncEngine(EngineBase):
                 finally:
                     await pool.putconn(conn)
             except RETRYABLE as err:
-                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
-                                                 tenant=resolved.tenant))
+                try:
+                    delay = before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant)
+                except StorageFull as full:
+                    await self._journal_refusal(self.context(resolved, actor), full)
+                    raise
+                await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
     async def embed_pending(self, anchor: Mapping[str, object] | None = None, *,
@@ -577,6 +600,26 @@ class AsyncTenantMemory:
     async def stats(self) -> dict[str, Any]:
         """Counts of this tenant's memory by typology, tier and state, and of its journal."""
         return await arun_op(self._conn, store_ops.memory_stats(self.ctx))
+
+    async def explain_fact(self, memory_id: UUID, *,
+                     depth: int = insight.MAX_PROVENANCE_DEPTH) -> insight.FactProvenance:
+        """A memory's provenance chain: derived_from and supersedes edges followed, the
+        versions that replaced it, its episodes and its journal (``_insight.explain_fact``)."""
+        return await arun_op(self._conn, insight.explain_fact(self.ctx, memory_id, depth=depth))
+
+    async def session_episodes(self, scope_id: str, *, limit: int = 50,
+                         offset: int = 0) -> insight.SessionEpisodes:
+        """A page of a session's episodes and whether consolidation has taken them all."""
+        return await arun_op(self._conn, insight.session_episodes(self.ctx, scope_id, limit=limit,
+                                                         offset=offset))
+
+    async def weak_facts(self, *, below: float = insight.WEAK_BELOW,
+                   horizon: timedelta = insight.WEAK_HORIZON, limit: int = 50,
+                   now: datetime | None = None) -> list[insight.WeakFact]:
+        """Facts with low confidence, a single source, or fading below the decay threshold
+        within ``horizon``, weakest first (``_insight.weak_facts``)."""
+        return await arun_op(self._conn, insight.weak_facts(self.ctx, below=below, horizon=horizon,
+                                                   limit=limit, now=now))
 
     # discipline: sanitization gates and the outbox ----------------------------------------------
     async def cross(self, gate: str, memory_ids: Sequence[UUID | str] | None = None,

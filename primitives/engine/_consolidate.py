@@ -12,16 +12,21 @@ extractor call per scope. :func:`consolidate_scope`, in the caller's transaction
    it again does the whole work; two concurrent runs of a scope claim each row once.
 2. Reads the memories the decisions may touch (the targets' active rows, latest first) and
    the tenant's entities, and asks the extractor (a :class:`~primitives.engine._core.Compute`
-   step) for its :class:`~primitives.extraction.Extraction`.
+   step) for its :class:`~primitives.extraction.Extraction`: one call, or with the source
+   typology's ``episodes_per_chunk`` one per chunk of that many rows, each call seeing what
+   the earlier ones wrote.
 3. Applies each decision through the engine's write path, journalled with ``via:
    consolidation``: ``ADD`` writes a row (a ``merge`` typology first looks for an active row
    saying the same, ``dedup_similarity`` close, and adds the evidence to it instead);
    ``UPDATE`` writes a new version of the target under its key, so the typology's conflict
    policy applies (``update_with_validity``: the old row's validity ends, confidence 0.3 and
    a ``supersedes`` edge); ``DELETE`` invalidates the target; ``NOOP`` changes nothing.
-   Decisions below the typology's ``write_policy.extract_threshold`` are skipped. Written
-   rows carry ``provenance.derived_from`` (the evidence episodes), the decision's confidence
-   and, in graph specs, ``derived_from`` edges to the episodes and entity mentions.
+   Decisions below the typology's ``write_policy.extract_threshold`` are skipped, and so
+   are those that would replace an active row at less than the typology's
+   ``conflict.min_confidence``. Written rows carry ``provenance.derived_from`` (the evidence
+   episodes), the decision's confidence (at most ``graph.confidence.extraction`` where
+   declared) and, in graph specs, ``derived_from`` edges to the episodes and entity
+   mentions. A causal pair across two chunks is seen by neither call.
 4. Records the entities each episode mentions (graph specs) and one ``consolidated`` event.
 """
 
@@ -119,6 +124,8 @@ class ExtractionRule:
     ``idle_after``)."""
     extractor: str
     """``rule_based`` or ``llm``: what the typologies' ``consolidation.extractor`` asks for."""
+    chunk: int | None = None
+    """Source rows per extractor call (the source typology's ``episodes_per_chunk``)."""
 
     def runs_at_end_of(self, tier: str) -> bool:
         return self.at_scope_end and tier in self.boundary_tiers
@@ -169,7 +176,8 @@ def extraction_rules(spec: AgentSpec) -> list[ExtractionRule]:
             targets=tuple(targets), boundary_tiers=bounds,
             at_scope_end=bool(at & set(BOUNDARY_CRITERIA_AT)) and not nightly,
             idle_after=min(idle) if idle else None,
-            extractor="llm" if llm else "rule_based"))
+            extractor="llm" if llm else "rule_based",
+            chunk=source_policy.episodes_per_chunk if source_policy is not None else None))
     return out
 
 
@@ -207,6 +215,8 @@ class Consolidation:
     edges: int = 0
     memory_ids: tuple[UUID, ...] = field(default=())
     """Rows written, in decision order."""
+    calls: int = 0
+    """Extractor calls made: one per chunk of ``episodes_per_chunk`` source rows."""
 
     @property
     def changed(self) -> int:
@@ -278,13 +288,6 @@ def _set_provenance(tables: Tables) -> sql.Composed:
     ).format(tables.memories.ident, tables.tenant)
 
 
-@lru_cache(maxsize=64)
-def _set_confidence(tables: Tables) -> sql.Composed:
-    return sql.SQL(
-        "UPDATE {} SET confidence = %(confidence)s WHERE {} = %(tenant)s AND id = %(id)s"
-    ).format(tables.memories.ident, tables.tenant)
-
-
 def missed_scopes_statement(tables: Tables) -> sql.Composed:
     """Scopes of ``%(tenants)s`` with source rows the ledger has not seen whose session is
     over: its boundary tier's scope is closed, or (``%(idle)s`` not NULL) nothing was
@@ -333,32 +336,40 @@ def consolidate_scope(ctx: Context, rule: ExtractionRule, scope_id: str,
     if not rows:
         return Consolidation(rule.name, scope_id)
     episodes = tuple(Episode(r[0], r[1], r[2]) for r in rows)
-    existing = yield Step(_existing(tables), {
-        "tenant": tenant, "tiers": sorted({t for _, t in rule.targets}),
-        "typologies": list(rule.typologies), "limit": EXISTING_LIMIT}, "all")
     graph_spec = ctx.spec.graph if tables.entities is not None else None
-    known = [] if graph_spec is None else (yield Step(_known_entities(tables), {
-        "tenant": tenant, "limit": ENTITY_LIMIT}, "all"))
-    request = ExtractionRequest(
-        episodes, rule.typologies,
-        tuple(ExistingMemory(r[0], r[1], r[2], r[3], float(r[4])) for r in existing),
-        tuple(KnownEntity(r[0], r[1], tuple(r[2] or ())) for r in known),
-        tuple(graph_spec.entity_types) if graph_spec is not None else ())
-    extraction = yield Extract(extractor, request)
-    if not isinstance(extraction, Extraction):
-        raise PolicyViolation(f"extractor {extractor.name!r} returned "
-                              f"{type(extraction).__name__}, not an Extraction",
-                              field="extractor")
+    size = rule.chunk or len(episodes)
+    chunks = [episodes[i:i + size] for i in range(0, len(episodes), size)]
     apply = _Apply(ctx, rule, scope_id, extractor.name, episodes)
-    for index, decision in enumerate(extraction.decisions):
-        yield from apply.decision(index, decision)
-    if graph_spec is not None:
-        yield from apply.mentions(extraction.mentions)
-        yield from apply.causes(extraction.causes)
+    offset = 0
+    for chunk in chunks:
+        # each chunk is its own extractor call and sees what the earlier chunks wrote
+        existing = yield Step(_existing(tables), {
+            "tenant": tenant, "tiers": sorted({t for _, t in rule.targets}),
+            "typologies": list(rule.typologies), "limit": EXISTING_LIMIT}, "all")
+        known = [] if graph_spec is None else (yield Step(_known_entities(tables), {
+            "tenant": tenant, "limit": ENTITY_LIMIT}, "all"))
+        request = ExtractionRequest(
+            chunk, rule.typologies,
+            tuple(ExistingMemory(r[0], r[1], r[2], r[3], float(r[4])) for r in existing),
+            tuple(KnownEntity(r[0], r[1], tuple(r[2] or ())) for r in known),
+            tuple(graph_spec.entity_types) if graph_spec is not None else ())
+        extraction = yield Extract(extractor, request)
+        if not isinstance(extraction, Extraction):
+            raise PolicyViolation(f"extractor {extractor.name!r} returned "
+                                  f"{type(extraction).__name__}, not an Extraction",
+                                  field="extractor")
+        for index, decision in enumerate(extraction.decisions):
+            yield from apply.decision(offset + index, decision)
+        offset += len(extraction.decisions)
+        if graph_spec is not None:
+            yield from apply.mentions(extraction.mentions)
+            yield from apply.causes(extraction.causes)
+    apply.calls = len(chunks)
     result = apply.result()
     yield _event(ctx, CONSOLIDATED_EVENT, None, {
         "rule": rule.name, "scope_id": scope_id, "extractor": extractor.name,
-        **result.counts(), "memory_ids": [str(i) for i in result.memory_ids]})
+        **result.counts(), "calls": result.calls,
+        "memory_ids": [str(i) for i in result.memory_ids]})
     return result
 
 
@@ -372,6 +383,7 @@ class _Apply:
         self.counts = dict.fromkeys(("added", "updated", "deleted", "merged", "unchanged",
                                      "skipped", "mentions", "edges"), 0)
         self.written: list[UUID] = []
+        self.calls = 1
         graph_spec = ctx.spec.graph
         self.graph = graph_spec is not None and ctx.tables.entities is not None
         self.derived_edges = self.graph and graph_spec is not None and (
@@ -380,6 +392,7 @@ class _Apply:
     def result(self) -> Consolidation:
         return Consolidation(self.rule.name, self.scope_id, self.extractor,
                              len(self.episodes), memory_ids=tuple(self.written),
+                             calls=self.calls,
                              **self.counts)
 
     def _refuse(self, index: int, why: str) -> PolicyViolation:
@@ -446,6 +459,9 @@ class _Apply:
             return
         if target is None:
             target = yield from self._replaced(typology, tier, decision)
+        if target is not None and self._too_weak_to_replace(typology, decision.confidence):
+            self.counts["skipped"] += 1  # the memory it would replace stays
+            return
         try:
             w = checked_write(
                 self.ctx.spec, tier, decision.content, typology=typology,
@@ -460,22 +476,36 @@ class _Apply:
         provenance = {"derived_from": [str(e) for e in evidence], "extractor": self.extractor,
                       "rule": self.rule.name, "scope_id": self.scope_id}
         new_id = new_uuid()
+        confidence = self._confidence(decision.confidence)
         memory = yield from _write(self.ctx, w, event_time=None, source=None,
                                    memory_id=new_id, embedding=None, final=False, via=VIA,
-                                   provenance=provenance)
+                                   provenance=provenance, confidence=confidence)
         if memory.id != new_id:
             self.counts["unchanged"] += 1  # the key already held this text
             return
-        yield Step(_set_confidence(self.ctx.tables), {
-            "tenant": self.ctx.tenant, "id": memory.id, "confidence": decision.confidence})
         yield _event(self.ctx, "extracted", memory.id, {
             "rule": self.rule.name, "action": action, "scope_id": self.scope_id,
-            "extractor": self.extractor, "confidence": decision.confidence,
+            "extractor": self.extractor, "confidence": confidence,
             "derived_from": provenance["derived_from"],
             "target": str(target.id) if target is not None else None})
         self.counts["updated" if target is not None else "added"] += 1
         self.written.append(memory.id)
         yield from self._linked(memory.id, evidence, decision.entities)
+
+    def _too_weak_to_replace(self, typology: str, stated: float) -> bool:
+        """``conflict.<typology>.min_confidence``: the row this decision would start at is
+        below the bar an extraction must meet to replace an active memory."""
+        policy = self.ctx.spec.behavior.conflict.get(typology)  # type: ignore[call-overload]
+        bar = policy.min_confidence if policy is not None else None
+        return bar is not None and self._confidence(stated) < bar
+
+    def _confidence(self, stated: float) -> float:
+        """An extracted row's initial confidence: the decision's, at most the
+        ``graph.confidence`` of ``extraction`` where the spec declares it (seed 002 §12.1:
+        what an extractor says is never as sure as what the user said)."""
+        declared = dict(self.ctx.spec.graph.confidence) if self.ctx.spec.graph else {}
+        ceiling = declared.get("extraction")
+        return stated if ceiling is None else min(stated, float(ceiling))
 
     def _merged(self, typology: str, tier: str, decision: Decision,
                 evidence: list[UUID]) -> Op[bool]:

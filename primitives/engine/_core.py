@@ -536,11 +536,15 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
            memory_id: UUID | str | None, embedding: Sequence[float] | None, final: bool,
            via: str, consent: UUID | str | None = None,
            provenance: Mapping[str, Any] | None = None,
-           ttl_ticks: int | None = None) -> Op[Memory]:
+           ttl_ticks: int | None = None, confidence: float | None = None) -> Op[Memory]:
     """Write the checked ``w`` (see :func:`observe`); ``via`` is the engine's path, kept in
     the journal; ``provenance``: what the engine's own path records of where the row came
-    from (consolidation: ``derived_from``), beside the PII guard's hashes."""
+    from (consolidation: ``derived_from``), beside the PII guard's hashes. ``confidence``:
+    the row's initial confidence; by default, for a caller's write (``direct``,
+    ``supersede``), the one ``graph.confidence`` gives its source (:func:`source_confidence`)."""
     spec = ctx.spec
+    if confidence is None and via in ("direct", "supersede"):
+        confidence = source_confidence(spec, source)
     consent_id = (yield from _consent(ctx, consent)) if w.pii is not None else None
     tier, typ, content, value, envelope = w.tier, w.typology, w.content, w.value, w.envelope
     ns, tag_list, key, scope_id = w.namespace, w.tags, w.key, w.scope_id
@@ -558,7 +562,8 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
                   "embedding_model": ctx.embedder.model_id}
     row_key = key if key is not None else str(new_id)
     insert = q.insert_memory_observed(ctx.tables, ctx.tables.anchor_columns,
-                                      embedding=bool(vector), scoped=scope_id is not None)
+                                      embedding=bool(vector), scoped=scope_id is not None,
+                                      confidence=confidence is not None)
     linked = links_to_previous(spec, scope_id)
     when = event_time or datetime.now(UTC)  # an instant: the column is timestamptz
     params = {
@@ -570,7 +575,7 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
                              **(w.pii.provenance() if w.pii is not None else {})}),
         "event_time": when,
         "source": source, "actor": ctx.actor, "tenant": ctx.tenant,
-        "event_id": q.new_event_id(),
+        "event_id": q.new_event_id(), "confidence": confidence,
         "payload": Jsonb({**observed_payload(w, row_key, via),
                           **({"provenance": dict(ctx.anchor.provenance)}
                              if ctx.anchor.provenance else {})}),
@@ -812,6 +817,25 @@ def reused_id(memory_id: UUID) -> PolicyViolation:
         f"memory_id {memory_id} already names another memory of this tenant; a retry must "
         "repeat the same write, a new write needs a new id", memory_id=str(memory_id),
         field="memory_id")
+
+
+CONFIDENCE_SOURCES = ("user", "extraction", "inference")
+"""The ``graph.confidence`` sources a write can come from (seed 002 §12.1); ``confirmed``
+and ``contradicted`` are what confirmation and contradiction set."""
+
+
+def source_confidence(spec: AgentSpec, source: str | None) -> float | None:
+    """The initial confidence of a caller's write under ``graph.confidence`` (seed 002
+    §12.1): the value of ``source`` when it names a source (``observe(..., source=
+    "inference")``), else the ``user`` value (a caller's write is what the user stated);
+    None when the spec declares neither (the column's default, 1). Under
+    agents/assistant_memory.yaml, ``source_confidence(spec, None)`` is 1.0 and
+    ``source_confidence(spec, "inference")`` 0.6.
+    """
+    declared = dict(spec.graph.confidence) if spec.graph is not None else {}
+    if source in CONFIDENCE_SOURCES and source in declared:
+        return float(declared[source])
+    return float(declared["user"]) if "user" in declared else None
 
 
 def links_to_previous(spec: AgentSpec, scope_id: str | None) -> bool:
@@ -1094,7 +1118,8 @@ def history(ctx: Context, memory_id: UUID) -> Op[list[dict[str, Any]]]:
 def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
            tiers: Sequence[str] | None = None, limit: int | None = None,
            as_of: datetime | None = None,
-           restrict: retrieval.Restriction | None = None) -> Op[SearchResult[Hit]]:
+           restrict: retrieval.Restriction | None = None,
+           window: retrieval.Window | None = None) -> Op[SearchResult[Hit]]:
     """Hybrid search over this tenant's active rows (or, with ``as_of``, the rows valid at
     that time), fused by weighted reciprocal rank in one statement; with ``restrict``, over
     the rows its clause admits. A :class:`SearchResult`: the hits, and whether the search
@@ -1102,16 +1127,21 @@ def search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None 
     ranking is seed 001's deterministic token overlap (:mod:`primitives.engine._episodic`)
     over every typology of the tiers, without fusion."""
     explanation = yield from explain_search(ctx, query, envelope=envelope, tiers=tiers,
-                                            limit=limit, as_of=as_of, restrict=restrict)
+                                            limit=limit, as_of=as_of, restrict=restrict,
+                                            window=window)
     return explanation.hits
 
 
 def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any] | None = None,
                    tiers: Sequence[str] | None = None, limit: int | None = None,
                    as_of: datetime | None = None, final: bool = False,
-                   restrict: retrieval.Restriction | None = None) -> Op[Explanation]:
+                   restrict: retrieval.Restriction | None = None,
+                   window: retrieval.Window | None = None) -> Op[Explanation]:
     """:func:`search`, returning per signal how many rows it gave and how semantic ran.
     ``final``: this operation is the whole transaction (its search statement is ``last``).
+    ``window``: ``(since, until)`` event times the graph signal keeps to (either end None:
+    open); by default a ``when`` question's own (:func:`primitives.retrieval.time_window`,
+    at ``as_of`` or now), none for other questions.
     With ``retrieval.lexical.ranking: token_overlap`` and a query (no ``as_of``, envelope or
     restriction), the ranking is seed 001's deterministic token overlap
     (:mod:`primitives.engine._episodic`) over every typology of the tiers, without fusion."""
@@ -1188,8 +1218,15 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         if complexity is not None:
             depth = min(depth, retrieval.COMPLEXITY[complexity][1])
         direction = retrieval.temporal_direction(query) if intent == "when" else None
+        if window is None and intent == "when":
+            window = retrieval.time_window(query, as_of)
+        since, until = window or (None, None)
+        if since is not None and until is not None and since >= until:
+            raise PolicyViolation(f"window: since ({since.isoformat()}) must be before "
+                                  f"until ({until.isoformat()})", field="window")
         params.update(edge_types=list(routed.edge_types), max_depth=depth,
-                      graph_seeds=ctx.spec.graph.walk_from, direction=direction or "both")
+                      graph_seeds=ctx.spec.graph.walk_from, direction=direction or "both",
+                      graph_since=since, graph_until=until)
     bm25 = config.lexical.ranking == "bm25"
     if bm25:
         params.update(bm25_k1=config.lexical.k1, bm25_b=config.lexical.b)
@@ -1230,7 +1267,8 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
                        mode, config.fusion.k, weights, dropped, intent,
                        routed.edge_types if "graph" in signals else (), reranked,
                        abstained, message, complexity,
-                       direction if "graph" in signals else None)
+                       direction if "graph" in signals else None,
+                       window if "graph" in signals and window != (None, None) else None)
 
 
 def observe_many(ctx: Context, items: Sequence[Mapping[str, Any]]) -> Op[list[Memory]]:

@@ -70,14 +70,16 @@ def insert_memory(tables: Tables, anchor_columns: tuple[str, ...], *,
 
 @lru_cache(maxsize=64)
 def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
-                           embedding: bool = False, scoped: bool = True) -> sql.Composed:
+                           embedding: bool = False, scoped: bool = True,
+                           confidence: bool = False) -> sql.Composed:
     """One statement for the write path: the memory row, its ``observed`` journal event and,
     when ``scoped``, the scope's activity mark. Params: those of :func:`insert_memory` plus
     ``tenant``, ``event_id`` and ``payload`` (the event's) and ``scope_id`` (NULL: no scope
     row is touched). Returns the row's :data:`READ_BACK_COLUMNS` only (the caller has the
     rest: :meth:`~primitives.engine.Memory.from_written`).
     A write without a scope uses ``scoped=False``: the statement then has no scope part to
-    set up at all.
+    set up at all. ``confidence``: the row's initial confidence is the ``confidence`` param
+    (else the column's default, 1).
 
     When the id or the current-key slot is taken (``ON CONFLICT DO NOTHING``) it writes no
     row and no event, and returns the row of ``id`` if that row holds this write's tier,
@@ -87,6 +89,9 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
     if embedding:
         columns += ("embedding", "embedding_model")
         values += [sql.SQL("%(embedding)s::halfvec"), sql.Placeholder("embedding_model")]
+    if confidence:
+        columns += ("confidence",)
+        values.append(sql.SQL("%(confidence)s::real"))
     scope = sql.SQL(
         ", s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
         "SELECT %(tenant)s, %(tier)s, %(scope_id)s::text WHERE %(scope_id)s::text IS NOT NULL "

@@ -222,6 +222,10 @@ class Explanation:
     direction: str | None = None
     """Which way the graph walked temporal edges for a ``when`` query (``forward``,
     ``backward`` or ``both``); None for other intents."""
+    window: tuple[datetime | None, datetime | None] | None = None
+    """The event-time window ``(since, until)`` the graph signal kept to: the caller's, or
+    for a ``when`` query the one its words name (:func:`primitives.retrieval.time_window`);
+    None when there was none."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.hits, SearchResult):  # a plain list of hits

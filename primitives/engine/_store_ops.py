@@ -503,7 +503,8 @@ def exempt_memory(ctx: Context, memory_id: UUID, *, reason: str | None = None) -
 
 def memory_stats(ctx: Context) -> Op[dict[str, Any]]:
     """Counts of the tenant's memory: active rows by typology and tier, every row by state,
-    journal length and last event, open and all scopes."""
+    journal length and last event, open and all scopes; with ``graph:``, the graph metrics
+    of seed 002 §13 as well (:func:`primitives.engine._insight.graph_stats`)."""
     rows = yield Step(q.memory_counts(ctx.tables), {"tenant": ctx.tenant}, "all")
     summary = yield Step(q.journal_summary(ctx.tables), {"tenant": ctx.tenant}, "one")
     typologies: dict[str, int] = dict.fromkeys(ctx.spec.typologies, 0)
@@ -521,4 +522,7 @@ def memory_stats(ctx: Context) -> Op[dict[str, Any]]:
     if ctx.deferred and ctx.has_embedding:  # rows still waiting for the embedding worker
         waiting = yield Step(pending_count_statement(ctx.tables), {"tenant": ctx.tenant}, "one")
         stats["pending_embeddings"] = int(waiting[0]) if waiting else 0
+    if ctx.spec.graph is not None and ctx.tables.edges is not None:
+        from primitives.engine._insight import graph_stats  # it imports consolidation
+        stats.update((yield from graph_stats(ctx)))
     return stats

@@ -15,7 +15,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar, overload
 from uuid import UUID
@@ -30,10 +30,12 @@ from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
+from primitives.engine import _capacity as capacity
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
 from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
+from primitives.engine import _insight as insight
 from primitives.engine import _pending as pending
 from primitives.engine import _sem as sem
 from primitives.engine import _store_ops as store_ops
@@ -44,7 +46,7 @@ from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._pending import EmbedWorker
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
-from primitives.errors import EmbedderUnavailable, StorageError
+from primitives.errors import EmbedderUnavailable, StorageError, StorageFull
 from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
@@ -237,11 +239,30 @@ class Engine(EngineBase):
                actor: str = "agent") -> Iterator[TenantMemory]:
         """One tenant-scoped transaction; commits on success, rolls back on any error."""
         ctx = self.context(resolve_anchor(self.spec, anchor), actor)
-        with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
-            yield TenantMemory(ctx, conn, self.access)
+        try:
+            with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
+                yield TenantMemory(ctx, conn, self.access)
+        except StorageFull as err:
+            self._journal_refusal(ctx, err)
+            raise
         self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
+
+    def _journal_refusal(self, ctx: core.Context, err: StorageFull) -> None:
+        """Journal a write the capacity guard refused (a ``storage_full`` event, in a
+        transaction of its own: the write's was rolled back); its id goes into the error's
+        envelope as ``event_id``; if the journal cannot be written, ``journal_error`` says why."""
+        op = capacity.refused(ctx, err)
+        if op is None or "event_id" in err.context:
+            return
+        try:
+            with self._pool.connection() as conn:
+                err.context["event_id"] = str(_run_once(conn, ctx.tenant, op,
+                                                        after_last="refuse"))
+        except (psycopg.Error, StorageError) as failed:
+            # the refusal itself still reaches the caller, saying its event is missing
+            err.context["journal_error"] = str(failed)
 
     def read(self, anchor: Mapping[str, object], make: Callable[[core.Context], core.Op[R]], *,
              actor: str = "agent", seed: str | None = None,
@@ -335,7 +356,12 @@ class Engine(EngineBase):
                 finally:
                     pool.putconn(conn)
             except RETRYABLE as err:
-                sleep(before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant))
+                try:
+                    sleep(before_retry(err, attempt=attempt, seed=seed,
+                                       tenant=resolved.tenant))
+                except StorageFull as full:
+                    self._journal_refusal(self.context(resolved, actor), full)
+                    raise
         raise AssertionError("unreachable")
 
     def embed_pending(self, anchor: Mapping[str, object] | None = None, *,
@@ -589,7 +615,7 @@ class TenantMemory:
 
     def search(self, query: str = "", *, explain: bool = False,
                **options: Any) -> SearchResult[Hit] | Explanation:
-        """Hybrid search (options: ``envelope``, ``tiers``, ``limit``, ``as_of``); with
+        """Hybrid search (options: ``envelope``, ``tiers``, ``limit``, ``as_of``, ``window``); with
         ``explain=True`` an :class:`Explanation` (hits plus rows per signal)."""
         explanation = run_op(self._conn, core.explain_search(self.ctx, query, **options))
         if self._access is not None:
@@ -652,6 +678,26 @@ class TenantMemory:
     def stats(self) -> dict[str, Any]:
         """Counts of this tenant's memory by typology, tier and state, and of its journal."""
         return run_op(self._conn, store_ops.memory_stats(self.ctx))
+
+    def explain_fact(self, memory_id: UUID, *,
+                     depth: int = insight.MAX_PROVENANCE_DEPTH) -> insight.FactProvenance:
+        """A memory's provenance chain: derived_from and supersedes edges followed, the
+        versions that replaced it, its episodes and its journal (``_insight.explain_fact``)."""
+        return run_op(self._conn, insight.explain_fact(self.ctx, memory_id, depth=depth))
+
+    def session_episodes(self, scope_id: str, *, limit: int = 50,
+                         offset: int = 0) -> insight.SessionEpisodes:
+        """A page of a session's episodes and whether consolidation has taken them all."""
+        return run_op(self._conn, insight.session_episodes(self.ctx, scope_id, limit=limit,
+                                                         offset=offset))
+
+    def weak_facts(self, *, below: float = insight.WEAK_BELOW,
+                   horizon: timedelta = insight.WEAK_HORIZON, limit: int = 50,
+                   now: datetime | None = None) -> list[insight.WeakFact]:
+        """Facts with low confidence, a single source, or fading below the decay threshold
+        within ``horizon``, weakest first (``_insight.weak_facts``)."""
+        return run_op(self._conn, insight.weak_facts(self.ctx, below=below, horizon=horizon,
+                                                   limit=limit, now=now))
 
     # discipline: sanitization gates and the outbox ----------------------------------------------
     def cross(self, gate: str, memory_ids: Sequence[UUID | str] | None = None,

@@ -313,6 +313,9 @@ def tick(ctx: Context, *, scope_id: str | None = None,
                                                      scoped=scope_id is not None),
                                  params, "one")
                 promoted += int(row[0]) if row else 0
+            # tiers.capacity on_full: evict (CWM's token budget): right after the promotions
+            from primitives.engine._capacity import evict
+            yield from evict(ctx)
             continue
         row = yield Step(age_statement(ctx.tables, tier, scoped=scope_id is not None),
                          params, "one")

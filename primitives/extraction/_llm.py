@@ -41,6 +41,8 @@ you may write and the entity types allowed. Answer with decisions:
 Give each decision the ids of the episodes it rests on (evidence), a confidence between
 0 and 1, a short key for facts that can change (e.g. "user:employer"), and the entities it
 mentions. Also list, per episode, the entities it mentions. Use only the given types.
+List as causes only the pairs of episodes where one explicitly says it caused the other
+("so", "because", "therefore"): the cause's id, then the effect's. Never speculate.
 """
 
 
@@ -66,11 +68,17 @@ class _Mention(BaseModel):
     type: str
 
 
+class _Cause(BaseModel):
+    cause_id: UUID
+    effect_id: UUID
+
+
 class ConsolidationResult(BaseModel):
     """The structured answer asked of the model."""
 
     decisions: list[_Decision] = Field(default_factory=list)
     mentions: list[_Mention] = Field(default_factory=list)
+    causes: list[_Cause] = Field(default_factory=list)
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
@@ -170,4 +178,5 @@ def to_extraction(raw: Any) -> Extraction:
                        tuple(EntityMention(e.name, e.type) for e in d.entities),
                        tuple(d.evidence))
               for d in result.decisions),
-        tuple((m.episode_id, EntityMention(m.name, m.type)) for m in result.mentions))
+        tuple((m.episode_id, EntityMention(m.name, m.type)) for m in result.mentions),
+        tuple((c.cause_id, c.effect_id) for c in result.causes))

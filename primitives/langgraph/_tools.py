@@ -1,7 +1,8 @@
 """The six memory tools of seed 002 §13 as LangChain tools, bound to a spec and a tenant.
 
 ``memory_tools(engine, anchor)`` returns ``search_memory``, ``remember_fact``,
-``correct_fact``, ``confirm_fact``, ``get_entity_info`` and ``memory_stats``. Each call
+``correct_fact``, ``confirm_fact``, ``get_entity_info`` and ``memory_stats``, and for a
+spec with ``graph:`` also ``explain_fact``, ``weak_facts`` and ``forget_fact``. Each call
 runs in its own tenant transaction of ``engine`` (sync ``Engine``: the tools' sync
 ``invoke``; ``AsyncEngine``: ``ainvoke``), so writes are journalled like any other. A
 refusal (write policy, unknown id, bad argument) comes back to the model as the tool's
@@ -30,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from primitives.engine import (
     AsyncEngine,
+    Edge,
     Engine,
     Entity,
     Hit,
@@ -37,10 +39,12 @@ from primitives.engine import (
     SearchResult,
     resolve_anchor,
 )
+from primitives.engine._insight import FactProvenance, SessionEpisodes, WeakFact
 from primitives.errors import GovernanceError, PolicyViolation, PrimitivesError, TenancyError
 from primitives.langgraph._timestamps import event_time_fields
 
-__all__ = ["REFUSALS", "TOOL_NAMES", "memory_tools"]
+__all__ = ["GRAPH_TOOL_NAMES", "REFUSALS", "TOOL_NAMES", "WRITE_PATH_TOOL_NAMES",
+           "memory_tools", "write_path_tools"]
 
 REFUSALS: tuple[type[PrimitivesError], ...] = (GovernanceError, PolicyViolation, TenancyError)
 """The errors that refuse a request (write policy, PII block, namespace or anchor that does
@@ -52,6 +56,14 @@ that way."""
 
 TOOL_NAMES = ("search_memory", "remember_fact", "correct_fact", "confirm_fact",
               "get_entity_info", "memory_stats")
+GRAPH_TOOL_NAMES = ("explain_fact", "weak_facts", "forget_fact")
+"""Added for specs with ``graph:`` (seed 002 phase 6 and the user's "forget that"): a fact's
+provenance chain, the weak facts report, and invalidating a fact (kept in history)."""
+WRITE_PATH_TOOL_NAMES = ("get_session_episodes", "save_causal_edges")
+"""The write-path agent's own tools (seed 002 §10.3), not the orchestrator's: a session's
+episodes page by page, and causal edges between episodes it infers."""
+DEFAULT_INFERENCE = 0.6
+"""An inferred edge's confidence where ``graph.confidence`` declares none (seed 002 §12.1)."""
 R = TypeVar("R")
 Type = Literal["episodic", "semantic", "procedural", "opinion"]
 
@@ -105,6 +117,37 @@ class NoArgs(BaseModel):
     pass
 
 
+class ExplainFactArgs(BaseModel):
+    fact_id: str = Field(description="the id of the memory to explain")
+
+
+class WeakFactsArgs(BaseModel):
+    below: float = Field(0.5, gt=0, le=1, description="a confidence under this is low")
+    limit: int = Field(20, ge=1, le=100, description="at most this many facts")
+
+
+class SessionEpisodesArgs(BaseModel):
+    session_id: str = Field(description="the session whose episodes to read")
+    limit: int = Field(30, ge=1, le=200, description="at most this many episodes")
+    offset: int = Field(0, ge=0, description="skip this many (the next page)")
+
+
+class CausalPair(BaseModel):
+    cause_id: str = Field(description="the episode that caused the other")
+    effect_id: str = Field(description="the episode it caused")
+
+
+class SaveCausalEdgesArgs(BaseModel):
+    pairs: list[CausalPair] = Field(min_length=1, max_length=100,
+                                    description="cause and effect episodes, each pair only "
+                                    "where an episode says so explicitly")
+
+
+class ForgetFactArgs(BaseModel):
+    fact_id: str = Field(description="the id of the memory the user wants forgotten")
+    reason: str | None = Field(None, description="why it no longer holds")
+
+
 # helpers -----------------------------------------------------------------------------------------
 def memory_dict(memory: Memory, score: float | None = None, *,
                 confidence: float | None = None) -> dict[str, Any]:
@@ -155,18 +198,22 @@ def _candidates(limit: int) -> int:
 
 # tool bodies: engine-neutral, run by _sync_runner / _async_runner -------------------------------
 class _Bodies:
-    def __init__(self, tier: str, *, graph: bool = False) -> None:
+    def __init__(self, tier: str, *, graph: bool = False, inference: bool = False) -> None:
         self.tier = tier
         self.graph = graph
         """The spec has ``graph:``: entities resolve through the entity tables as well."""
+        self.inference = inference
+        """``graph.confidence`` declares ``inference`` (the confidence of inferred edges)."""
 
     def search_memory(self, query: str, type: Type | None = None,
                       entity_name: str | None = None, after: str | None = None,
                       before: str | None = None, limit: int = 10,
                       ) -> Body[list[dict[str, Any]] | dict[str, Any]]:
         since, until = _time(after, "after"), _time(before, "before")
+        window = {"window": (since, until)} if since or until else {}
+        # the window bounds the graph walk too (a "when" question's timeline)
         hits: SearchResult[Hit] = yield _Call("search", (query,),
-                                              {"limit": _candidates(limit)})
+                                              {"limit": _candidates(limit), **window})
         if hits.abstained:  # retrieval.abstain: the spec's "I don't know" is the answer
             return {"status": "abstained", "message": hits.message, "results": []}
         found: list[dict[str, Any]] = []
@@ -244,6 +291,60 @@ class _Bodies:
                         summary=profile.summary or info["summary"])
         return info
 
+    def explain_fact(self, fact_id: str) -> Body[dict[str, Any]]:
+        chain: FactProvenance = yield _Call("explain_fact", (_memory_id(fact_id),))
+        return {
+            **memory_dict(chain.memory),
+            "derived_from": [{"depth": d, "relation": r, **memory_dict(m)}
+                             for d, r, m in chain.chain],
+            "superseded_by": [memory_dict(m) for m in chain.superseded_by],
+            "episodes": [memory_dict(m) for m in chain.episodes],
+            "journal": list(chain.journal),
+        }
+
+    def weak_facts(self, below: float = 0.5, limit: int = 20) -> Body[dict[str, Any]]:
+        weak: list[WeakFact] = yield _Call("weak_facts", (), {"below": below, "limit": limit})
+        return {"weak_facts": [w.as_dict() for w in weak]}
+
+    def forget_fact(self, fact_id: str, reason: str | None = None) -> Body[dict[str, Any]]:
+        found: Memory | None = yield _Call("get", (_memory_id(fact_id),))
+        if found is not None and found.typology == "episodic":
+            # seed 002 §12.2: episodes are the immutable record the facts are derived from
+            raise ToolException(f"memory {fact_id} is an episodic record of what was said, "
+                                "not a fact: episodes are never forgotten; forget or correct "
+                                "the fact derived from it instead")
+        memory: Memory = yield _Call("invalidate", (_memory_id(fact_id),),
+                                     {"reason": reason or "forgotten at the user's request"})
+        return {"status": "forgotten", **memory_dict(memory)}
+
+    def get_session_episodes(self, session_id: str, limit: int = 30,
+                             offset: int = 0) -> Body[dict[str, Any]]:
+        page: SessionEpisodes = yield _Call("session_episodes", (session_id,),
+                                            {"limit": limit, "offset": offset})
+        return {"session_id": session_id, "consolidated": page.consolidated,
+                "episodes": [memory_dict(m) for m in page.episodes]}
+
+    def save_causal_edges(self, pairs: list[CausalPair]) -> Body[dict[str, Any]]:
+        saved = []
+        for n, given in enumerate(pairs):
+            pair = CausalPair.model_validate(given)
+            ids = (_memory_id(pair.cause_id), _memory_id(pair.effect_id))
+            for memory_id in ids:
+                found: Memory | None = yield _Call("get", (memory_id,))
+                if found is None or found.typology != "episodic":
+                    # nothing of the call is kept: the tool's transaction rolls back
+                    raise ToolException(f"pairs[{n}]: {memory_id} is not an episode of this "
+                                        "memory; causal edges join two episodes; no edge of "
+                                        "this call was saved")
+            # the inference confidence where graph.confidence declares it (seed 002 §12.1)
+            strength = ({"source": "inference"} if self.inference
+                        else {"confidence": DEFAULT_INFERENCE})
+            edge: Edge = yield _Call("relate", (*ids, "causal"), {
+                **strength, "evidence": [{"tool": "save_causal_edges"}]})
+            saved.append({"edge_id": str(edge.id), "cause_id": str(ids[0]),
+                          "effect_id": str(ids[1]), "confidence": edge.confidence})
+        return {"status": "saved", "edges": saved}
+
     def memory_stats(self) -> Body[dict[str, Any]]:
         stats: dict[str, Any] = yield _Call("stats")
         last = stats.pop("last_write")
@@ -306,13 +407,26 @@ _DESCRIPTIONS: dict[str, tuple[type[BaseModel], str]] = {
                      "never forgotten."),
     "get_entity_info": (EntityInfoArgs, "Everything remembered about a person, project or "
                         "thing: summary, facts and timeline."),
-    "memory_stats": (NoArgs, "How much is remembered: counts by kind, tier and state."),
+    "memory_stats": (NoArgs, "How much is remembered: counts by kind, tier and state (with "
+                     "a graph: edges by type, entities, orphans, unconsolidated sessions)."),
+    "explain_fact": (ExplainFactArgs, "How a memory is known: the episodes and facts it was "
+                     "derived from, what it replaced and what replaced it."),
+    "weak_facts": (WeakFactsArgs, "Facts that may be wrong or are fading: low confidence, "
+                   "from a single episode, or about to be forgotten by decay."),
+    "get_session_episodes": (SessionEpisodesArgs, "Read a finished session's episodes in "
+                             "order, a page at a time, and whether it is consolidated."),
+    "save_causal_edges": (SaveCausalEdgesArgs, "Record that one episode caused another, "
+                          "only where an episode says so; inferred edges carry the inference "
+                          "confidence."),
+    "forget_fact": (ForgetFactArgs, "Forget a fact the user says no longer holds; it is kept "
+                    "in history but no longer recalled."),
 }
 
 
 def memory_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object], *,
                  tier: str | None = None, actor: str = "agent") -> list[BaseTool]:
-    """The six memory tools for one tenant of ``engine``'s spec.
+    """The six memory tools for one tenant of ``engine``'s spec, and with ``graph:`` also
+    :data:`GRAPH_TOOL_NAMES`.
 
     ``tier`` is where ``remember_fact`` writes (default: the persistent tier). Raises
     :class:`TenancyError` when ``anchor`` or ``tier`` does not fit the spec.
@@ -323,9 +437,29 @@ def memory_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object], *,
     if tier not in spec.tier_names:
         raise TenancyError(f"unknown tier '{tier}' for agent '{spec.agent}'; tiers: "
                            f"{', '.join(spec.tier_names)}", tier=tier)
-    bodies = _Bodies(tier, graph=spec.graph is not None)
+    names = TOOL_NAMES + (GRAPH_TOOL_NAMES if spec.graph is not None else ())
+    return _bind(engine, anchor, _Bodies(tier, graph=spec.graph is not None), actor, names)
+
+
+def write_path_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object], *,
+                     actor: str = "memory_agent") -> list[BaseTool]:
+    """The write-path agent's tools (:data:`WRITE_PATH_TOOL_NAMES`) for one tenant of a
+    spec with ``graph:`` (a :class:`PolicyViolation` otherwise); like the memory tools, each
+    call is one tenant transaction and a refusal is the tool's error text."""
+    spec = engine.spec
+    resolve_anchor(spec, anchor)
+    if spec.graph is None or "causal" not in spec.graph.edges:
+        raise PolicyViolation(f"agent '{spec.agent}' declares no causal edges (graph.edges): "
+                              "the write-path tools read sessions and record causal edges")
+    bodies = _Bodies(spec.persistent_tier.name, graph=True,
+                     inference="inference" in spec.graph.confidence)
+    return _bind(engine, anchor, bodies, actor, WRITE_PATH_TOOL_NAMES)
+
+
+def _bind(engine: Engine | AsyncEngine, anchor: Mapping[str, object], bodies: _Bodies,
+          actor: str, names: tuple[str, ...]) -> list[BaseTool]:
     tools: list[BaseTool] = []
-    for name in TOOL_NAMES:
+    for name in names:
         schema, description = _DESCRIPTIONS[name]
         make = getattr(bodies, name)
         if isinstance(engine, Engine):

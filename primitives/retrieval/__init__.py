@@ -41,6 +41,7 @@ from primitives.retrieval._statement import (
     stored_model,
     vector_literal,
 )
+from primitives.retrieval._window import Window, time_window
 
 __all__ = [
     "COMPLEXITY",
@@ -55,6 +56,7 @@ __all__ = [
     "Reranker",
     "Restriction",
     "Route",
+    "Window",
     "active_at",
     "assemble_context",
     "classifier_for",
@@ -71,5 +73,6 @@ __all__ = [
     "search_statement",
     "stored_model",
     "temporal_direction",
+    "time_window",
     "vector_literal",
 ]

@@ -8,8 +8,9 @@ Params of :func:`search_statement`: ``tenant``, ``tiers`` (text[]), ``tier_weigh
 (jsonb), ``cap`` (rows per signal), ``k``, ``w_<signal>`` per signal, ``limit``; with the
 semantic signal ``qvec`` (a halfvec literal), ``model`` and ``small`` (boolean: below the
 exact-scan switch point, from :func:`hnsw_settings`); with the
-graph signal ``edge_types`` (text[]), ``max_depth``, ``graph_seeds`` and ``direction``
-(``both``, ``forward`` or ``backward``); with
+graph signal ``edge_types`` (text[]), ``max_depth``, ``graph_seeds``, ``direction``
+(``both``, ``forward`` or ``backward``) and ``graph_since`` / ``graph_until`` (timestamptz
+or NULL: the time window of a "when" question); with
 ``point_in_time`` ``as_of`` (timestamptz); with ``bm25`` ``bm25_k1`` and ``bm25_b``.
 """
 
@@ -231,6 +232,8 @@ def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool,
     they mention. ``words`` (the text-match operator), when given, adds the top
     ``graph_seeds`` rows that hold any word of the query (ranked by ``ts_rank_cd``) to the
     starts, so a question whose words are not all in one row still has a start.
+    ``graph_since`` / ``graph_until``, when not NULL, keep only rows whose event time is in
+    ``[since, until)``: a "when" question's window bounds the timeline it ranks.
     """
     if tables.edges is None or tables.entities is None or tables.node_entities is None:
         raise ValueError(f"agent '{tables.agent}' has no graph tables (spec has no graph:)")
@@ -281,6 +284,8 @@ def _graph(tables: Tables, matched: Sequence[str], point_in_time: bool,
             "row_number() OVER (ORDER BY max(w.strength / (1 + w.hops)) DESC, "
             "m.event_time DESC, w.id) AS rank FROM graph_walk AS w JOIN live AS m ON m.id = w.id "
             "WHERE w.named OR (w.hops > 0 AND w.id NOT IN (SELECT id FROM graph_seed)) "
+            "AND m.event_time >= coalesce(%(graph_since)s::timestamptz, '-infinity') "
+            "AND m.event_time < coalesce(%(graph_until)s::timestamptz, 'infinity') "
             "GROUP BY w.id, m.event_time ORDER BY rank LIMIT %(cap)s)"),
     ]
 

@@ -152,6 +152,11 @@ class ConflictPolicy(SpecModel):
         "version; similarity: also a new row whose text is at least `similarity` close to an "
         "active one of its tier and typology, and differs from it")
     similarity: float = Field(default=0.8, gt=0, le=1)
+    min_confidence: float | None = Field(
+        default=None, ge=0, le=1,
+        description="an extraction replaces an active memory of this typology (an UPDATE, or "
+        "an ADD that supersedes the row it nearly repeats) only at this confidence or more; "
+        "a weaker one is skipped and the memory stays (seed 002 conflict_min_confidence)")
     justification: str | None = _Justification
 
 
@@ -167,6 +172,11 @@ class ConsolidationPolicy(SpecModel):
         description="consolidation claims each source row once, in the transaction that "
         "writes what it yields, so a repeated or interrupted run changes nothing twice; "
         "false is refused (the engine has no non-idempotent consolidation)")
+    episodes_per_chunk: int | None = Field(
+        default=None, ge=1, le=1000,
+        description="on a source typology: consolidation hands the extractor a scope's rows "
+        "in chunks of at most this many, one call per chunk, each seeing what the earlier "
+        "chunks wrote (seed 002 consolidation_episodes_per_chunk); default: one call")
     justification: str | None = _Justification
 
     @model_validator(mode="after")

@@ -65,6 +65,7 @@ _MT = "tests/integration/test_maintain.py::"
 _CX = "tests/unit/test_context.py::"
 _GR = "tests/integration/test_graph.py::"
 _MG = "tests/integration/test_mace_golden.py::"
+_MC = "tests/integration/test_mace_capacity.py::"
 _RR = "tests/integration/test_context_and_rerank.py::"
 _IN = "tests/unit/test_intent.py::"
 _CV = "tests/unit/test_compile_views.py::"
@@ -84,6 +85,7 @@ _OB = "tests/integration/test_outbox.py::"
 _AW = "tests/integration/test_ask_world_agent.py::"
 _MS = "tests/integration/test_mace_golden_sem.py::"
 _AL = "tests/integration/test_assistant_life.py::"
+_AI = "tests/integration/test_assistant_insight.py::"
 _PM = "tests/integration/test_persistent_modes.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
@@ -256,6 +258,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _CF + "test_similarity_detection_finds_the_fact_a_new_one_contradicts",),
     "behavior.conflict.*.similarity": (
         _CF + "test_similarity_detection_finds_the_fact_a_new_one_contradicts",),
+    "behavior.conflict.*.min_confidence": (
+        _AI + "test_an_extraction_weaker_than_the_conflict_minimum_leaves_the_fact",),
     # 11. consolidation -------------------------------------------------------------------------
     "behavior.consolidation.*.method=compounding": (
         _LB + "test_cycle_end_compounds_duplicates_upward_instead_of_deleting_them",),
@@ -299,6 +303,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _CN + "test_an_interrupted_run_leaves_nothing_and_running_again_completes_it",
         "tests/unit/test_spec_loading.py::test_consolidation_that_is_not_idempotent_is_"
         "refused"),
+    "behavior.consolidation.*.episodes_per_chunk": (
+        _AI + "test_a_session_is_consolidated_in_chunks_of_episodes_per_chunk",),
     # 12. context budget ------------------------------------------------------------------------
     "behavior.context": (_CX + "test_spec_without_context_gives_an_empty_pack",),
     "behavior.context.total_tokens": (
@@ -405,7 +411,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _OB + "test_the_publication_is_announced_on_the_events_channel_with_ids_only",),
     "discipline.visibility.tools": (
         _AW + "test_ask_carries_only_memory_a_gate_lets_out",),
-    "discipline.visibility.policy": (),
+    "discipline.visibility.policy": (
+        _MC + "test_mace_access_keeps_payloads_and_unlisted_views_from_the_auditor",
+        _MC + "test_without_an_access_policy_the_auditor_reads_payloads"),
     "discipline.pii": (
         _PI + "test_each_kind_is_redacted_and_no_non_admin_read_returns_the_value",
         _PI + "test_a_blocked_kind_refuses_the_write_and_writes_nothing",
@@ -448,6 +456,26 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "tiers[].ttl_ticks": (
         _MG + "test_m_t1_wm_item_with_ttl_2_is_removed_after_two_ticks",
         _MG + "test_a_re_referenced_cwm_row_gets_its_ttl_back"),
+    "tiers[].capacity": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left"),
+    "tiers[].capacity.rows": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",
+        _MC + "test_two_concurrent_writers_at_the_edge_cannot_both_pass"),
+    "tiers[].capacity.tokens": (
+        _MC + "test_a_write_past_the_declared_tokens_is_refused",
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left"),
+    "tiers[].capacity.per=tenant": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",),
+    "tiers[].capacity.per=scope": (
+        _MC + "test_a_per_scope_capacity_counts_each_job_apart",
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left"),
+    "tiers[].capacity.on_full=refuse": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",
+        _MC + "test_the_database_refuses_plain_sql_past_the_capacity_as_the_app_role"),
+    "tiers[].capacity.on_full=evict": (
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left",
+        _MC + "test_a_re_referenced_cwm_row_regains_its_ticks_and_is_kept_over_the_budget"),
     # retrieval: fusion, abstention, reranking, intents -----------------------------------------
     "retrieval.fusion.method=rrf": (_RS + "test_fusion_is_weighted_rrf_over_every_signal_once",),
     "retrieval.fusion.method=weighted": (
@@ -521,7 +549,10 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "graph.temporal_edges_on_write": (
         _GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
     "graph.confidence": (_GR + "test_bad_entities_and_edges_are_refused_with_the_reason",
-                         _AL + "test_the_assistant_lives_through_sessions_correction_and_decay"),
+                         _AL + "test_the_assistant_lives_through_sessions_correction_and_decay",
+                         _AI + "test_a_write_starts_at_its_sources_declared_confidence",
+                         _AI + "test_an_llm_extractors_facts_are_capped_at_extraction_and_its_"
+                               "causes_become_edges"),
     "graph.reinforcement": (
         _DU + "test_reinforcement_adds_its_share_of_ln_access_and_caps_at_one",),
 }

@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 280 statements
+-- primitives plan for agent 'mace': 278 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -227,7 +227,7 @@ REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_au
 GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks") ON TABLE "mace"."mace_memories" TO "primitives_app";
 
 -- mace.mace_memories: grants for the auditor role
-GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";
+GRANT SELECT ("user_id", "id", "tier", "typology", "persistent", "scope_id", "namespace", "key", "content", "tags", "provenance", "tsv", "confidence", "decay_rate", "access_count", "last_accessed_at", "event_time", "created_at", "updated_at", "valid_from", "corroborated_at", "invalidated_at", "superseded_at", "superseded_by", "archived_at", "tombstoned_at", "erased_at", "erasure_reason", "expires_at", "ttl_ticks", "source", "actor", "age_ticks", "reference_ticks") ON TABLE "mace"."mace_memories" TO "primitives_auditor";
 
 -- mace.mace_memories: grants for the maintainer role
 GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks"), DELETE ON TABLE "mace"."mace_memories" TO "primitives_maintainer";
@@ -628,7 +628,7 @@ REVOKE ALL ON TABLE "mace"."mace_action_requests" FROM "primitives_app", "primit
 GRANT SELECT, INSERT, UPDATE ("status", "decided_at") ON TABLE "mace"."mace_action_requests" TO "primitives_app";
 
 -- mace.mace_action_requests: grants for the auditor role
-GRANT SELECT ON TABLE "mace"."mace_action_requests" TO "primitives_auditor";
+GRANT SELECT ("user_id", "id", "kind", "memory_id", "target_key", "justification", "status", "created_at", "decided_at") ON TABLE "mace"."mace_action_requests" TO "primitives_auditor";
 
 -- mace.mace_approvals: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_approvals" (
@@ -830,7 +830,7 @@ REVOKE ALL ON TABLE "langgraph"."mace_checkpoints" FROM "primitives_app", "primi
 GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."mace_checkpoints" TO "primitives_app";
 
 -- langgraph.mace_checkpoints: grants for the auditor role
-GRANT SELECT ON TABLE "langgraph"."mace_checkpoints" TO "primitives_auditor";
+GRANT SELECT ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type") ON TABLE "langgraph"."mace_checkpoints" TO "primitives_auditor";
 
 -- langgraph.mace_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_blobs" (
@@ -884,7 +884,7 @@ REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_blobs" FROM "primitives_app", "
 GRANT SELECT, INSERT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.mace_checkpoint_blobs: grants for the auditor role
-GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_auditor";
+GRANT SELECT ("user_id", "thread_id", "checkpoint_ns", "channel", "version", "type") ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_auditor";
 
 -- langgraph.mace_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_writes" (
@@ -1003,7 +1003,7 @@ REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_writes" FROM "primitives_app", 
 GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.mace_checkpoint_writes: grants for the auditor role
-GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_auditor";
+GRANT SELECT ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel", "type") ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_auditor";
 
 -- mace.mace_memories: drop trigger primitives_publish if an earlier plan published (this spec publishes nothing)
 DROP TRIGGER IF EXISTS "primitives_publish" ON "mace"."mace_memories";
@@ -1058,9 +1058,6 @@ REVOKE ALL ON TABLE "mace"."mace_active_memories" FROM "primitives_app", "primit
 
 -- mace.mace_active_memories: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_active_memories" TO "primitives_app";
-
--- mace.mace_active_memories: grants for the auditor role
-GRANT SELECT ON TABLE "mace"."mace_active_memories" TO "primitives_auditor";
 
 -- mace.mace_audit_lineage: view
 CREATE OR REPLACE VIEW "mace"."mace_audit_lineage" WITH (security_invoker = true) AS
@@ -1214,9 +1211,6 @@ REVOKE ALL ON TABLE "mace"."mace_audit_erasures" FROM "primitives_app", "primiti
 
 -- mace.mace_audit_erasures: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_audit_erasures" TO "primitives_app";
-
--- mace.mace_audit_erasures: grants for the auditor role
-GRANT SELECT ON TABLE "mace"."mace_audit_erasures" TO "primitives_auditor";
 
 -- mace.mace_audit_sanitization: view
 CREATE OR REPLACE VIEW "mace"."mace_audit_sanitization" WITH (security_invoker = true) AS

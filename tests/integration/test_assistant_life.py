@@ -10,7 +10,8 @@ turn. The second session corrects the employer: the old fact's validity ends, a
 archives the unconfirmed opinion and keeps the confirmed fact. Then a why, a when, a who and
 a what question are each answered through their intent's strategy (the engine has no
 embedder, so the keyword classifier routes), and a point-in-time question is answered as of
-before the correction. The journal verifies at the end.
+before the correction. The corrected fact's provenance chain leads back to both sessions'
+episodes, ``memory_stats`` counts the graph, and the journal verifies at the end.
 """
 
 from __future__ import annotations
@@ -173,6 +174,17 @@ def test_the_assistant_lives_through_sessions_correction_and_decay(
                                                     as_of=before_correction)}
     assert "User works at Hooli." in now and "User works at Acme Corp." not in now
     assert "User works at Acme Corp." in then and "User works at Hooli." not in then
+
+    # 7. how it knows what it knows, and what it holds (seed 002 phase 6)
+    with engine.tenant(user) as mem:
+        provenance = mem.explain_fact(hooli_fact.id)
+        stats = mem.stats()
+    assert (1, "supersedes", acme_fact.id) in {(d, r, m.id) for d, r, m in provenance.chain}
+    assert {hooli_turn, s1[0]} <= {m.id for m in provenance.episodes}
+    assert stats["edges"]["supersedes"] == 1 and stats["edges"]["causal"] == 1
+    assert stats["edges"]["temporal"] == 4 and stats["entities"] >= 3
+    assert stats["unconsolidated_sessions"] == 0
+    assert stats["last_consolidation"] is not None and stats["last_decay_archive"] is not None
 
     [chain] = verify_chains(admin_conn, assistant, tenants=[tenant])
     assert chain.intact

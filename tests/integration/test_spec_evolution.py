@@ -328,3 +328,49 @@ def test_checks_are_added_not_valid_and_validated_without_blocking_readers_or_wr
         "SELECT count(*) FROM pg_constraint WHERE connamespace = %s::regnamespace "
         "AND contype = 'c' AND NOT convalidated", (store.schema,)).fetchone()
     assert unvalidated == (0,)  # migrate validated them after its plan committed
+
+
+def test_renaming_the_tenant_key_keeps_isolation_rows_and_the_journal_chain(
+    store: Store, pg: PostgresHandle, admin_conn: psycopg.Connection[Any]
+) -> None:
+    from primitives.compile import agent_tables
+    from primitives.embeddings import HashingEmbedder
+    from primitives.engine import Engine
+
+    old = store.write()
+    store.migrate(old)
+    with Engine.connect(old, pg.app_dsn, embedder=HashingEmbedder(8)) as engine:
+        for team, text in (("t1", "the first team's boiler"), ("t2", "the second team's van")):
+            engine.observe({"team_id": team}, "team", text, typology="episodic")
+    # team_id (the tenant key) becomes org_id everywhere the spec names it
+    text = store.path.read_text(encoding="utf-8").replace("team_id", "org_id").replace(
+        "nullable_for_cross_scope: [user_id]",
+        "nullable_for_cross_scope: [user_id]\n  renamed_from: {org_id: team_id}")
+    store.path.write_text(text, encoding="utf-8")
+    new = load_spec(store.path)
+    assert new.anchor.keys[0] == "org_id"
+    report = store.migrate(new)
+    assert "anchor key 'team_id' renamed to 'org_id'" in {
+        c.summary for c in report.specs[0].evolution.changes}
+    assert admin_conn.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_schema = %s "
+        "AND column_name = 'team_id'", (store.schema,)).fetchone() == (0,)
+    policies = admin_conn.execute(
+        "SELECT string_agg(qual, ' ') FROM pg_policies WHERE schemaname = %s",
+        (store.schema,)).fetchone()
+    assert policies is not None and "org_id" in policies[0] and "team_id" not in policies[0]
+    with Engine.connect(new, pg.app_dsn, embedder=HashingEmbedder(8)) as engine:
+        def seen(team: str) -> list[str]:
+            return sorted(h.memory.content for h in engine.search(
+                {"org_id": team}, "boiler van row renamed key team"))
+
+        assert seen("t1") == ["the first team's boiler"]  # the app role sees its tenant only
+        engine.observe({"org_id": "t1"}, "team", "a row under the renamed key",
+                       typology="episodic")
+        assert seen("t1") == ["a row under the renamed key", "the first team's boiler"]
+        assert seen("t2") == ["the second team's van"]
+    tables = agent_tables(new)
+    for team in ("t1", "t2"):
+        assert admin_conn.execute(
+            "SELECT primitives.verify_chain(%s::regclass, %s, %s)",
+            (tables.events.qualified, tables.tenant_column, team)).fetchone() == (None,)

@@ -16,7 +16,7 @@ from primitives._project import migrate
 from primitives.db import APP_ROLE
 from primitives.engine import AsyncEngine, Engine
 from primitives.errors import TenancyError
-from primitives.langgraph import TOOL_NAMES, event_time_fields, memory_tools
+from primitives.langgraph import GRAPH_TOOL_NAMES, TOOL_NAMES, event_time_fields, memory_tools
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
 
@@ -94,7 +94,7 @@ def _timestamps_ok(result: dict[str, Any]) -> None:
 
 async def test_the_six_tools_are_bound_to_the_spec_and_tenant(tools: Callable[..., Tools]) -> None:
     bound = tools()
-    assert tuple(bound.by_name) == TOOL_NAMES
+    assert tuple(bound.by_name) == TOOL_NAMES + GRAPH_TOOL_NAMES   # the assistant has a graph
     schema = bound.by_name["search_memory"].args
     assert set(schema) == {"query", "type", "entity_name", "after", "before", "limit"}
     with pytest.raises(TenancyError, match="user_id"):
