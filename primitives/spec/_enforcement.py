@@ -89,6 +89,7 @@ _RP = "tests/integration/test_mace_replay.py::"
 _DT = "tests/unit/test_determinism.py::"
 _AL = "tests/integration/test_assistant_life.py::"
 _AI = "tests/integration/test_assistant_insight.py::"
+_PM = "tests/integration/test_persistent_modes.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -99,9 +100,16 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _LB + "test_operations_session_close_archives_with_compounding_into_the_operator_tier",),
     "behavior.lifecycle.*.transient=drop_at_scope_end": (
         _LB + "test_drop_at_scope_end_removes_the_rows_without_compounding_them_upward",),
-    "behavior.lifecycle.*.persistent=forcing_function": (),
-    "behavior.lifecycle.*.persistent=corroborated": (),
-    "behavior.lifecycle.*.persistent=indefinite": (),
+    "behavior.lifecycle.*.persistent=forcing_function": (
+        _PM + "test_forcing_function_rows_await_disposition_past_their_horizon_indefinite_ones_"
+              "never",),
+    "behavior.lifecycle.*.persistent=corroborated": (
+        _PM + "test_a_corroborated_fact_is_archived_after_n_failed_corroborations_and_stays_"
+              "below",
+        _PM + "test_a_new_corroboration_restarts_the_count"),
+    "behavior.lifecycle.*.persistent=indefinite": (
+        _PM + "test_indefinite_rows_survive_maintain_runs_with_aggressive_decay",
+        _MP + "test_indefinite_rows_are_never_tombstoned_as_orphans"),
     "behavior.lifecycle.*.persistent=append_only": (
         _CF + "test_an_append_only_typology_never_replaces_an_entry",),
     "behavior.lifecycle.*.archive_on=disposition": (
@@ -110,14 +118,20 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.lifecycle.*.archive_on=canonical_change": (
         "tests/integration/test_non_mirror.py::test_maintain_archives_facts_whose_canonical_"
         "rows_changed_and_only_those",),
-    "behavior.lifecycle.*.archive_on=failed_corroborations": (),
+    "behavior.lifecycle.*.archive_on=failed_corroborations": (
+        _PM + "test_a_corroborated_fact_is_archived_after_n_failed_corroborations_and_stays_"
+              "below",
+        _PM + "test_without_archive_on_failed_corroborations_failures_are_counted_not_"
+              "archived"),
     "behavior.lifecycle.*.archive_on=explicit_invalidation": (
         _CF + "test_invalidating_a_procedural_memory_archives_it_an_episode_stays_unarchived",),
     "behavior.lifecycle.*.archive_on=decay_threshold": (
         _DU + "test_decay_archive_covers_ebbinghaus_typologies_archiving_on_decay_threshold", _DD + "test_decay_archive_archives_unprotected_ebbinghaus_rows_below_threshold"),
     "behavior.lifecycle.*.archive_on=idle": (
         _MP + "test_a_typology_that_archives_on_idle_is_archived_once_orphaned",),
-    "behavior.lifecycle.*.failed_corroborations": (),
+    "behavior.lifecycle.*.failed_corroborations": (
+        _PM + "test_a_corroborated_fact_is_archived_after_n_failed_corroborations_and_stays_"
+              "below",),
     # 7. decay ----------------------------------------------------------------------------------
     "behavior.decay.*.model=forcing_function": (
         _DU + "test_forcing_function_weight_falls_linearly_to_zero_at_the_horizon", _DD + "test_forcing_function_rows_rank_by_remaining_weight_not_event_time"),
@@ -143,7 +157,12 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _DU + "test_ebbinghaus_protection_rules_hold_only_when_listed",),
     "behavior.decay.*.protect=action_linked": (
         _DU + "test_ebbinghaus_protection_rules_hold_only_when_listed", _DD + "test_decay_archive_archives_unprotected_ebbinghaus_rows_below_threshold"),
-    "behavior.decay.*.schedule": (),
+    "behavior.decay.*.schedule": (
+        "tests/integration/test_decay_schedule.py::test_a_scheduled_decay_pass_runs_only_when_"
+        "due_and_force_runs_it",
+        "tests/integration/test_decay_schedule.py::test_cli_maintain_json_names_the_passes_not_"
+        "due_and_force_runs_them",
+        "tests/unit/test_cron.py::test_a_spec_with_a_bad_schedule_is_refused_at_load"),
     # 8. write policy ---------------------------------------------------------------------------
     "behavior.write_policy.*.mode=auto": (
         _EN + "test_observe_writes_row_and_journal_event_in_one_transaction",),
@@ -933,6 +952,11 @@ CLAIMS: dict[str, tuple[str, ...]] = {
     r"replay": ("determinism.replay=exact",),
     r"intent-routed|intent routing": ("retrieval.intents",),
     r"derived_from": ("graph.edges=derived_from",),
+    r"failed corroboration|failure archives|windows without a new corroboration": (
+        "behavior.lifecycle.*.archive_on=failed_corroborations",
+        "behavior.lifecycle.*.persistent=corroborated"),
+    r"await(s)? disposition": ("behavior.lifecycle.*.persistent=forcing_function",),
+    r"\bcron\b": ("behavior.decay.*.schedule",),
 }
 """Phrases a reference spec's header may use only while their registry keys are enforced
 (a line saying "not enforced yet" is exempt)."""
