@@ -656,7 +656,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         report = maintain(specs, resolve_dsn(), batch_tenants=args.batch_tenants,
                           progress=progress, duty=args.duty,
                           list_dispositions=args.list_dispositions, embedder=embedder,
-                          extractor=_extractor(args.extractor))
+                          extractor=_extractor(args.extractor), force=args.force)
     except psycopg.Error as err:
         raise StorageError(f"maintain failed: {err}") from err
     if args.json:
@@ -668,6 +668,10 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             console.print(f"  {name}: {changed}")
         for name, count in report.reported.get(agent, {}).items():
             console.print(f"  {name} (awaiting disposition): {count}")
+        for skip in report.skipped.get(agent, []):
+            console.print(f"  {skip['pass']} ({', '.join(skip['typologies'])}): not due "
+                          f"(schedule {skip['schedule']}, next {skip['next_due']}; --force "
+                          "runs it)", markup=False)
         listed = report.awaiting.get(agent, [])
         if listed:
             console.print("  awaiting a decision (promote, mem.mark_exempt or mem.archive), "
@@ -884,6 +888,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also embed rows waiting for a vector (retrieval.embedding.embed: "
                         "deferred, or written without an embedder) with the default embedder, "
                         "in batches, journalled")
+    p.add_argument("--force", action="store_true",
+                   help="run the decay passes whose behavior.decay schedule is not due yet "
+                        "(by default they run only when their cron schedule fired since "
+                        "their last run; --json names the skipped ones)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_maintain)
 

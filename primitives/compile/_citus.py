@@ -55,6 +55,7 @@ from typing import Final
 
 from psycopg import sql
 
+from primitives.compile._access import auditor_access
 from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
 from primitives.compile._ddl import Constraint, TableDef, bounds_signature
 from primitives.compile._expr import current_tenant_expr, current_tenant_value
@@ -296,7 +297,8 @@ def compile_citus(
         without_fks = replace(definition, constraints=tuple(
             c for c in definition.constraints if c.kind != "foreign_key"))
         steps += (_without_subquery(step)
-                  for step in _table_steps(tables, without_fks, not_valid=True))
+                  for step in _table_steps(tables, without_fks, not_valid=True,
+                                           access=auditor_access(spec, tables)))
         if definition.bounds:
             # the shards' CHECK calls it on the workers
             steps.append(Step(

@@ -178,7 +178,8 @@ class Trigger:
 
     name: str
     timing: Literal["BEFORE"]
-    events: Literal["INSERT", "DELETE", "UPDATE OR DELETE", "TRUNCATE"]
+    events: str
+    """``INSERT``, ``DELETE``, ``UPDATE OR DELETE``, ``TRUNCATE``, ``INSERT OR UPDATE OF a, b``"""
     level: Literal["ROW", "STATEMENT"]
     function: sql.Identifier
     args: tuple[str, ...] = ()

@@ -15,6 +15,7 @@ from functools import cached_property
 
 from psycopg import sql
 
+from primitives.compile._access import AuditorAccess, auditor_access, auditor_grant
 from primitives.compile._capabilities import (
     DEFAULT_CAPABILITIES,
     Capabilities,
@@ -65,7 +66,6 @@ from primitives.compile._rls import (
     enable_rls_sql,
     force_rls_sql,
     grant_app_sql,
-    grant_auditor_sql,
     grant_maintainer_sql,
     grant_schema_usage_sql,
     maintainer_policy_name,
@@ -77,6 +77,7 @@ from primitives.compile._rls import (
     tenant_policy_name,
     tenant_policy_sql,
 )
+from primitives.compile._seeded import with_clock
 from primitives.compile._tables import (
     action_links_table,
     events_table,
@@ -174,7 +175,7 @@ def table_definitions(
     tables = tables or agent_tables(spec)
     definitions = [
         memories_table(spec, tables, capabilities),
-        events_table(tables, embedding=capabilities.vector),
+        events_table(tables, embedding=capabilities.vector, spec=spec),
         action_links_table(tables),
         scopes_table(spec, tables),
         promotions_table(tables),
@@ -195,7 +196,7 @@ def table_definitions(
     if tables.outbox is not None:
         definitions.append(outbox_table(spec, tables, embedding=capabilities.vector))
     definitions += checkpointer_definitions(spec, tables)
-    return tuple(definitions)
+    return with_clock(spec, tables, tuple(definitions))
 
 
 def _check_names(spec: AgentSpec, tables: Tables, definitions: tuple[TableDef, ...]) -> None:
@@ -233,8 +234,8 @@ def _schema_steps(tables: Tables) -> Iterator[Step]:
         yield Step(f"schema {schema}: usage for the runtime roles", grant_schema_usage_sql(schema))
 
 
-def _table_steps(tables: Tables, definition: TableDef, *,
-                 not_valid: bool = False) -> Iterator[Step]:
+def _table_steps(tables: Tables, definition: TableDef, *, not_valid: bool = False,
+                 access: AuditorAccess | None = None) -> Iterator[Step]:
     table = definition.table
     name = table.qualified
     yield Step(f"{name}: table", create_table_sql(definition))
@@ -277,11 +278,12 @@ def _table_steps(tables: Tables, definition: TableDef, *,
     ):
         yield Step(f"{name}: replace policy {policy}", drop_policy_sql(policy, table))
         yield Step(f"{name}: policy {policy}", create(tables, table))
-    yield from _grant_steps(table, definition, tables)
+    yield from _grant_steps(table, definition, tables, access)
 
 
 def _grant_steps(relation: Table, definition: TableDef | None = None,
-                 tables: Tables | None = None) -> Iterator[Step]:
+                 tables: Tables | None = None,
+                 access: AuditorAccess | None = None) -> Iterator[Step]:
     name = relation.qualified
     privileges = definition.app_privileges if definition is not None else ("SELECT",)
     # only the columns this table has (no embedding without pgvector)
@@ -291,7 +293,10 @@ def _grant_steps(relation: Table, definition: TableDef | None = None,
     yield Step(f"{name}: grants for the app role",
                grant_app_sql(relation, privileges, columns))
     if tables is None or relation != tables.pii_raw:  # raw personal data: no auditor reads
-        yield Step(f"{name}: grants for the auditor role", grant_auditor_sql(relation))
+        # under an access policy: listed views only, no payload columns (compile._access)
+        auditor = auditor_grant(access, relation, definition)
+        if auditor is not None:
+            yield Step(f"{name}: grants for the auditor role", auditor)
     maintainer = grant_maintainer_sql(tables, relation, privileges, columns) if (
         definition is not None and tables is not None) else None
     if maintainer is not None:
@@ -324,7 +329,7 @@ def _view_steps(
     for view, statement in views:
         yield Step(f"{view.qualified}: view", statement)
         yield Step(f"{view.qualified}: comment", comment_sql(view, comments[view.name]))
-        yield from _grant_steps(view)
+        yield from _grant_steps(view, access=auditor_access(spec, tables))
 
 
 def compile_plan(spec: AgentSpec, *, capabilities: Capabilities = DEFAULT_CAPABILITIES) -> Plan:
@@ -344,7 +349,8 @@ def compile_plan(spec: AgentSpec, *, capabilities: Capabilities = DEFAULT_CAPABI
     steps: list[Step] = [Step("objects are owned by the owner role", set_owner_role_sql())]
     steps += _schema_steps(tables)
     for definition in definitions:
-        steps += _table_steps(tables, definition, not_valid=True)
+        steps += _table_steps(tables, definition, not_valid=True,
+                              access=auditor_access(spec, tables))
     steps += _unpublish_steps(tables)
     steps += _view_steps(spec, tables, definitions[0], capabilities)
     validations = tuple(

@@ -12,7 +12,9 @@ from typing import Final
 
 from psycopg import sql
 
+from primitives.compile import _seeded
 from primitives.compile._capabilities import Capabilities
+from primitives.compile._capacity import capacity_functions, capacity_trigger
 from primitives.compile._ddl import (
     BIGINT,
     BOOLEAN,
@@ -269,10 +271,13 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         columns=tuple(_memory_columns(spec, tables, capabilities)),
         constraints=constraints,
         indexes=tuple(indexes),
-        triggers=(guard, *guard_trigger(spec, tables, capabilities)),
+        triggers=(guard, *guard_trigger(spec, tables, capabilities),
+                  *capacity_trigger(spec, tables)),
         app_update_columns=MEMORY_UPDATE_COLUMNS,
         comment=_memories_comment(spec, tables),
-        functions=(*memory_functions(tables), *guard_functions(spec, tables, capabilities)),
+        functions=(*memory_functions(tables), *guard_functions(spec, tables, capabilities),
+                   *capacity_functions(spec, tables),
+                   *_seeded.seeded_functions(spec, tables)),
         retired_indexes=(
             *((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
             # earlier plans built it for a trigram_trigger defense
@@ -324,7 +329,7 @@ LANGUAGE plpgsql
 AS $fn$
 DECLARE
     last_seq  bigint;
-    last_hash text;
+    last_hash text;{declare}
 BEGIN
     -- Under REPEATABLE READ a writer that waited for the lock below would still
     -- read the chain as of its snapshot and fork it; refuse instead.
@@ -347,7 +352,7 @@ BEGIN
     -- (through primitives.tenant_xact_lock: runtime roles may not take advisory locks)
     PERFORM primitives.tenant_xact_lock(NEW.{tenant}, 'journal ' || TG_RELID::text);
 
-    SELECT e.seq, e.hash INTO last_seq, last_hash
+    SELECT e.seq, e.hash{select} INTO last_seq, last_hash{into}
     FROM {journal} AS e
     WHERE e.{tenant} = NEW.{tenant}
     ORDER BY e.seq DESC
@@ -355,7 +360,7 @@ BEGIN
 
     NEW.seq         := coalesce(last_seq, 0) + 1;
     NEW.prev_hash   := coalesce(last_hash, repeat('0', 64));
-    NEW.occurred_at := coalesce(NEW.occurred_at, now());
+{stamp}
     NEW.payload     := coalesce(NEW.payload, '{{}}'::jsonb);
     NEW.hash        := primitives.event_hash(NEW.prev_hash, NEW.seq, NEW.kind, NEW.memory_id,
                                              NEW.actor, NEW.payload, NEW.occurred_at);
@@ -364,18 +369,53 @@ END
 $fn$""")
 
 
-def chain_function_sql(tables: Tables) -> sql.Composed:
+_WALL_STAMP = sql.SQL("    NEW.occurred_at := coalesce(NEW.occurred_at, now());")
+
+_SEEDED_STAMP = sql.SQL("""\
+    IF seed IS NULL THEN
+        NEW.occurred_at := coalesce(NEW.occurred_at, now());
+    ELSE
+        NEW.occurred_at := {at};
+    END IF;""")
+
+_SEEDED_ID = sql.SQL("""
+    IF seed IS NOT NULL AND (NEW.event_id IS NULL
+                             OR substr(NEW.event_id::text, 15, 1) <> '8') THEN
+        NEW.event_id := {uuid}(seed || ':event:' || NEW.seq::text);
+    END IF;""")
+
+
+def chain_function_sql(tables: Tables, spec: AgentSpec | None = None) -> sql.Composed:
     """``CREATE OR REPLACE FUNCTION <schema>.<prefix>_chain_event()``: the journal's chain trigger.
 
     A BEFORE INSERT row trigger on ``<prefix>_memory_events`` that sets ``seq``,
     ``prev_hash`` and ``hash`` per tenant, exactly as ``primitives.chain_event`` does
-    (``primitives.verify_chain`` checks either), with the names compiled in.
+    (``primitives.verify_chain`` checks either), with the names compiled in. For a
+    deterministic ``spec``, inside a job it also sets the seeded ``occurred_at`` and
+    ``event_id`` (:mod:`primitives.compile._seeded`).
     """
+    parts: dict[str, sql.Composable] = {
+        "declare": sql.SQL(""), "select": sql.SQL(""), "into": sql.SQL(""),
+        "stamp": _WALL_STAMP}
+    if spec is not None and _seeded.seeded(spec):
+        stamp: sql.Composable = (
+            _SEEDED_STAMP.format(at=_seeded.next_time_sql(tables))
+            if spec.determinism.clock == "ticks" else _WALL_STAMP)
+        if spec.determinism.ids == "seeded":
+            stamp = sql.Composed([stamp, _SEEDED_ID.format(uuid=_seeded.uuid_fn(tables))])
+        parts = {
+            "declare": sql.SQL(
+                "\n    last_at   timestamptz;\n    last_kind text;\n"
+                "    seed      text := nullif(pg_catalog.current_setting({}, true), '');"
+            ).format(sql.Literal(_seeded.SEED_SETTING)),
+            "select": sql.SQL(", e.occurred_at, e.kind"), "into": sql.SQL(", last_at, last_kind"),
+            "stamp": stamp}
     return _CHAIN_FUNCTION.format(
         function=tables.chain_function,
         tenant=tables.tenant,
         tenant_name=sql.Literal(tables.tenant_column),
         journal=tables.events.ident,
+        **parts,
     )
 
 
@@ -384,7 +424,8 @@ def revoke_function_sql(function: sql.Identifier) -> sql.Composed:
     return sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(function)
 
 
-def events_table(tables: Tables, *, embedding: bool = False) -> TableDef:
+def events_table(tables: Tables, *, embedding: bool = False,
+                 spec: AgentSpec | None = None) -> TableDef:
     """``<prefix>_memory_events``: the append-only, per-tenant hash-chained audit journal."""
     t, name = tables.tenant_column, tables.object_name
     tenant = sql.Identifier(t)
@@ -428,7 +469,7 @@ def events_table(tables: Tables, *, embedding: bool = False) -> TableDef:
             f"{tables.chain_function_name}); UPDATE, DELETE and TRUNCATE are refused."
         ),
         functions=(
-            (f"chain function {tables.chain_function_name}", chain_function_sql(tables)),
+            (f"chain function {tables.chain_function_name}", chain_function_sql(tables, spec)),
             (f"chain function {tables.chain_function_name}: not callable by PUBLIC",
              revoke_function_sql(tables.chain_function)),
             # erasure writes the row and its journal event: the journal must exist first

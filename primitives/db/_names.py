@@ -46,6 +46,10 @@ SQLSTATE_JOURNAL_ISOLATION: Final = "PM004"
 SQLSTATE_NON_MIRROR: Final = "PM005"
 """A memory write copies canonical text (an agent's compiled non-mirror guard)."""
 
+SQLSTATE_CAPACITY: Final = "PM006"
+"""A memory write past its tier's declared capacity (an agent's compiled capacity guard):
+``STORAGE_FULL``, not a policy refusal."""
+
 POLICY_SQLSTATES: Final = frozenset(
     {
         "42501",  # insufficient_privilege: grants, and row-level security WITH CHECK

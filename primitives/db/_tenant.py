@@ -30,7 +30,7 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from primitives.db._names import POLICY_SQLSTATES, SQLSTATE_NON_MIRROR
+from primitives.db._names import POLICY_SQLSTATES, SQLSTATE_CAPACITY, SQLSTATE_NON_MIRROR
 from primitives.db._pipeline import SET_TENANT_BOUND, aexchange, begin, exchange
 from primitives.errors import (
     NonMirrorViolation,
@@ -79,9 +79,24 @@ def translate_error(
     if sqlstate in POLICY_SQLSTATES:
         who = f" for tenant {tenant!r}" if tenant is not None else ""
         return PolicyViolation(f"the database refused this{who}: {primary}", **context)
+    if sqlstate == SQLSTATE_CAPACITY:
+        return _capacity(err, primary, context)
     if sqlstate == _DISK_FULL:
         return StorageFull(f"the database is out of disk space: {primary}", **context)
     return StorageError(f"database error: {primary}", **context)
+
+
+def _capacity(err: psycopg.Error, primary: str, context: dict[str, Any]) -> StorageFull:
+    """The capacity guard's refusal: STORAGE_FULL, with what its DETAIL (JSON) names (the
+    tier, the bound, what is used, the refused content's sha256) in the context."""
+    try:
+        detail = json.loads(err.diag.message_detail or "{}")
+    except ValueError:
+        detail = {}
+    return StorageFull(primary, capacity=True, **context,
+                       **{k: detail.get(k) for k in (
+                           "tier", "per", "scope_id", "rows", "tokens", "used_rows",
+                           "used_tokens", "write_tokens", "content_sha256")})
 
 
 def _non_mirror(err: psycopg.Error, primary: str, context: dict[str, Any]) -> NonMirrorViolation:

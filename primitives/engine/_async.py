@@ -27,8 +27,10 @@ from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
+from primitives.engine import _capacity as capacity
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
+from primitives.engine import _determinism as determinism
 from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
 from primitives.engine import _insight as insight
@@ -38,10 +40,11 @@ from primitives.engine import _store_ops as store_ops
 from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, aschema_features, render
+from primitives.engine._ids import seeded_ids
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
-from primitives.errors import StorageError
+from primitives.errors import StorageError, StorageFull
 from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
@@ -217,12 +220,32 @@ class AsyncEngine(EngineBase):
     @asynccontextmanager
     async def tenant(self, anchor: Mapping[str, object], *,
                      actor: str = "agent") -> AsyncIterator[AsyncTenantMemory]:
-        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
-        async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
-            yield AsyncTenantMemory(ctx, conn, self.access)
+        ctx, seed, ids = self.job_context(self.context(resolve_anchor(self.spec, anchor), actor))
+        try:
+            async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
+                head = (await arun_op(conn, determinism.open_job(ctx, seed))
+                        if seed is not None else 0)  # as Engine.tenant
+                with seeded_ids(ids, head):
+                    yield AsyncTenantMemory(ctx, conn, self.access)
+        except StorageFull as err:
+            await self._journal_refusal(ctx, err)
+            raise
         self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
+
+    async def _journal_refusal(self, ctx: core.Context, err: StorageFull) -> None:
+        """Like :meth:`Engine._journal_refusal`."""
+        op = capacity.refused(ctx, err)
+        if op is None or "event_id" in err.context:
+            return
+        try:
+            async with self._pool.connection() as conn:
+                err.context["event_id"] = str(await _arun_once(conn, ctx.tenant, op,
+                                                               after_last="refuse"))
+        except (psycopg.Error, StorageError) as failed:
+            # the refusal itself still reaches the caller, saying its event is missing
+            err.context["journal_error"] = str(failed)
 
     async def read(self, anchor: Mapping[str, object],
                    make: Callable[[core.Context], core.Op[R]], *, actor: str = "agent",
@@ -274,32 +297,42 @@ class AsyncEngine(EngineBase):
                       actor: str = "agent", seed: str | None = None, **fields: Any) -> Memory:
         """Like :meth:`Engine.observe`: one memory in a transaction of its own."""
         resolved = resolve_anchor(self.spec, anchor)
-        seed = seed or f"{self.spec.agent}:{resolved.tenant}"
-        pool = self._pool
-        fields = core.with_idempotency_key(fields)
-        for attempt in (1, 2):
-            try:
-                conn = await pool.getconn()  # as Engine.observe: not the connection() context
+        if determinism.job_seed(self.spec, resolved) is not None:  # as Engine.observe
+            async def write(mem: AsyncTenantMemory) -> Memory:
+                return await mem.observe(tier, content, **fields)
+            return await self.write(anchor, write, actor=actor, seed=seed)
+        with seeded_ids(None):  # not a job: random ids, even inside a job's block
+            seed = seed or f"{self.spec.agent}:{resolved.tenant}"
+            pool = self._pool
+            fields = core.with_idempotency_key(fields)
+            for attempt in (1, 2):
                 try:
-                    call = observe_call(self, conn, resolved, tier, content, actor, fields)
-                    if call is not None:
-                        memory = await _arun_call(conn, call)
-                        if memory is not None:
-                            if self.defers_embedding:
-                                self.pending.note(resolved)
-                            return memory
-                    ctx = self.context(resolved, actor)
-                    memory = await _arun_once(
-                        conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
-                        after_last="refuse")
-                    self.note_pending(ctx)
-                    return memory
-                finally:
-                    await pool.putconn(conn)
-            except RETRYABLE as err:
-                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
-                                                 tenant=resolved.tenant))
-        raise AssertionError("unreachable")
+                    conn = await pool.getconn()  # as Engine.observe: not the connection() context
+                    try:
+                        call = observe_call(self, conn, resolved, tier, content, actor, fields)
+                        if call is not None:
+                            memory = await _arun_call(conn, call)
+                            if memory is not None:
+                                if self.defers_embedding:
+                                    self.pending.note(resolved)
+                                return memory
+                        ctx = self.context(resolved, actor)
+                        memory = await _arun_once(
+                            conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
+                            after_last="refuse")
+                        self.note_pending(ctx)
+                        return memory
+                    finally:
+                        await pool.putconn(conn)
+                except RETRYABLE as err:
+                    try:
+                        delay = before_retry(err, attempt=attempt, seed=seed,
+                                             tenant=resolved.tenant)
+                    except StorageFull as full:
+                        await self._journal_refusal(self.context(resolved, actor), full)
+                        raise
+                    await asyncio.sleep(delay)
+            raise AssertionError("unreachable")
 
     async def embed_pending(self, anchor: Mapping[str, object] | None = None, *,
                             batch_size: int = pending.DEFAULT_BATCH, limit: int | None = None,
@@ -417,6 +450,10 @@ class AsyncTenantMemory:
                          limit: int = sem.SEARCH_LIMIT) -> list[dict[str, Any]]:
         """See :meth:`primitives.engine.TenantMemory.sem_search`."""
         return await arun_op(self._conn, sem.sem_search(self.ctx, prefix, limit=limit))
+
+    async def sem_snapshot(self) -> determinism.SemSnapshot:
+        """See :meth:`primitives.engine.TenantMemory.sem_snapshot`."""
+        return await arun_op(self._conn, determinism.sem_snapshot(self.ctx))
 
     async def record_intent(self, key: str, value: Any, *, reason: str | None = None) -> UUID:
         """See :meth:`primitives.engine.TenantMemory.record_intent`."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import psycopg
@@ -10,6 +11,7 @@ from primitives.compile import Tables, agent_tables
 from primitives.embeddings import Embedder, as_embedder, cached
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
+from primitives.engine._determinism import job_seed
 from primitives.engine._pending import PendingTenants
 from primitives.errors import ModelMismatch, StorageError
 from primitives.lifecycle._access import AccessLog
@@ -188,3 +190,13 @@ class EngineBase:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
                        self.embedder, classifier=self.classifier, reranker=self.reranker,
                        text_match=self.text_match, trigram=self.trigram, decay=self.decay)
+
+    def job_context(self, ctx: Context) -> tuple[Context, str | None, str | None]:
+        """For a transaction about to open as a job (:meth:`Engine.tenant`): the context
+        that says so, the job seed (None: not a job) and the seed of its ids (None: random
+        ids, ``determinism.ids: random``)."""
+        seed = job_seed(self.spec, ctx.anchor)
+        if seed is None:
+            return ctx, None, None
+        ids = seed if self.spec.determinism.ids == "seeded" else None
+        return replace(ctx, job_seed=seed), seed, ids

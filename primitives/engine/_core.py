@@ -137,6 +137,10 @@ class Context:
     """pg_trgm is installed: tier boundaries measure near-duplicate text with it."""
     decay: DecayModels | None = None
     """The spec's decay models (None: taken from the spec when a search needs them)."""
+    job_seed: str | None = None
+    """The job this transaction was opened as (a deterministic spec's ``seed_key``, from the
+    anchor; ``Engine.tenant`` opens it): ids and timestamps are seeded
+    (:mod:`primitives.engine._determinism`). None: not a job's transaction."""
     left_pending: list[UUID] = field(default_factory=list)
     """Rows this transaction wrote without a vector for a worker to embed
     (``retrieval.embedding.embed: deferred``, on a table with an embedding column)."""
@@ -565,7 +569,11 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
                                       embedding=bool(vector), scoped=scope_id is not None,
                                       confidence=confidence is not None)
     linked = links_to_previous(spec, scope_id)
-    when = event_time or datetime.now(UTC)  # an instant: the column is timestamptz
+    # an instant: the column is timestamptz; in a job on the tick clock, the clock's (the
+    # memories trigger sets it)
+    when: datetime | None = event_time or (
+        None if ctx.job_seed is not None and spec.determinism.clock == "ticks" and not linked
+        else datetime.now(UTC))
     params = {
         **ctx.anchor.as_dict(), **vector,
         "id": new_id, "tier": tier, "typology": typ, "scope_id": scope_id, "namespace": ns,

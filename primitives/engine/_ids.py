@@ -1,6 +1,6 @@
-"""Random (version 4) UUIDs for new memories and journal events, drawn from the operating
-system's random source 64 at a time.
+"""Ids for new memories and journal events: random, or seeded inside a deterministic job.
 
+Random (version 4) UUIDs are drawn from the operating system's random source 64 at a time.
 ``uuid.uuid4()`` asks the kernel for 16 bytes on every call, and Python lets go of the GIL
 around that call: on a busy multi-threaded writer every write paid two system calls and two
 chances to lose the GIL to another thread (each a wake-up and a context switch). Here one
@@ -10,17 +10,29 @@ with the version and variant bits set as ``uuid4()`` sets them.
 Safe across threads (``list.pop`` hands each id out once) and across ``fork``: a child
 process starts with an empty batch, so it never repeats an id its parent will use.
 
+A spec with ``determinism: {ids: seeded}`` runs each transaction of a job (an anchor that
+carries the spec's ``seed_key``) inside :func:`seeded_ids`: while it is open, every
+:func:`new_uuid` of that context is :func:`seeded_uuid` of the job seed, the journal position
+the transaction started at and an ordered counter. Seeded ids are version-8 UUIDs (RFC 9562's
+custom layout), so they are told apart from random ones at a glance.
+
 Example::
 
     memory_id = new_uuid()
+    with seeded_ids("seed-7", 12):
+        new_uuid() == seeded_uuid("seed-7:12:0")   # True
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from uuid import UUID
 
-__all__ = ["new_uuid"]
+__all__ = ["JobIds", "new_uuid", "seeded_ids", "seeded_uuid"]
 
 BATCH = 64
 """Ids made per system call."""
@@ -28,8 +40,50 @@ BATCH = 64
 _batch: list[UUID] = []
 
 
+class JobIds:
+    """The seeded ids of one transaction of a job: ``<seed>:<head>:<n>`` for n = 0, 1, ...
+    (``head``: the last journal seq of the tenant when the transaction began, so ids of
+    successive transactions never meet)."""
+
+    __slots__ = ("count", "head", "seed")
+
+    def __init__(self, seed: str, head: int) -> None:
+        self.seed, self.head, self.count = seed, head, 0
+
+    def next(self) -> UUID:
+        name = f"{self.seed}:{self.head}:{self.count}"
+        self.count += 1
+        return seeded_uuid(name)
+
+
+_job: ContextVar[JobIds | None] = ContextVar("primitives_job_ids", default=None)
+
+
+def seeded_uuid(name: str) -> UUID:
+    """The version-8 UUID of ``name``: the first 128 bits of its sha256 with the version
+    and variant bits set (the journal's trigger computes the same in SQL)."""
+    digest = bytearray(hashlib.sha256(name.encode("utf-8")).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x80
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    return UUID(bytes=bytes(digest))
+
+
+@contextmanager
+def seeded_ids(seed: str | None, head: int = 0) -> Iterator[JobIds | None]:
+    """Make :func:`new_uuid` seeded (``seed``) or random (None) until the block ends."""
+    job = JobIds(seed, head) if seed is not None else None
+    token = _job.set(job)
+    try:
+        yield job
+    finally:
+        _job.reset(token)
+
+
 def new_uuid() -> UUID:
-    """A fresh random UUID (version 4)."""
+    """A fresh id: the open job's next seeded id, else a random UUID (version 4)."""
+    job = _job.get()
+    if job is not None:
+        return job.next()
     try:
         return _batch.pop()
     except IndexError:

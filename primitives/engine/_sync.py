@@ -30,8 +30,10 @@ from primitives.discipline import _gates as gates
 from primitives.embeddings import Embedder
 from primitives.engine import _assemble as assemble
 from primitives.engine import _canonical as canonical
+from primitives.engine import _capacity as capacity
 from primitives.engine import _consolidate as consolidation
 from primitives.engine import _core as core
+from primitives.engine import _determinism as determinism
 from primitives.engine import _episodic as episodic
 from primitives.engine import _graph as graph
 from primitives.engine import _insight as insight
@@ -41,11 +43,12 @@ from primitives.engine import _store_ops as store_ops
 from primitives.engine import _ticks as ticks
 from primitives.engine._anchor import resolve_anchor
 from primitives.engine._base import EngineBase, render, schema_features
+from primitives.engine._ids import seeded_ids
 from primitives.engine._observe_message import ObserveCall, observe_call
 from primitives.engine._pending import EmbedWorker
 from primitives.engine._records import Edge, Entity, Explanation, Hit, Memory, SearchResult
 from primitives.engine._retry import RETRYABLE, before_retry
-from primitives.errors import EmbedderUnavailable, StorageError
+from primitives.errors import EmbedderUnavailable, StorageError, StorageFull
 from primitives.lifecycle._access import AccessLog, flush_statement, read_ids
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.retrieval._context import ContextPack
@@ -237,12 +240,35 @@ class Engine(EngineBase):
     def tenant(self, anchor: Mapping[str, object], *,
                actor: str = "agent") -> Iterator[TenantMemory]:
         """One tenant-scoped transaction; commits on success, rolls back on any error."""
-        ctx = self.context(resolve_anchor(self.spec, anchor), actor)
-        with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
-            yield TenantMemory(ctx, conn, self.access)
+        ctx, seed, ids = self.job_context(self.context(resolve_anchor(self.spec, anchor), actor))
+        try:
+            with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
+                # a job's transaction: seeded ids and clock until it ends (or random ids, so a
+                # transaction inside another one's block never takes that job's ids)
+                head = run_op(conn, determinism.open_job(ctx, seed)) if seed is not None else 0
+                with seeded_ids(ids, head):
+                    yield TenantMemory(ctx, conn, self.access)
+        except StorageFull as err:
+            self._journal_refusal(ctx, err)
+            raise
         self.note_pending(ctx)
         if self.access.due():
             self._flush_in_background()
+
+    def _journal_refusal(self, ctx: core.Context, err: StorageFull) -> None:
+        """Journal a write the capacity guard refused (a ``storage_full`` event, in a
+        transaction of its own: the write's was rolled back); its id goes into the error's
+        envelope as ``event_id``; if the journal cannot be written, ``journal_error`` says why."""
+        op = capacity.refused(ctx, err)
+        if op is None or "event_id" in err.context:
+            return
+        try:
+            with self._pool.connection() as conn:
+                err.context["event_id"] = str(_run_once(conn, ctx.tenant, op,
+                                                        after_last="refuse"))
+        except (psycopg.Error, StorageError) as failed:
+            # the refusal itself still reaches the caller, saying its event is missing
+            err.context["journal_error"] = str(failed)
 
     def read(self, anchor: Mapping[str, object], make: Callable[[core.Context], core.Op[R]], *,
              actor: str = "agent", seed: str | None = None,
@@ -306,38 +332,48 @@ class Engine(EngineBase):
         acknowledgement was lost returns the row that COMMIT wrote and writes nothing, keyed
         or not (a keyed one even when another writer superseded it in between)."""
         resolved = resolve_anchor(self.spec, anchor)
-        seed = seed or f"{self.spec.agent}:{resolved.tenant}"
-        pool = self._pool
-        fields = core.with_idempotency_key(fields)
-        for attempt in (1, 2):
-            try:
-                # getconn/putconn rather than the pool's connection() context: that one wraps
-                # the connection's own context (a COMMIT check through psycopg's generator
-                # machinery) in a generator context manager: 7% of this call's client CPU
-                # under load (python -m bench.client_ab --variant pool-context), for nothing
-                # here, since the transaction's own code has committed or rolled back before
-                # the connection goes back. putconn still rolls back, or replaces, a
-                # connection returned in any other state.
-                conn = pool.getconn()
+        if determinism.job_seed(self.spec, resolved) is not None:
+            # a job's write: its transaction opens the job (seeded ids and clock)
+            return self.write(anchor, lambda mem: mem.observe(tier, content, **fields),
+                              actor=actor, seed=seed, sleep=sleep)
+        with seeded_ids(None):  # not a job: random ids, even inside a job's block
+            seed = seed or f"{self.spec.agent}:{resolved.tenant}"
+            pool = self._pool
+            fields = core.with_idempotency_key(fields)
+            for attempt in (1, 2):
                 try:
-                    call = observe_call(self, conn, resolved, tier, content, actor, fields)
-                    if call is not None:
-                        memory = _run_call(conn, call)
-                        if memory is not None:
-                            if self.defers_embedding:
-                                self.pending.note(resolved)
-                            return memory
-                    ctx = self.context(resolved, actor)
-                    memory = _run_once(conn, ctx.tenant,
-                                       core.observe(ctx, tier, content, final=True, **fields),
-                                       after_last="refuse")
-                    self.note_pending(ctx)
-                    return memory
-                finally:
-                    pool.putconn(conn)
-            except RETRYABLE as err:
-                sleep(before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant))
-        raise AssertionError("unreachable")
+                    # getconn/putconn rather than the pool's connection() context: that one wraps
+                    # the connection's own context (a COMMIT check through psycopg's generator
+                    # machinery) in a generator context manager: 7% of this call's client CPU
+                    # under load (python -m bench.client_ab --variant pool-context), for nothing
+                    # here, since the transaction's own code has committed or rolled back before
+                    # the connection goes back. putconn still rolls back, or replaces, a
+                    # connection returned in any other state.
+                    conn = pool.getconn()
+                    try:
+                        call = observe_call(self, conn, resolved, tier, content, actor, fields)
+                        if call is not None:
+                            memory = _run_call(conn, call)
+                            if memory is not None:
+                                if self.defers_embedding:
+                                    self.pending.note(resolved)
+                                return memory
+                        ctx = self.context(resolved, actor)
+                        memory = _run_once(conn, ctx.tenant,
+                                           core.observe(ctx, tier, content, final=True, **fields),
+                                           after_last="refuse")
+                        self.note_pending(ctx)
+                        return memory
+                    finally:
+                        pool.putconn(conn)
+                except RETRYABLE as err:
+                    try:
+                        sleep(before_retry(err, attempt=attempt, seed=seed,
+                                           tenant=resolved.tenant))
+                    except StorageFull as full:
+                        self._journal_refusal(self.context(resolved, actor), full)
+                        raise
+            raise AssertionError("unreachable")
 
     def embed_pending(self, anchor: Mapping[str, object] | None = None, *,
                       batch_size: int = pending.DEFAULT_BATCH, limit: int | None = None,
@@ -488,6 +524,11 @@ class TenantMemory:
     def sem_search(self, prefix: str, *, limit: int = sem.SEARCH_LIMIT) -> list[dict[str, Any]]:
         """Facts whose canonical key starts with the canonical ``prefix``, by key."""
         return run_op(self._conn, sem.sem_search(self.ctx, prefix, limit=limit))
+
+    def sem_snapshot(self) -> determinism.SemSnapshot:
+        """The tenant's SEM rows (key, value, seeded timestamp) and their snapshot hash
+        (seed 001 §6; :func:`primitives.engine._determinism.sem_snapshot`)."""
+        return run_op(self._conn, determinism.sem_snapshot(self.ctx))
 
     def record_intent(self, key: str, value: Any, *, reason: str | None = None) -> UUID:
         """Journal the user's confirmed "remember X"; pass the id to :meth:`sem_put`."""

@@ -37,7 +37,9 @@ from psycopg import sql
 from primitives.compile import Tables
 from primitives.compile._definer import transient_delete_function
 from primitives.compile._expr import active_predicate
+from primitives.compile._seeded import SEED_SETTING, uuid_fn
 from primitives.engine._core import Context, Op, Step, _event, _memory_id
+from primitives.engine._ids import seeded_uuid
 from primitives.errors import PolicyViolation
 from primitives.spec import AgentSpec
 from primitives.spec._common import split_ref
@@ -187,7 +189,7 @@ def promotion_statement(spec: AgentSpec, tables: Tables, rule: ReferenceRule, *,
     to_ttl = spec.tier(rule.to_tier).ttl_ticks
     return sql.SQL("""\
 WITH candidates AS (
-  SELECT c.*, gen_random_uuid() AS new_id,
+  SELECT c.*, {new_id} AS new_id,
          (SELECT count(*) FROM unnest(c.reference_ticks) AS r(age)
           WHERE r.age > coalesce(c.age_ticks, 0) - {window}) AS refs,
          EXISTS (SELECT 1 FROM {links} AS l WHERE l.{t} = c.{t} AND l.memory_id = c.id)
@@ -245,7 +247,20 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
         n=sql.Literal(rule.min_references), window=sql.Literal(rule.window_ticks),
         scope=sql.SQL(" AND c.scope_id = %(scope_id)s") if scoped else sql.SQL(""),
         active=active_predicate("c"), anchor_cols=anchor_cols, anchor_select=anchor_select,
-        promoted_kind=sql.Literal(PROMOTED_EVENT), left_kind=sql.Literal(LEFT_EVENT))
+        promoted_kind=sql.Literal(PROMOTED_EVENT), left_kind=sql.Literal(LEFT_EVENT),
+        new_id=_promoted_id(spec, tables, rule))
+
+
+def _promoted_id(spec: AgentSpec, tables: Tables, rule: ReferenceRule) -> sql.Composable:
+    """A promoted row's id: random, or inside a job of a seeded spec the seeded id of
+    ``<seed>:<rule>:<source id>`` (the ledger promotes a source once per rule, so it is
+    new)."""
+    if spec.determinism.ids != "seeded":
+        return sql.SQL("gen_random_uuid()")
+    return sql.SQL(
+        "coalesce({}(nullif(current_setting({}, true), '') || ':' || {} || ':' || c.id::text), "
+        "gen_random_uuid())").format(uuid_fn(tables), sql.Literal(SEED_SETTING),
+                                     sql.Literal(rule.name))
 
 
 def age_statement(tables: Tables, tier: str, *, scoped: bool) -> sql.Composed:
@@ -313,6 +328,9 @@ def tick(ctx: Context, *, scope_id: str | None = None,
                                                      scoped=scope_id is not None),
                                  params, "one")
                 promoted += int(row[0]) if row else 0
+            # tiers.capacity on_full: evict (CWM's token budget): right after the promotions
+            from primitives.engine._capacity import evict
+            yield from evict(ctx)
             continue
         row = yield Step(age_statement(ctx.tables, tier, scoped=scope_id is not None),
                          params, "one")
@@ -391,24 +409,6 @@ def summary_rules(spec: AgentSpec, tier: str) -> list[SummaryRule]:
     return rules
 
 
-def sem_snapshot_hash(rows: Sequence[tuple[str, Any, str]]) -> str:
-    """sha256 of the sorted (key + canonical JSON of the value + seeded timestamp) of the SEM
-    rows, as seed 001 §6 defines the snapshot hash; the lines are joined with newlines."""
-    from primitives.engine._core import canonical_json, content_hash
-    return content_hash("\n".join(sorted(f"{k}{canonical_json(v)}{ts}" for k, v, ts in rows)))
-
-
-def _sem_rows(ctx: Context) -> Op[list[tuple[str, Any, str]]]:
-    persistent = ctx.spec.persistent_tier.name
-    rows = yield Step(sql.SQL(
-        "SELECT m.key, m.value, coalesce(m.provenance ->> 'created_seeded_ts', '') FROM {} AS m "
-        "WHERE m.{} = %(tenant)s AND m.tier = %(tier)s AND m.typology = 'semantic' AND {} "
-        "ORDER BY m.key, m.id").format(ctx.tables.memories.ident, ctx.tables.tenant,
-                                       active_predicate("m")),
-        {"tenant": ctx.tenant, "tier": persistent}, "all")
-    return [(r[0], r[1], r[2]) for r in rows]
-
-
 def job_summaries(ctx: Context, tier: str, scope_id: str, *,
                   reflective_log_id: str | None) -> Op[list[Any]]:
     """At the end of job ``scope_id`` (a scope of ``tier``), each summary rule appends one
@@ -432,7 +432,8 @@ def job_summaries(ctx: Context, tier: str, scope_id: str, *,
             {"tenant": ctx.tenant, "tier": rule.from_tier, "typ": rule.from_typology}, "all")
         if not rows:
             continue
-        sem_hash = sem_snapshot_hash((yield from _sem_rows(ctx)))
+        from primitives.engine._determinism import sem_snapshot
+        sem_hash = (yield from sem_snapshot(ctx)).hash
         items = [{"id": str(r[0]), "content": r[1], "value": r[2], "derived_from": r[3]}
                  for r in rows]
         content = f"job {scope_id}: " + "; ".join(r[1] for r in rows)
@@ -442,7 +443,9 @@ def job_summaries(ctx: Context, tier: str, scope_id: str, *,
                           key=None, namespace=(), value=value, envelope=None, tags=(),
                           scope_id=None, source="brainstate", promotion=True)
         from uuid import uuid5
-        memory_id = uuid5(SUMMARY_NAMESPACE, f"{ctx.tenant}\x00{scope_id}\x00{rule.name}")
+        memory_id = (seeded_uuid(f"{ctx.job_seed}:{rule.name}:{scope_id}")
+                     if ctx.job_seed is not None and ctx.spec.determinism.ids == "seeded"
+                     else uuid5(SUMMARY_NAMESPACE, f"{ctx.tenant}\x00{scope_id}\x00{rule.name}"))
         written.append((yield from _write(
             ctx, w, event_time=None, source="brainstate", memory_id=memory_id,
             embedding=None, final=False, via="job_summary",

@@ -32,6 +32,7 @@ formulas in Python, which the tests hold the SQL to.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
@@ -45,13 +46,17 @@ from primitives.spec import AgentSpec
 from primitives.spec._behavior import DecayPolicy
 
 __all__ = [
+    "DEFAULT_FAILED_CORROBORATIONS",
     "NOW",
     "DecayModels",
     "DecayRow",
+    "corroboration_statement",
+    "corroboration_windows",
     "decay_models",
     "decay_passes",
     "decay_weight",
     "effective_confidence",
+    "forcing_horizons",
 ]
 
 NOW = sql.SQL("now()")
@@ -300,18 +305,21 @@ def decay_models(spec: AgentSpec) -> DecayModels:
 
 
 # maintain passes ------------------------------------------------------------------------------
-def decay_archive_statement(spec: AgentSpec, tables: Tables) -> sql.Composed | None:
+def decay_archive_statement(spec: AgentSpec, tables: Tables,
+                            typologies: Collection[str] | None = None) -> sql.Composed | None:
     """Archive the active rows of ``%(tenants)s`` whose typology decays by ``ebbinghaus``,
     archives on ``decay_threshold`` (``behavior.lifecycle.<typology>.archive_on``), and whose
     effective confidence at ``%(now)s`` is below the model's ``threshold`` (protected rows keep
     full confidence, so they never fall below it), each with a ``decay_archived`` event
-    carrying that confidence. Returns ``(changed)``. None without such a typology."""
+    carrying that confidence. Returns ``(changed)``. None without such a typology.
+    ``typologies``: only these (default: all)."""
     models = decay_models(spec)
     now = sql.SQL("%(now)s")
     archiving = {t for t, life in spec.behavior.lifecycle.items()
                  if "decay_threshold" in life.archive_on}
     thresholds = sorted((t, float(p.threshold or 0)) for t, p in spec.behavior.decay.items()
-                        if p.model == "ebbinghaus" and t in archiving)
+                        if p.model == "ebbinghaus" and t in archiving
+                        and (typologies is None or t in typologies))
     if not thresholds:
         return None
     threshold = sql.SQL("CASE m.typology {} END").format(sql.SQL(" ").join(
@@ -338,23 +346,35 @@ def decay_archive_statement(spec: AgentSpec, tables: Tables) -> sql.Composed | N
              active=active_predicate("m"))
 
 
-def dispositions_statement(spec: AgentSpec, tables: Tables, *,
-                           listed: int = 0) -> sql.Composed | None:
-    """Report only: the active rows of ``%(tenants)s`` whose typology decays by
-    ``forcing_function`` and that are past its horizon at ``%(now)s`` without being marked
-    exempt (decay_rate 0): they await disposition (promote, mark exempt, or archive).
+def forcing_horizons(spec: AgentSpec) -> dict[str, float]:
+    """The typologies whose persistent rows await disposition, with their horizon in seconds:
+    those whose lifecycle is ``persistent: forcing_function`` and whose decay names a
+    ``horizon`` (the ``forcing_function`` model requires one). A typology whose rows live
+    ``indefinite``, ``corroborated`` or ``append_only`` never awaits disposition, whatever
+    its decay model."""
+    return {t: p.horizon.total_seconds() for t, p in sorted(spec.behavior.decay.items())
+            if p.horizon is not None and t in spec.behavior.lifecycle
+            and spec.behavior.lifecycle[t].persistent == "forcing_function"}
+
+
+def dispositions_statement(spec: AgentSpec, tables: Tables, *, listed: int = 0,
+                           typologies: Collection[str] | None = None) -> sql.Composed | None:
+    """Report only: the active persistent rows of ``%(tenants)s`` whose typology lives by
+    ``forcing_function`` (:func:`forcing_horizons`) and that are past its horizon at
+    ``%(now)s`` without being marked exempt (decay_rate 0): they await disposition (promote,
+    mark exempt, or archive). ``typologies``: only these (default: all).
     Returns ``(changed, awaiting)``: nothing changed, and their count; with ``listed``, also
     the oldest ``listed`` of them as a jsonb array of {tenant, id, tier, typology,
     event_time} (the listing holds the batch's due rows to sort them: about a fifth more
     time for the pass over a large table). None without such a typology."""
-    horizons = sorted((t, p.horizon.total_seconds()) for t, p in spec.behavior.decay.items()
-                      if p.model == "forcing_function" and p.horizon is not None)
+    horizons = [(t, seconds) for t, seconds in forcing_horizons(spec).items()
+                if typologies is None or t in typologies]
     if not horizons:
         return None
     due = sql.SQL(
         "FROM {mem} AS m "
         "JOIN (VALUES {horizons}) AS h(typology, seconds) ON h.typology = m.typology "
-        "WHERE m.{t} = ANY(%(tenants)s::text[]) AND {active} "
+        "WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND {active} "
         "AND m.decay_rate IS DISTINCT FROM 0 "
         "AND m.event_time <= %(now)s::timestamptz - make_interval(secs => h.seconds)"
     ).format(mem=tables.memories.ident, t=tables.tenant, active=active_predicate("m"),
@@ -373,15 +393,121 @@ def dispositions_statement(spec: AgentSpec, tables: Tables, *,
     ).format(t=tables.tenant, due=due, listed=sql.Literal(listed))
 
 
+def corroboration_windows(spec: AgentSpec) -> dict[str, tuple[float, int | None]]:
+    """The typologies whose persistent rows stay only while corroborated: lifecycle
+    ``persistent: corroborated`` with a decay ``validity`` (the window a corroboration keeps a
+    row current). Each maps to (window in seconds, the failed corroborations that archive a
+    row: the lifecycle's ``failed_corroborations`` where its ``archive_on`` lists
+    ``failed_corroborations``, else None: failures are counted and journalled, nothing is
+    archived)."""
+    windows: dict[str, tuple[float, int | None]] = {}
+    for typology, policy in sorted(spec.behavior.decay.items()):
+        life = spec.behavior.lifecycle.get(typology)
+        if life is None or life.persistent != "corroborated" or policy.validity is None:
+            continue
+        archive = life.failed_corroborations or DEFAULT_FAILED_CORROBORATIONS \
+            if "failed_corroborations" in life.archive_on else None
+        windows[typology] = (policy.validity.total_seconds(), archive)
+    return windows
+
+
+DEFAULT_FAILED_CORROBORATIONS = 3
+"""Seed 003's default for a lifecycle that archives on ``failed_corroborations`` without
+saying how many."""
+
+
+def corroboration_statement(spec: AgentSpec, tables: Tables,
+                            typologies: Collection[str] | None = None) -> sql.Composed | None:
+    """Count failed corroborations of the active persistent rows of ``%(tenants)s`` whose
+    typology lives by ``corroborated`` (:func:`corroboration_windows`; ``typologies``: only
+    these). A corroboration fails when a row's validity window lapses without the row being
+    corroborated again: at ``%(now)s`` a row has failed floor(time since
+    coalesce(corroborated_at, valid_from) / validity) consecutive corroborations (a new
+    corroboration moves its clock, so the count starts again). The count is kept in
+    ``provenance.corroboration`` ({since: the clock it counts from, failed}); each rise is
+    journalled ``corroboration_failed`` (failed, previous, since, window), and a row reaching
+    the typology's ``failed_corroborations`` (where its lifecycle archives on them) is
+    archived, never deleted, journalled ``archived`` with the cause ``failed_corroborations``.
+    Confirmed or exempt rows (decay_rate 0, as ``confirm`` and ``mark_exempt`` set it) are
+    not counted: their validity does not lapse.
+    Returns ``(changed)``: the rows whose count rose. None without such a typology."""
+    windows = [(t, w, n) for t, (w, n) in corroboration_windows(spec).items()
+               if typologies is None or t in typologies]
+    if not windows:
+        return None
+    t = tables.tenant
+    values = sql.SQL(", ").join(
+        sql.SQL("({}, {}::float8, {}::int)").format(sql.Literal(name), sql.Literal(window),
+                                                   sql.Literal(archive))
+        for name, window, archive in windows)
+    return sql.SQL("""\
+WITH lapsed AS (
+  SELECT c.*, CASE WHEN (c.provenance #>> '{{corroboration,since}}')::timestamptz = c.since
+                   THEN coalesce((c.provenance #>> '{{corroboration,failed}}')::int, 0)
+                   ELSE 0 END AS previous
+  FROM (SELECT m.{t} AS tenant, m.id, m.provenance, w.window_seconds, w.archive_at,
+               coalesce(m.corroborated_at, m.valid_from) AS since,
+               floor(extract(epoch FROM (%(now)s::timestamptz
+                     - coalesce(m.corroborated_at, m.valid_from))) / w.window_seconds)::int
+                 AS failed
+        FROM {mem} AS m JOIN (VALUES {values}) AS w(typology, window_seconds, archive_at)
+          ON w.typology = m.typology
+        WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND {active}
+          AND m.decay_rate IS DISTINCT FROM 0
+          AND coalesce(m.corroborated_at, m.valid_from)
+              <= %(now)s::timestamptz - make_interval(secs => w.window_seconds)) AS c),
+rising AS (
+  SELECT l.tenant, l.id, l.since, l.failed, l.previous, l.window_seconds, l.archive_at
+  FROM lapsed AS l JOIN {mem} AS m ON m.{t} = l.tenant AND m.id = l.id
+  WHERE l.failed > l.previous
+  FOR UPDATE OF m SKIP LOCKED),
+marked AS (
+  UPDATE {mem} AS m
+  SET provenance = jsonb_set(m.provenance, '{{corroboration}}',
+                             jsonb_build_object('since', r.since, 'failed', r.failed)),
+      archived_at = CASE WHEN r.failed >= r.archive_at THEN %(now)s ELSE m.archived_at END,
+      updated_at = now()
+  FROM rising AS r WHERE m.{t} = r.tenant AND m.id = r.id AND {active}
+    AND coalesce(m.corroborated_at, m.valid_from) = r.since
+  RETURNING r.tenant, r.id, r.failed, r.previous, r.since, r.window_seconds, r.archive_at,
+            m.archived_at IS NOT NULL AS archived),
+journal AS (
+  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
+  SELECT e.tenant, gen_random_uuid(), e.kind, e.id, %(actor)s, e.payload
+  FROM (SELECT k.tenant, k.id, 1 AS step, 'corroboration_failed' AS kind,
+               jsonb_build_object('failed', k.failed, 'previous', k.previous, 'since', k.since,
+                                  'window_seconds', k.window_seconds,
+                                  'archive_at', k.archive_at) AS payload
+        FROM marked AS k
+        UNION ALL
+        SELECT k.tenant, k.id, 2, 'archived',
+               jsonb_build_object('column', 'archived_at', 'cause', 'failed_corroborations',
+                                  'failed', k.failed, 'archive_at', k.archive_at)
+        FROM marked AS k WHERE k.archived) AS e
+  ORDER BY e.tenant, e.id, e.step
+  RETURNING 1)
+SELECT (SELECT count(*) FROM marked) + 0 * (SELECT count(*) FROM journal)""").format(
+        t=t, mem=tables.memories.ident, events=tables.events.ident, values=values,
+        active=active_predicate("m"))
+
+
 def decay_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:
     """The maintain job's decay work: ``decay_archive`` (Ebbinghaus typologies below their
-    threshold are archived, never deleted) and ``dispositions`` (report only: forcing-function
-    rows past their horizon; its second column is their count)."""
+    threshold are archived, never deleted), ``corroboration`` (failed corroborations of
+    ``corroborated`` typologies counted, archived at their ``failed_corroborations``) and
+    ``dispositions`` (report only: ``forcing_function`` rows past their horizon; its second
+    column is their count). Typologies are grouped by their decay ``schedule``: one pass of
+    each kind per schedule, carrying it (maintain runs a scheduled pass only when due)."""
+    groups: dict[str | None, list[str]] = {}
+    for typology, policy in sorted(spec.behavior.decay.items()):
+        groups.setdefault(policy.schedule, []).append(typology)
     passes: list[MaintenancePass] = []
-    archive = decay_archive_statement(spec, tables)
-    if archive is not None:
-        passes.append(MaintenancePass("decay_archive", archive))
-    report = dispositions_statement(spec, tables)
-    if report is not None:
-        passes.append(MaintenancePass("dispositions", report))
+    for schedule, typologies in sorted(groups.items(), key=lambda g: g[0] or ""):
+        scoped = covered = tuple(typologies)
+        for name, statement in (
+                ("decay_archive", decay_archive_statement(spec, tables, scoped)),
+                ("corroboration", corroboration_statement(spec, tables, scoped)),
+                ("dispositions", dispositions_statement(spec, tables, typologies=scoped))):
+            if statement is not None:
+                passes.append(MaintenancePass(name, statement, schedule, covered))
     return passes

@@ -24,8 +24,15 @@ from primitives.compile import Tables, agent_tables
 from primitives.compile._non_mirror import refresh_function
 from primitives.db._names import MAINTAINER_ROLE
 from primitives.lifecycle._decay import dispositions_statement
-from primitives.lifecycle._passes import JobContext, Similarity, jobs_for, passes_for
+from primitives.lifecycle._passes import (
+    JobContext,
+    MaintenancePass,
+    Similarity,
+    jobs_for,
+    passes_for,
+)
 from primitives.spec import AgentSpec
+from primitives.spec import _cron as cron
 
 __all__ = ["MaintainReport", "maintain"]
 
@@ -42,12 +49,15 @@ class MaintainReport:
     """With ``list_dispositions``: rows awaiting disposition, the oldest of each batch first,
     at most that many per agent: tenant, id, tier, typology, event_time."""
     tenants: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Scheduled passes that did not run because their ``behavior.decay.<typology>.schedule``
+    had not fired since their last run: pass, typologies, schedule, last_run, next_due."""
     batches: int = 0
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {"agents": self.agents, "reported": self.reported, "awaiting": self.awaiting,
-                "tenants": self.tenants,
+                "tenants": self.tenants, "skipped": self.skipped,
                 "batches": self.batches, "seconds": round(self.seconds, 3)}
 
     @property
@@ -91,11 +101,51 @@ def _refresh_canonical_index(conn: psycopg.Connection[Any], tables: Tables) -> i
     return int(changed[0]) if changed else 0
 
 
+_LAST_RUNS = sql.SQL(
+    "SELECT typology, last_run_at FROM primitives.maintenance_runs "
+    "WHERE agent = %s AND job = 'decay'")
+_RECORD_RUN = sql.SQL(
+    "INSERT INTO primitives.maintenance_runs (agent, job, typology, schedule, last_run_at) "
+    "SELECT %(agent)s, 'decay', t.typology, t.schedule, %(now)s "
+    "FROM unnest(%(typologies)s::text[], %(schedules)s::text[]) AS t(typology, schedule) "
+    "ON CONFLICT (agent, job, typology) DO UPDATE SET schedule = EXCLUDED.schedule, "
+    "last_run_at = EXCLUDED.last_run_at, "
+    "recorded_at = now()")
+
+
+def _scheduled(conn: psycopg.Connection[Any], spec: AgentSpec, passes: list[MaintenancePass],
+               now: datetime, force: bool,
+               ) -> tuple[list[MaintenancePass], list[dict[str, Any]]]:
+    """The passes to run (unscheduled ones, and scheduled ones due at ``now`` or forced) and
+    a description of each scheduled pass that is not due."""
+    if not any(p.schedule for p in passes):
+        return passes, []
+    now = now.astimezone(UTC)                   # schedules are read in UTC
+    last = {t: r.astimezone(UTC) for t, r in conn.execute(_LAST_RUNS, (spec.agent,))}
+    running: list[MaintenancePass] = []
+    skipped: list[dict[str, Any]] = []
+    for step in passes:
+        if step.schedule is None or force:
+            running.append(step)
+            continue
+        runs = [last.get(t) for t in step.typologies]
+        last_run = None if any(r is None for r in runs) else min(r for r in runs if r)
+        if cron.due(step.schedule, last_run, now):
+            running.append(step)
+            continue
+        assert last_run is not None
+        upcoming = cron.next_after(step.schedule, last_run)
+        skipped.append({"pass": step.name, "typologies": list(step.typologies),
+                        "schedule": step.schedule, "last_run": last_run.isoformat(),
+                        "next_due": upcoming.isoformat() if upcoming else None})
+    return running, skipped
+
+
 def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
              now: datetime | None = None, actor: str = "maintain",
              progress: Callable[[str, int, int], None] | None = None,
              duty: float = 1.0, list_dispositions: int = 0, embedder: Any = None,
-             extractor: Any = None) -> MaintainReport:
+             extractor: Any = None, force: bool = False) -> MaintainReport:
     """Run every spec's maintenance passes over all its tenants, ``batch_tenants`` per
     transaction, through ``dsn`` (the admin connection: it must be allowed to
     ``SET ROLE primitives_maintainer``). ``now`` fixes the clock the passes compare with
@@ -107,6 +157,10 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
     ``embedder`` and ``extractor`` are handed to the spec's Python jobs
     (:class:`~primitives.lifecycle._passes.MaintenanceJob`), which run after each batch's
     passes have committed.
+    A pass carrying a ``schedule`` (a typology's ``behavior.decay.<typology>.schedule``) runs
+    only when the schedule fired since the pass last completed over all the agent's tenants
+    (recorded in ``primitives.maintenance_runs`` at ``now``); the others are named in
+    ``report.skipped``. ``force`` runs them anyway.
     """
     if batch_tenants < 1:
         raise ValueError("batch_tenants must be at least 1")
@@ -122,7 +176,14 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
             embedding, trigram = bool(row and row[0]), bool(row and row[1])
             similarity: Similarity = "embedding" if embedding and trigram else (
                 "trigram" if trigram else "exact")
+            run_now = now or datetime.now(UTC)
             passes = passes_for(spec, tables, embedding=embedding, similarity=similarity)
+            with conn.transaction():
+                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
+                    sql.Identifier(MAINTAINER_ROLE)))
+                passes, skipped = _scheduled(conn, spec, passes, run_now, force)
+            if skipped:
+                report.skipped[spec.agent] = skipped
             listing = dispositions_statement(spec, tables, listed=list_dispositions) \
                 if list_dispositions > 0 else None
             jobs = jobs_for(spec, tables)
@@ -166,5 +227,13 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                     time.sleep((time.perf_counter() - batch_started) * (1 / duty - 1))
                 if progress is not None:
                     progress(spec.agent, start + len(batch), len(tenants))
+            ran = sorted({(t, p.schedule) for p in passes if p.schedule for t in p.typologies})
+            if ran:
+                with conn.transaction():
+                    conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
+                        sql.Identifier(MAINTAINER_ROLE)))
+                    conn.execute(_RECORD_RUN, {"agent": spec.agent, "now": run_now,
+                                               "typologies": [t for t, _ in ran],
+                                               "schedules": [s for _, s in ran]})
     report.seconds = time.perf_counter() - started
     return report

@@ -33,10 +33,17 @@ trigram otherwise), ``trigram`` (pg_trgm on content) or ``exact`` (same lower-ca
 class MaintenancePass(NamedTuple):
     """One step of ``primitives maintain``: a statement over ``%(tenants)s`` (text[]),
     ``%(now)s`` (timestamptz) and ``%(actor)s`` (text) that journals its own changes and
-    returns one row, ``(changed bigint)``."""
+    returns one row, ``(changed bigint)``.
+
+    ``schedule`` (a five-field cron expression, ``behavior.decay.<typology>.schedule``) makes
+    the pass run only when the schedule fired since it last ran for ``typologies`` (the
+    typologies the statement covers); ``maintain(force=True)`` runs it anyway. Several passes
+    may share a name (one per schedule): their counts add up."""
 
     name: str
     statement: sql.Composed
+    schedule: str | None = None
+    typologies: tuple[str, ...] = ()
 
 
 PassBuilder = Callable[[AgentSpec, Tables, bool, Similarity], list[MaintenancePass]]

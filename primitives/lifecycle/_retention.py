@@ -7,7 +7,8 @@ A retention that also declares ``tombstone_orphans_after`` gives the maintain jo
 ``orphan_after + tombstone_orphans_after``, still unlinked) is tombstoned, the same state
 change as ``tombstone()`` (``tombstoned_at`` set, the row kept), journalled ``tombstoned``
 with the reason ``orphaned`` and the clock it went by. Without the field there is no pass:
-orphans stay as they are. A typology whose lifecycle archives on ``idle`` is archived once
+orphans stay as they are. Rows of a typology whose lifecycle is ``persistent: indefinite``
+are never tombstoned as orphans: only the triggers their ``archive_on`` lists end them. A typology whose lifecycle archives on ``idle`` is archived once
 ORPHANED (pass ``archive_idle``), journalled ``archived`` with the cause ``idle``. A typology
 whose lifecycle archives on ``canonical_change`` is archived once a canonical row one of its
 references pins has moved on (pass ``archive_canonical_change``), journalled ``archived`` with
@@ -16,6 +17,7 @@ the cause ``canonical_change``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from psycopg import sql
@@ -27,7 +29,8 @@ from primitives.lifecycle._passes import MaintenancePass
 from primitives.spec import AgentSpec
 from primitives.spec._policies import RetentionPolicy
 
-__all__ = ["archive_canonical_change_statement", "archive_idle_statement", "retention_passes",
+__all__ = ["archive_canonical_change_statement", "archive_idle_statement",
+           "indefinite_typologies", "retention_passes",
            "tombstone_after", "tombstone_orphans_statement"]
 
 
@@ -43,16 +46,20 @@ def tombstone_after(spec: AgentSpec) -> timedelta | None:
     return policy.tombstone_orphans_after if isinstance(policy, RetentionPolicy) else None
 
 
-def tombstone_orphans_statement(tables: Tables, idle: timedelta) -> sql.Composed:
+def tombstone_orphans_statement(tables: Tables, idle: timedelta,
+                                kept: Sequence[str] = ()) -> sql.Composed:
     """Tombstone the persistent rows of ``%(tenants)s`` unread (and, never read, unwritten)
-    for ``idle`` before ``%(now)s`` that no action links, each journalled ``tombstoned``.
+    for ``idle`` before ``%(now)s`` that no action links, each journalled ``tombstoned``,
+    except rows of the typologies ``kept`` (their lifecycle is ``persistent: indefinite``).
     Returns one row: how many."""
     t = tables.tenant
+    keep = sql.SQL(" AND m.typology <> ALL({}::text[])").format(sql.Literal(list(kept))) \
+        if kept else sql.SQL("")
     return sql.SQL("""\
 WITH orphans AS (
   SELECT m.{t} AS tenant, m.id, coalesce(m.last_accessed_at, m.created_at) AS idle_since
   FROM {mem} AS m
-  WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND m.tombstoned_at IS NULL
+  WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND m.tombstoned_at IS NULL{keep}
     AND coalesce(m.last_accessed_at, m.created_at) < %(now)s::timestamptz - {idle}::interval
     AND NOT EXISTS (SELECT 1 FROM {links} AS l WHERE l.{t} = m.{t} AND l.memory_id = m.id)
   FOR UPDATE OF m SKIP LOCKED),
@@ -69,7 +76,15 @@ journal AS (
   RETURNING 1)
 SELECT (SELECT count(*) FROM marked) + 0 * (SELECT count(*) FROM journal)""").format(
         t=t, mem=tables.memories.ident, links=tables.action_links.ident,
-        events=tables.events.ident, idle=sql.Literal(_interval(idle)))
+        events=tables.events.ident, idle=sql.Literal(_interval(idle)), keep=keep)
+
+
+def indefinite_typologies(spec: AgentSpec) -> list[str]:
+    """The persistent tier's typologies whose lifecycle is ``persistent: indefinite``: only
+    the triggers their ``archive_on`` lists end them, so no orphan timer tombstones them."""
+    return [t for t in spec.typology.get(spec.persistent_tier.name, [])
+            if t in spec.behavior.lifecycle
+            and spec.behavior.lifecycle[t].persistent == "indefinite"]
 
 
 def archive_idle_statement(tables: Tables, idle: timedelta,
@@ -171,7 +186,8 @@ def retention_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:
             "archive_idle", archive_idle_statement(tables, orphan, idle_typologies)))
     if orphan is not None and tombstone is not None:
         passes.append(MaintenancePass(
-            "tombstone_orphans", tombstone_orphans_statement(tables, orphan + tombstone)))
+            "tombstone_orphans", tombstone_orphans_statement(
+                tables, orphan + tombstone, indefinite_typologies(spec))))
     changing: list[str] = [
         t for t in spec.typology.get(spec.persistent_tier.name, [])
         if t in spec.behavior.lifecycle

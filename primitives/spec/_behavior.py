@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from primitives.spec._common import Duration, Name, SpecModel, TierTypologyRef, Typology
+from primitives.spec._cron import parse as parse_cron
 
 __all__ = [
     "PROMOTION_DEFAULTS",
@@ -74,8 +75,19 @@ class DecayPolicy(SpecModel):
     protect: list[Literal["confirmed", "entity_mentions", "action_linked"]] = Field(
         default_factory=list
     )
-    schedule: str | None = Field(default=None, description="cron expression for decay runs")
+    schedule: str | None = Field(
+        default=None,
+        description="five-field cron expression in UTC (e.g. \"0 3 * * *\"): `primitives maintain` "
+                    "runs this typology's decay passes only when the schedule fired since "
+                    "their last run (`--force` runs them anyway); unset: every run")
     justification: str | None = _Justification
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_cron(value)
+        return value
 
     @model_validator(mode="after")
     def _model_parameters(self) -> DecayPolicy:

@@ -94,6 +94,9 @@ def _tiers(spec: AgentSpec) -> Iterator[Problem]:
         if tier.retention is not None and not tier.persistent:
             yield ((*loc, "retention"), "retention applies to the persistent tier only; "
                    "transient tiers inherit their lifecycle from their scope")
+        if tier.capacity is not None and tier.capacity.per == "scope" and tier.persistent:
+            yield ((*loc, "capacity", "per"),
+                   "the persistent tier has no scopes: count its capacity per tenant")
         if tier.placement == "checkpointer" and tier.persistent:
             yield ((*loc, "placement"),
                    "the persistent tier lives in the store; only transient tiers may be "
@@ -217,12 +220,27 @@ def _determinism(spec: AgentSpec) -> Iterator[Problem]:
     if determinism.ids == "seeded" and determinism.seed_key is None:
         yield (("determinism", "ids"),
                "seeded ids are derived from a seed: set determinism.seed_key (e.g. job_seed)")
+    if determinism.replay == "exact" and (determinism.clock != "ticks"
+                                          or determinism.ids != "seeded"):
+        yield (("determinism", "replay"),
+               "an exact replay needs the tick clock and seeded ids: set determinism.clock: "
+               "ticks and determinism.ids: seeded (wall-clock times and random ids differ on "
+               "every run)")
 
 
 def check_consolidation(spec: AgentSpec) -> Iterator[Problem]:
     """An extraction from a transient tier runs at that tier's scope end (its rows leave
     then): a target typology consolidated at another lifecycle's end would never be. Run on
-    the loaded spec (behaviour resolved), after :func:`check_foundation`."""
+    the loaded spec (behaviour resolved), after :func:`check_foundation`. A capacity that
+    evicts does so at tick, after the references promotions: its tier must be one they fill."""
+    for at, declared in enumerate(spec.tiers):
+        if declared.capacity is not None and declared.capacity.on_full == "evict" and not any(
+                rule.criteria == "references" and split_ref(rule.to)[0] == declared.name
+                for rule in spec.behavior.promotion):
+            yield (("tiers", at, "capacity", "on_full"),
+                   f"tier '{declared.name}' evicts at tick, after the references promotions that "
+                   "fill it, and none does: use on_full: refuse, or declare a promotion with "
+                   f"criteria: references into '{declared.name}'")
     for index, rule in enumerate(spec.behavior.promotion):
         if rule.criteria != "extraction":
             continue

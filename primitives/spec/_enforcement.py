@@ -65,6 +65,7 @@ _MT = "tests/integration/test_maintain.py::"
 _CX = "tests/unit/test_context.py::"
 _GR = "tests/integration/test_graph.py::"
 _MG = "tests/integration/test_mace_golden.py::"
+_MC = "tests/integration/test_mace_capacity.py::"
 _RR = "tests/integration/test_context_and_rerank.py::"
 _IN = "tests/unit/test_intent.py::"
 _CV = "tests/unit/test_compile_views.py::"
@@ -83,8 +84,12 @@ _SG = "tests/integration/test_sanitization_gates.py::"
 _OB = "tests/integration/test_outbox.py::"
 _AW = "tests/integration/test_ask_world_agent.py::"
 _MS = "tests/integration/test_mace_golden_sem.py::"
+_MD = "tests/integration/test_mace_determinism.py::"
+_RP = "tests/integration/test_mace_replay.py::"
+_DT = "tests/unit/test_determinism.py::"
 _AL = "tests/integration/test_assistant_life.py::"
 _AI = "tests/integration/test_assistant_insight.py::"
+_PM = "tests/integration/test_persistent_modes.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -95,9 +100,16 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _LB + "test_operations_session_close_archives_with_compounding_into_the_operator_tier",),
     "behavior.lifecycle.*.transient=drop_at_scope_end": (
         _LB + "test_drop_at_scope_end_removes_the_rows_without_compounding_them_upward",),
-    "behavior.lifecycle.*.persistent=forcing_function": (),
-    "behavior.lifecycle.*.persistent=corroborated": (),
-    "behavior.lifecycle.*.persistent=indefinite": (),
+    "behavior.lifecycle.*.persistent=forcing_function": (
+        _PM + "test_forcing_function_rows_await_disposition_past_their_horizon_indefinite_ones_"
+              "never",),
+    "behavior.lifecycle.*.persistent=corroborated": (
+        _PM + "test_a_corroborated_fact_is_archived_after_n_failed_corroborations_and_stays_"
+              "below",
+        _PM + "test_a_new_corroboration_restarts_the_count"),
+    "behavior.lifecycle.*.persistent=indefinite": (
+        _PM + "test_indefinite_rows_survive_maintain_runs_with_aggressive_decay",
+        _MP + "test_indefinite_rows_are_never_tombstoned_as_orphans"),
     "behavior.lifecycle.*.persistent=append_only": (
         _CF + "test_an_append_only_typology_never_replaces_an_entry",),
     "behavior.lifecycle.*.archive_on=disposition": (
@@ -106,14 +118,20 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.lifecycle.*.archive_on=canonical_change": (
         "tests/integration/test_non_mirror.py::test_maintain_archives_facts_whose_canonical_"
         "rows_changed_and_only_those",),
-    "behavior.lifecycle.*.archive_on=failed_corroborations": (),
+    "behavior.lifecycle.*.archive_on=failed_corroborations": (
+        _PM + "test_a_corroborated_fact_is_archived_after_n_failed_corroborations_and_stays_"
+              "below",
+        _PM + "test_without_archive_on_failed_corroborations_failures_are_counted_not_"
+              "archived"),
     "behavior.lifecycle.*.archive_on=explicit_invalidation": (
         _CF + "test_invalidating_a_procedural_memory_archives_it_an_episode_stays_unarchived",),
     "behavior.lifecycle.*.archive_on=decay_threshold": (
         _DU + "test_decay_archive_covers_ebbinghaus_typologies_archiving_on_decay_threshold", _DD + "test_decay_archive_archives_unprotected_ebbinghaus_rows_below_threshold"),
     "behavior.lifecycle.*.archive_on=idle": (
         _MP + "test_a_typology_that_archives_on_idle_is_archived_once_orphaned",),
-    "behavior.lifecycle.*.failed_corroborations": (),
+    "behavior.lifecycle.*.failed_corroborations": (
+        _PM + "test_a_corroborated_fact_is_archived_after_n_failed_corroborations_and_stays_"
+              "below",),
     # 7. decay ----------------------------------------------------------------------------------
     "behavior.decay.*.model=forcing_function": (
         _DU + "test_forcing_function_weight_falls_linearly_to_zero_at_the_horizon", _DD + "test_forcing_function_rows_rank_by_remaining_weight_not_event_time"),
@@ -139,7 +157,12 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _DU + "test_ebbinghaus_protection_rules_hold_only_when_listed",),
     "behavior.decay.*.protect=action_linked": (
         _DU + "test_ebbinghaus_protection_rules_hold_only_when_listed", _DD + "test_decay_archive_archives_unprotected_ebbinghaus_rows_below_threshold"),
-    "behavior.decay.*.schedule": (),
+    "behavior.decay.*.schedule": (
+        "tests/integration/test_decay_schedule.py::test_a_scheduled_decay_pass_runs_only_when_"
+        "due_and_force_runs_it",
+        "tests/integration/test_decay_schedule.py::test_cli_maintain_json_names_the_passes_not_"
+        "due_and_force_runs_them",
+        "tests/unit/test_cron.py::test_a_spec_with_a_bad_schedule_is_refused_at_load"),
     # 8. write policy ---------------------------------------------------------------------------
     "behavior.write_policy.*.mode=auto": (
         _EN + "test_observe_writes_row_and_journal_event_in_one_transaction",),
@@ -391,7 +414,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _OB + "test_the_publication_is_announced_on_the_events_channel_with_ids_only",),
     "discipline.visibility.tools": (
         _AW + "test_ask_carries_only_memory_a_gate_lets_out",),
-    "discipline.visibility.policy": (),
+    "discipline.visibility.policy": (
+        _MC + "test_mace_access_keeps_payloads_and_unlisted_views_from_the_auditor",
+        _MC + "test_without_an_access_policy_the_auditor_reads_payloads"),
     "discipline.pii": (
         _PI + "test_each_kind_is_redacted_and_no_non_admin_read_returns_the_value",
         _PI + "test_a_blocked_kind_refuses_the_write_and_writes_nothing",
@@ -434,6 +459,26 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "tiers[].ttl_ticks": (
         _MG + "test_m_t1_wm_item_with_ttl_2_is_removed_after_two_ticks",
         _MG + "test_a_re_referenced_cwm_row_gets_its_ttl_back"),
+    "tiers[].capacity": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left"),
+    "tiers[].capacity.rows": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",
+        _MC + "test_two_concurrent_writers_at_the_edge_cannot_both_pass"),
+    "tiers[].capacity.tokens": (
+        _MC + "test_a_write_past_the_declared_tokens_is_refused",
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left"),
+    "tiers[].capacity.per=tenant": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",),
+    "tiers[].capacity.per=scope": (
+        _MC + "test_a_per_scope_capacity_counts_each_job_apart",
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left"),
+    "tiers[].capacity.on_full=refuse": (
+        _MC + "test_a_write_past_the_declared_rows_is_refused_with_storage_full_and_loses_nothing",
+        _MC + "test_the_database_refuses_plain_sql_past_the_capacity_as_the_app_role"),
+    "tiers[].capacity.on_full=evict": (
+        _MC + "test_cwm_past_its_token_budget_evicts_the_row_with_fewest_ticks_left",
+        _MC + "test_a_re_referenced_cwm_row_regains_its_ticks_and_is_kept_over_the_budget"),
     # retrieval: fusion, abstention, reranking, intents -----------------------------------------
     "retrieval.fusion.method=rrf": (_RS + "test_fusion_is_weighted_rrf_over_every_signal_once",),
     "retrieval.fusion.method=weighted": (
@@ -475,15 +520,34 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _ED + "test_embed_pending_makes_one_model_call_and_one_statement_per_batch_journalled_per_row",
         _ED + "test_maintain_embeds_every_tenants_waiting_rows_as_the_maintainer_once"),
     # determinism (seed 001) --------------------------------------------------------------------
-    "determinism.clock=wall": (),
-    "determinism.clock=ticks": (),
-    "determinism.ids=random": (),
-    "determinism.ids=seeded": (),
+    "determinism.clock=wall": (
+        _MD + "test_a_transaction_without_the_job_seed_keeps_random_ids_and_the_wall_clock",
+        _DT + "test_each_determinism_value_compiles_its_own_journal_and_clock"),
+    "determinism.clock=ticks": (
+        _MD + "test_a_job_writes_seeded_ids_and_times_from_its_seed",
+        _RP + "test_a_200_event_job_replays_byte_for_byte_twice_and_after_a_server_restart",
+        _DT + "test_each_determinism_value_compiles_its_own_journal_and_clock"),
+    "determinism.ids=random": (
+        _MD + "test_a_transaction_without_the_job_seed_keeps_random_ids_and_the_wall_clock",
+        _DT + "test_each_determinism_value_compiles_its_own_journal_and_clock"),
+    "determinism.ids=seeded": (
+        _MD + "test_a_job_writes_seeded_ids_and_times_from_its_seed",
+        _MD + "test_the_compiled_seeded_id_and_epoch_functions_agree_with_python",
+        _MG + "test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_writes",
+        _DT + "test_each_determinism_value_compiles_its_own_journal_and_clock"),
     "determinism.snapshot_hash=none": (),
-    "determinism.snapshot_hash=sha256_canonical_json": (),
+    "determinism.snapshot_hash=sha256_canonical_json": (
+        _MG + "test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_writes",
+        _DT + "test_the_sem_snapshot_hash_is_sha256_of_the_sorted_key_value_time_lines"),
     "determinism.replay=none": (),
-    "determinism.replay=exact": (),
-    "determinism.seed_key": (),
+    "determinism.replay=exact": (
+        _RP + "test_a_200_event_job_replays_byte_for_byte_twice_and_after_a_server_restart",
+        _MG + "test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_writes",
+        "tests/unit/test_spec_loading.py::"
+        "test_an_exact_replay_needs_the_tick_clock_and_seeded_ids"),
+    "determinism.seed_key": (
+        _DT + "test_the_job_seed_is_the_seed_keys_value_of_a_deterministic_spec_only",
+        _MD + "test_a_transaction_without_the_job_seed_keeps_random_ids_and_the_wall_clock"),
     # graph (seed 002) --------------------------------------------------------------------------
     "graph": (_GR + "test_a_spec_without_graph_refuses_graph_writes",),
     "graph.edges=temporal": (_GR + "test_writes_in_a_scope_are_chained_by_temporal_edges",),
@@ -888,6 +952,11 @@ CLAIMS: dict[str, tuple[str, ...]] = {
     r"replay": ("determinism.replay=exact",),
     r"intent-routed|intent routing": ("retrieval.intents",),
     r"derived_from": ("graph.edges=derived_from",),
+    r"failed corroboration|failure archives|windows without a new corroboration": (
+        "behavior.lifecycle.*.archive_on=failed_corroborations",
+        "behavior.lifecycle.*.persistent=corroborated"),
+    r"await(s)? disposition": ("behavior.lifecycle.*.persistent=forcing_function",),
+    r"\bcron\b": ("behavior.decay.*.schedule",),
 }
 """Phrases a reference spec's header may use only while their registry keys are enforced
 (a line saying "not enforced yet" is exempt)."""

@@ -25,6 +25,7 @@ __all__ = [
     "Audit",
     "AuditExemption",
     "Boundary",
+    "Capacity",
     "CheckpointerPersistence",
     "Determinism",
     "Discipline",
@@ -162,6 +163,30 @@ class Retention(SpecModel):
     deletion_requires: list[Name] = Field(default_factory=list)
 
 
+class Capacity(SpecModel):
+    """What a tier may hold (seed 001 §1.B, §9): rows and/or tokens per tenant or per scope."""
+
+    rows: int | None = Field(default=None, ge=1, description="live rows at most")
+    tokens: int | None = Field(
+        default=None, ge=1,
+        description="estimated tokens of the live rows' content at most (ceil(characters / 4)"
+        ", the context budget's estimate); seed 001's CWM token_estimate is 512")
+    per: Literal["tenant", "scope"] = Field(
+        default="tenant", description="counted per tenant, or per scope (a job, a session)")
+    on_full: Literal["refuse", "evict"] = Field(
+        default="refuse",
+        description="refuse: a write past the capacity is refused with STORAGE_FULL in the "
+        "write's own statement and nothing stored is touched; evict: after each tick's "
+        "promotions, the rows over the capacity leave the tier, fewest ticks left first "
+        "(an `evicted` event each); only on a tier that a references promotion fills")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Capacity:
+        if self.rows is None and self.tokens is None:
+            raise ValueError("a capacity names rows, tokens or both")
+        return self
+
+
 class Tier(SpecModel):
     name: Name
     boundary: Boundary
@@ -169,6 +194,9 @@ class Tier(SpecModel):
     ttl_ticks: int | None = Field(default=None, ge=1, description="seed 001: TTL in workflow ticks")
     placement: Literal["store", "checkpointer"] = "store"
     retention: Retention | None = None
+    capacity: Capacity | None = Field(
+        default=None, description="seed 001: what the tier may hold; past it, STORAGE_FULL "
+        "or eviction")
     description: str | None = None
     renamed_from: Name | None = Field(
         default=None,

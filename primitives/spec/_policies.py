@@ -148,11 +148,21 @@ class RetentionPolicy(_PolicyBase):
     deletion_requires: list[Name] = Field(default_factory=list)
 
 
+AuditorView = Literal["lineage", "supersession_chains", "action_basis", "retention_state",
+                      "sanitization_crossings", "redactions", "policy_coverage"]
+"""The compliance views an access policy can give the auditor (``erasures`` reads payloads)."""
+
+
 class AccessPolicy(_PolicyBase):
     """Who may read what beyond the tenant's own runtime role."""
 
     kind: Literal["access"]
-    auditor_views: list[Name] = Field(default_factory=list)
+    auditor_views: list[AuditorView] = Field(
+        default_factory=list,
+        description="the compliance views the auditor role reads; attached by "
+        "discipline.visibility.policy, the auditor reads no other view and no payload "
+        "column (memory value, envelope, embedding; an action request's payload; a "
+        "checkpoint's state and blobs)")
     admin_raw_reads: bool = False
 
 

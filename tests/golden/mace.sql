@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 280 statements
+-- primitives plan for agent 'mace': 290 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -184,8 +184,80 @@ REVOKE ALL ON FUNCTION "mace"."mace_delete_transient"(uuid) FROM PUBLIC;
 -- mace.mace_memories: function mace.mace_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "mace"."mace_delete_transient"(uuid) TO "primitives_app";
 
+-- mace.mace_memories: seeded uuid function mace.mace_seeded_uuid
+CREATE OR REPLACE FUNCTION "mace"."mace_seeded_uuid"(name text) RETURNS uuid
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN encode(set_byte(set_byte(substring(sha256(convert_to(name, 'UTF8')) FROM 1 FOR 16),
+                                6, (get_byte(sha256(convert_to(name, 'UTF8')), 6) & 15) | 128),
+                       8, (get_byte(sha256(convert_to(name, 'UTF8')), 8) & 63) | 128),
+              'hex')::uuid;
+
+-- mace.mace_memories: seeded uuid function mace.mace_seeded_uuid: callable by the roles that write the journal
+GRANT EXECUTE ON FUNCTION "mace"."mace_seeded_uuid"(text) TO "primitives_app", "primitives_maintainer", "primitives_privacy_admin";
+
+-- mace.mace_memories: seeded epoch function mace.mace_seeded_epoch
+CREATE OR REPLACE FUNCTION "mace"."mace_seeded_epoch"(seed text) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN timestamptz '2000-01-01 00:00:00+00' + make_interval(secs => (
+  ((get_byte(sha256(convert_to(seed, 'UTF8')), 0)::bigint << 24)
+   | (get_byte(sha256(convert_to(seed, 'UTF8')), 1)::bigint << 16)
+   | (get_byte(sha256(convert_to(seed, 'UTF8')), 2)::bigint << 8)
+   | get_byte(sha256(convert_to(seed, 'UTF8')), 3)::bigint) % 315360000)::float8);
+
+-- mace.mace_memories: seeded epoch function mace.mace_seeded_epoch: callable by the roles that write the journal
+GRANT EXECUTE ON FUNCTION "mace"."mace_seeded_epoch"(text) TO "primitives_app", "primitives_maintainer", "primitives_privacy_admin";
+
+-- mace.mace_memories: seeded clock function mace.mace_seeded_clock
+CREATE OR REPLACE FUNCTION "mace"."mace_seeded_clock"() RETURNS trigger
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    seed      text := nullif(pg_catalog.current_setting('primitives.job_seed', true), '');
+    last_seq  bigint;
+    last_at   timestamptz;
+    last_kind text;
+    at        timestamptz;
+    new_row   jsonb;
+    old_row   jsonb;
+    stamps    jsonb := '{}';
+    col       text;
+BEGIN
+    IF seed IS NULL THEN
+        RETURN NEW;
+    END IF;
+    SELECT e.seq, e.occurred_at, e.kind INTO last_seq, last_at, last_kind
+    FROM "mace"."mace_memory_events" AS e WHERE e."user_id" = NEW."user_id" ORDER BY e.seq DESC LIMIT 1;
+    at := CASE WHEN last_seq IS NULL THEN "mace"."mace_seeded_epoch"(seed) WHEN last_kind = 'ticked' THEN date_trunc('second', last_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 second' ELSE last_at + interval '1 microsecond' END;
+    new_row := to_jsonb(NEW);
+    IF TG_OP = 'UPDATE' THEN
+        old_row := to_jsonb(OLD);
+    END IF;
+    -- each argument names a timestamp column: set now (not NULL) by this insert or changed
+    -- by this update, it takes the clock's time; '?column': only when the write left it NULL
+    FOR i IN 0 .. TG_NARGS - 1 LOOP
+        col := TG_ARGV[i];
+        IF left(col, 1) = '?' THEN
+            col := substr(col, 2);
+            IF new_row ->> col IS NULL THEN
+                stamps := stamps || jsonb_build_object(col, at);
+            END IF;
+        ELSIF new_row ->> col IS NOT NULL
+              AND (TG_OP = 'INSERT' OR new_row -> col IS DISTINCT FROM old_row -> col) THEN
+            stamps := stamps || jsonb_build_object(col, at);
+        END IF;
+    END LOOP;
+    IF stamps <> '{}' THEN
+        NEW := jsonb_populate_record(NEW, stamps);
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+
 -- mace.mace_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "mace"."mace_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"mace"."mace_action_links"', 'user_id');
+
+-- mace.mace_memories: trigger primitives_seeded_clock
+CREATE OR REPLACE TRIGGER "primitives_seeded_clock" BEFORE INSERT OR UPDATE OF "created_at", "updated_at", "valid_from", "superseded_at", "invalidated_at", "archived_at", "tombstoned_at", "corroborated_at", "erased_at" ON "mace"."mace_memories" FOR EACH ROW EXECUTE FUNCTION "mace"."mace_seeded_clock"('created_at', 'updated_at', 'valid_from', 'superseded_at', 'invalidated_at', 'archived_at', 'tombstoned_at', 'corroborated_at', 'erased_at', '?event_time');
 
 -- mace.mace_memories: comment
 COMMENT ON TABLE "mace"."mace_memories" IS 'Memory rows of agent ''mace'' (tiers wm, cwm, long_term; persistent tier ''long_term''), tenant column user_id. Rows leave retrieval by state change (superseded_at, invalidated_at, archived_at, tombstoned_at), never by DELETE of persistent or action-linked rows; every change is journalled in mace.mace_memory_events.';
@@ -227,7 +299,7 @@ REVOKE ALL ON TABLE "mace"."mace_memories" FROM "primitives_app", "primitives_au
 GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks") ON TABLE "mace"."mace_memories" TO "primitives_app";
 
 -- mace.mace_memories: grants for the auditor role
-GRANT SELECT ON TABLE "mace"."mace_memories" TO "primitives_auditor";
+GRANT SELECT ("user_id", "id", "tier", "typology", "persistent", "scope_id", "namespace", "key", "content", "tags", "provenance", "tsv", "confidence", "decay_rate", "access_count", "last_accessed_at", "event_time", "created_at", "updated_at", "valid_from", "corroborated_at", "invalidated_at", "superseded_at", "superseded_by", "archived_at", "tombstoned_at", "erased_at", "erasure_reason", "expires_at", "ttl_ticks", "source", "actor", "age_ticks", "reference_ticks") ON TABLE "mace"."mace_memories" TO "primitives_auditor";
 
 -- mace.mace_memories: grants for the maintainer role
 GRANT SELECT, INSERT, UPDATE ("superseded_at", "superseded_by", "invalidated_at", "archived_at", "tombstoned_at", "confidence", "decay_rate", "updated_at", "corroborated_at", "access_count", "last_accessed_at", "provenance", "expires_at", "ttl_ticks", "age_ticks", "reference_ticks"), DELETE ON TABLE "mace"."mace_memories" TO "primitives_maintainer";
@@ -266,6 +338,9 @@ AS $fn$
 DECLARE
     last_seq  bigint;
     last_hash text;
+    last_at   timestamptz;
+    last_kind text;
+    seed      text := nullif(pg_catalog.current_setting('primitives.job_seed', true), '');
 BEGIN
     -- Under REPEATABLE READ a writer that waited for the lock below would still
     -- read the chain as of its snapshot and fork it; refuse instead.
@@ -288,7 +363,7 @@ BEGIN
     -- (through primitives.tenant_xact_lock: runtime roles may not take advisory locks)
     PERFORM primitives.tenant_xact_lock(NEW."user_id", 'journal ' || TG_RELID::text);
 
-    SELECT e.seq, e.hash INTO last_seq, last_hash
+    SELECT e.seq, e.hash, e.occurred_at, e.kind INTO last_seq, last_hash, last_at, last_kind
     FROM "mace"."mace_memory_events" AS e
     WHERE e."user_id" = NEW."user_id"
     ORDER BY e.seq DESC
@@ -296,7 +371,15 @@ BEGIN
 
     NEW.seq         := coalesce(last_seq, 0) + 1;
     NEW.prev_hash   := coalesce(last_hash, repeat('0', 64));
-    NEW.occurred_at := coalesce(NEW.occurred_at, now());
+    IF seed IS NULL THEN
+        NEW.occurred_at := coalesce(NEW.occurred_at, now());
+    ELSE
+        NEW.occurred_at := CASE WHEN last_seq IS NULL THEN "mace"."mace_seeded_epoch"(seed) WHEN last_kind = 'ticked' THEN date_trunc('second', last_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 second' ELSE last_at + interval '1 microsecond' END;
+    END IF;
+    IF seed IS NOT NULL AND (NEW.event_id IS NULL
+                             OR substr(NEW.event_id::text, 15, 1) <> '8') THEN
+        NEW.event_id := "mace"."mace_seeded_uuid"(seed || ':event:' || NEW.seq::text);
+    END IF;
     NEW.payload     := coalesce(NEW.payload, '{}'::jsonb);
     NEW.hash        := primitives.event_hash(NEW.prev_hash, NEW.seq, NEW.kind, NEW.memory_id,
                                              NEW.actor, NEW.payload, NEW.occurred_at);
@@ -399,6 +482,9 @@ CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE O
 -- mace.mace_action_links: trigger primitives_refuse_truncate
 CREATE OR REPLACE TRIGGER "primitives_refuse_truncate" BEFORE TRUNCATE ON "mace"."mace_action_links" FOR EACH STATEMENT EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
 
+-- mace.mace_action_links: trigger primitives_seeded_clock
+CREATE OR REPLACE TRIGGER "primitives_seeded_clock" BEFORE INSERT OR UPDATE OF "created_at" ON "mace"."mace_action_links" FOR EACH ROW EXECUTE FUNCTION "mace"."mace_seeded_clock"('created_at');
+
 -- mace.mace_action_links: comment
 COMMENT ON TABLE "mace"."mace_action_links" IS 'Memory basis of each action of agent ''mace''. Append-only; a linked memory row can never be hard-deleted (primitives.guard_memory_delete).';
 
@@ -463,6 +549,9 @@ ALTER TABLE "mace"."mace_scopes"
 -- mace.mace_scopes: index mace_scopes_open_idx
 CREATE INDEX IF NOT EXISTS "mace_scopes_open_idx" ON "mace"."mace_scopes" USING btree ("user_id", "tier", "last_activity_at") WHERE closed_at IS NULL;
 
+-- mace.mace_scopes: trigger primitives_seeded_clock
+CREATE OR REPLACE TRIGGER "primitives_seeded_clock" BEFORE INSERT OR UPDATE OF "opened_at", "last_activity_at", "closed_at" ON "mace"."mace_scopes" FOR EACH ROW EXECUTE FUNCTION "mace"."mace_seeded_clock"('opened_at', 'last_activity_at', 'closed_at');
+
 -- mace.mace_scopes: comment
 COMMENT ON TABLE "mace"."mace_scopes" IS 'Scope instances (runs, sessions, jobs) of agent ''mace'' by tier.';
 
@@ -517,6 +606,9 @@ CREATE TABLE IF NOT EXISTS "mace"."mace_promotions" (
     "promoted_at" timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT "mace_promotions_pkey" PRIMARY KEY ("user_id", "rule", "source_id")
 );
+
+-- mace.mace_promotions: trigger primitives_seeded_clock
+CREATE OR REPLACE TRIGGER "primitives_seeded_clock" BEFORE INSERT OR UPDATE OF "promoted_at" ON "mace"."mace_promotions" FOR EACH ROW EXECUTE FUNCTION "mace"."mace_seeded_clock"('promoted_at');
 
 -- mace.mace_promotions: comment
 COMMENT ON TABLE "mace"."mace_promotions" IS 'Promotion ledger of agent ''mace'': a (rule, source) pair is promoted at most once, so re-running a boundary is harmless.';
@@ -588,6 +680,9 @@ ALTER TABLE "mace"."mace_action_requests"
 -- mace.mace_action_requests: index mace_action_requests_status_idx
 CREATE INDEX IF NOT EXISTS "mace_action_requests_status_idx" ON "mace"."mace_action_requests" USING btree ("user_id", "status", "created_at");
 
+-- mace.mace_action_requests: trigger primitives_seeded_clock
+CREATE OR REPLACE TRIGGER "primitives_seeded_clock" BEFORE INSERT OR UPDATE OF "created_at", "decided_at" ON "mace"."mace_action_requests" FOR EACH ROW EXECUTE FUNCTION "mace"."mace_seeded_clock"('created_at', 'decided_at');
+
 -- mace.mace_action_requests: comment
 COMMENT ON TABLE "mace"."mace_action_requests" IS 'Governed write requests of agent ''mace'': a write in mode ''governed'' runs only once its request is approved.';
 
@@ -628,7 +723,7 @@ REVOKE ALL ON TABLE "mace"."mace_action_requests" FROM "primitives_app", "primit
 GRANT SELECT, INSERT, UPDATE ("status", "decided_at") ON TABLE "mace"."mace_action_requests" TO "primitives_app";
 
 -- mace.mace_action_requests: grants for the auditor role
-GRANT SELECT ON TABLE "mace"."mace_action_requests" TO "primitives_auditor";
+GRANT SELECT ("user_id", "id", "kind", "memory_id", "target_key", "justification", "status", "created_at", "decided_at") ON TABLE "mace"."mace_action_requests" TO "primitives_auditor";
 
 -- mace.mace_approvals: table
 CREATE TABLE IF NOT EXISTS "mace"."mace_approvals" (
@@ -651,6 +746,9 @@ CREATE OR REPLACE TRIGGER "primitives_refuse_mutation" BEFORE UPDATE OR DELETE O
 
 -- mace.mace_approvals: trigger primitives_refuse_truncate
 CREATE OR REPLACE TRIGGER "primitives_refuse_truncate" BEFORE TRUNCATE ON "mace"."mace_approvals" FOR EACH STATEMENT EXECUTE FUNCTION "primitives"."refuse_journal_mutation"();
+
+-- mace.mace_approvals: trigger primitives_seeded_clock
+CREATE OR REPLACE TRIGGER "primitives_seeded_clock" BEFORE INSERT OR UPDATE OF "at" ON "mace"."mace_approvals" FOR EACH ROW EXECUTE FUNCTION "mace"."mace_seeded_clock"('at');
 
 -- mace.mace_approvals: comment
 COMMENT ON TABLE "mace"."mace_approvals" IS 'Approval decisions on governed requests of agent ''mace''. Append-only.';
@@ -737,6 +835,9 @@ REVOKE ALL ON FUNCTION "mace"."mace_read_pii_raw"(uuid, uuid, text, jsonb) FROM 
 
 -- mace.mace_pii_raw: function mace.mace_read_pii_raw: callable by primitives_privacy_admin
 GRANT EXECUTE ON FUNCTION "mace"."mace_read_pii_raw"(uuid, uuid, text, jsonb) TO "primitives_privacy_admin";
+
+-- mace.mace_pii_raw: trigger primitives_seeded_clock
+CREATE OR REPLACE TRIGGER "primitives_seeded_clock" BEFORE INSERT OR UPDATE OF "created_at" ON "mace"."mace_pii_raw" FOR EACH ROW EXECUTE FUNCTION "mace"."mace_seeded_clock"('created_at');
 
 -- mace.mace_pii_raw: comment
 COMMENT ON TABLE "mace"."mace_pii_raw" IS 'Raw personal data of agent ''mace'' kept with logged consent; read only through the privacy admin''s journalled function.';
@@ -830,7 +931,7 @@ REVOKE ALL ON TABLE "langgraph"."mace_checkpoints" FROM "primitives_app", "primi
 GRANT SELECT, INSERT, UPDATE ("checkpoint", "metadata") ON TABLE "langgraph"."mace_checkpoints" TO "primitives_app";
 
 -- langgraph.mace_checkpoints: grants for the auditor role
-GRANT SELECT ON TABLE "langgraph"."mace_checkpoints" TO "primitives_auditor";
+GRANT SELECT ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type") ON TABLE "langgraph"."mace_checkpoints" TO "primitives_auditor";
 
 -- langgraph.mace_checkpoint_blobs: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_blobs" (
@@ -884,7 +985,7 @@ REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_blobs" FROM "primitives_app", "
 GRANT SELECT, INSERT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_app";
 
 -- langgraph.mace_checkpoint_blobs: grants for the auditor role
-GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_auditor";
+GRANT SELECT ("user_id", "thread_id", "checkpoint_ns", "channel", "version", "type") ON TABLE "langgraph"."mace_checkpoint_blobs" TO "primitives_auditor";
 
 -- langgraph.mace_checkpoint_writes: table
 CREATE TABLE IF NOT EXISTS "langgraph"."mace_checkpoint_writes" (
@@ -1003,7 +1104,7 @@ REVOKE ALL ON TABLE "langgraph"."mace_checkpoint_writes" FROM "primitives_app", 
 GRANT SELECT, INSERT, UPDATE ("channel", "type", "blob") ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_app";
 
 -- langgraph.mace_checkpoint_writes: grants for the auditor role
-GRANT SELECT ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_auditor";
+GRANT SELECT ("user_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel", "type") ON TABLE "langgraph"."mace_checkpoint_writes" TO "primitives_auditor";
 
 -- mace.mace_memories: drop trigger primitives_publish if an earlier plan published (this spec publishes nothing)
 DROP TRIGGER IF EXISTS "primitives_publish" ON "mace"."mace_memories";
@@ -1058,9 +1159,6 @@ REVOKE ALL ON TABLE "mace"."mace_active_memories" FROM "primitives_app", "primit
 
 -- mace.mace_active_memories: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_active_memories" TO "primitives_app";
-
--- mace.mace_active_memories: grants for the auditor role
-GRANT SELECT ON TABLE "mace"."mace_active_memories" TO "primitives_auditor";
 
 -- mace.mace_audit_lineage: view
 CREATE OR REPLACE VIEW "mace"."mace_audit_lineage" WITH (security_invoker = true) AS
@@ -1214,9 +1312,6 @@ REVOKE ALL ON TABLE "mace"."mace_audit_erasures" FROM "primitives_app", "primiti
 
 -- mace.mace_audit_erasures: grants for the app role
 GRANT SELECT ON TABLE "mace"."mace_audit_erasures" TO "primitives_app";
-
--- mace.mace_audit_erasures: grants for the auditor role
-GRANT SELECT ON TABLE "mace"."mace_audit_erasures" TO "primitives_auditor";
 
 -- mace.mace_audit_sanitization: view
 CREATE OR REPLACE VIEW "mace"."mace_audit_sanitization" WITH (security_invoker = true) AS

@@ -3,7 +3,9 @@
 M-T1 (WM TTL and removal) and M-T2 (WM -> CWM promotion) do what seed 001 §8 says; the
 other tests pin what the tick operations promise around them: the journal, idempotence per
 WM id, CWM written only through promotion, CWM re-reference, refusals.
-(M-T4, M-T5, M-T6, M-T8 are in test_mace_golden_sem.py.)
+M-T7 runs a job twice with one seed and compares the journals byte for byte.
+(M-T4, M-T5, M-T6, M-T8 are in test_mace_golden_sem.py; the 200-event replay across a server
+restart is in test_mace_replay.py.)
 """
 
 from __future__ import annotations
@@ -275,3 +277,75 @@ def test_every_write_path_gives_a_wm_row_its_ticks(engine: Engine) -> None:
                                   "ttl_ticks": 1}])
         assert {r.id: r.ttl_ticks for r in mem.ticked("wm")} == {many[0].id: 3, many[1].id: 1}
         assert mem.tick().expired == 1
+
+
+# M-T7 -------------------------------------------------------------------------------------------
+def test_m_t7_a_replay_with_the_same_seed_reproduces_promotions_and_episodic_writes(
+        engine: Engine, mace: AgentSpec, pg: PostgresHandle) -> None:
+    from primitives.engine._determinism import seeded_epoch
+    from primitives.engine._ids import seeded_uuid
+    from tests.integration._mace_job import journal, memory_rows, run_job, table_rows
+
+    seed = f"seed-{uuid.uuid4().hex[:8]}"
+    first, replay, other = _user(), _user(), _user()
+    run_job(engine, {**first, "job_seed": seed}, rounds=2)
+    run_job(engine, {**replay, "job_seed": seed}, rounds=2)  # the replay: same seed, same calls
+    run_job(engine, {**other, "job_seed": seed + "-other"}, rounds=2)
+    ran, replayed = (journal(pg.app_dsn, mace, u["user_id"]) for u in (first, replay))
+    kinds = [row[2] for row in ran]
+    # two promotions a round; round 0's other items expire in round 1
+    assert kinds.count("promoted") == 4 and kinds.count("expired") == 2
+    assert kinds.count("sem_put") == 2 and kinds.count("approval") == 1
+    assert memory_rows(pg.app_dsn, mace, replay["user_id"]) == memory_rows(
+        pg.app_dsn, mace, first["user_id"])
+    stored = table_rows(pg.app_dsn, mace, first["user_id"])
+    assert all(stored[t] for t in ("mace_scopes", "mace_promotions", "mace_action_requests",
+                                   "mace_approvals"))
+    assert table_rows(pg.app_dsn, mace, replay["user_id"]) == stored
+    # the same events, ids, payloads, seeded times and chain hashes, byte for byte
+    assert replayed == ran
+    episodic = [(r[0], r[6]) for r in memory_rows(pg.app_dsn, mace, first["user_id"])
+                if (r[1], r[2]) == ("long_term", "episodic")]
+    assert len(episodic) == 2  # the episode and the job-end summary
+    assert [(r[0], r[6]) for r in memory_rows(pg.app_dsn, mace, replay["user_id"])
+            if (r[1], r[2]) == ("long_term", "episodic")] == episodic
+    summary = next(v for _, v in episodic if v.get("job") == "job-1")
+    assert summary["sem_snapshot_hash"] == memory_sem_hash(pg, mace, first)
+    with engine.tenant(first) as mem:
+        snapshot = mem.sem_snapshot()
+    assert snapshot.hash == summary["sem_snapshot_hash"]
+    assert [(k, v) for k, v, _ in snapshot.rows] == [
+        ("user/calendar/budget_meeting", {"value": {"day": "Friday"}}),
+        ("user/profile/favorite_color", {"value": "cerulean"})]
+    assert all(ts.startswith(str(seeded_epoch(seed).year)) for _, _, ts in snapshot.rows)
+    # ids and times come from the seed: another seed, other ids; the clock starts at its epoch
+    assert ran[0][6] == seeded_epoch(seed)
+    assert ran[0][1] == seeded_uuid(f"{seed}:0:1")  # the first write's row is :0:0
+    assert all(r[1].version == 8 for r in ran)
+    # an event a set-based statement wrote takes its id from the seed and its seq; a promoted
+    # row's id comes from the seed, the rule and its source
+    for seq, event_id, kind, memory_id, _, payload, *_ in ran:
+        if kind == "referenced":
+            assert event_id == seeded_uuid(f"{seed}:event:{seq}")
+        if kind == "promoted":
+            assert memory_id == seeded_uuid(
+                f"{seed}:{payload['rule']}:{payload['derived_from'][0]}")
+    mine = {r[0] for r in memory_rows(pg.app_dsn, mace, first["user_id"])}
+    assert mine and all(i.version == 8 for i in mine)
+    assert mine.isdisjoint(r[0] for r in memory_rows(pg.app_dsn, mace, other["user_id"]))
+
+
+def memory_sem_hash(pg: PostgresHandle, spec: AgentSpec, user: dict[str, str]) -> str:
+    """The SEM snapshot hash recomputed here from the rows, as seed 001 §6 defines it."""
+    tables = agent_tables(spec)
+    with psycopg.connect(pg.app_dsn, autocommit=True) as conn, \
+            tenant_transaction(conn, user["user_id"]):
+        rows = conn.execute(sql.SQL(
+            "SELECT key, value::text, to_char(created_at AT TIME ZONE 'UTC', "
+            "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM {} WHERE typology = 'semantic' "
+            "AND superseded_at IS NULL AND tombstoned_at IS NULL").format(
+                tables.memories.ident)).fetchall()
+    import json
+    lines = sorted(f"{k}{json.dumps(json.loads(v), sort_keys=True, separators=(',', ':'))}{ts}"
+                   for k, v, ts in rows)
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()

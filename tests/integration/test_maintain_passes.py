@@ -56,16 +56,15 @@ def retention_spec(pg: PostgresHandle) -> AgentSpec:
 
 
 def _users(spec: AgentSpec, pg: PostgresHandle, admin: psycopg.Connection[Any], count: int,
-           *, age_days: int) -> list[str]:
-    """``count`` users, each with two persistent rows written ``age_days`` ago: "old note"
-    and "linked note" (an action links the second)."""
+           *, age_days: int, typology: str = "episodic") -> list[str]:
+    """``count`` users, each with two persistent rows of ``typology`` written ``age_days``
+    ago: "old note" and "linked note" (an action links the second)."""
     users = [f"u-{uuid.uuid4().hex[:10]}" for _ in range(count)]
     with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine:
         for user in users:
             with engine.tenant({"user_id": user}) as mem:
-                mem.observe("user", "old note about invoices", typology="procedural")
-                linked = mem.observe("user", "linked note about refunds",
-                                     typology="procedural")
+                mem.observe("user", "old note about invoices", typology=typology)
+                linked = mem.observe("user", "linked note about refunds", typology=typology)
                 mem.link_action(f"act-{user}", [linked.id], "decision")
     tables = agent_tables(spec)
     admin.execute(sql.SQL(
@@ -142,6 +141,29 @@ def test_long_orphans_are_tombstoned_journalled_once_and_read_or_linked_rows_sta
             (tables.events.qualified, tables.tenant_column, user)).fetchone() == (None,)
     again = maintain([retention_spec], pg.admin_dsn)
     assert again.agents["maint_retention"]["tombstone_orphans"] == 0
+
+
+def test_indefinite_rows_are_never_tombstoned_as_orphans(
+        pg: PostgresHandle, retention_spec: AgentSpec,
+        admin_conn: psycopg.Connection[Any]) -> None:
+    # procedural memory lives `persistent: indefinite` (the default): only its archive_on
+    # triggers end it, so the orphan timer that tombstones episodes leaves it
+    tables = agent_tables(retention_spec)
+    assert retention_spec.behavior.lifecycle["procedural"].persistent == "indefinite"
+    assert retention_spec.behavior.lifecycle["episodic"].persistent == "forcing_function"
+    episodes = _users(retention_spec, pg, admin_conn, 1, age_days=400)
+    procedures = _users(retention_spec, pg, admin_conn, 1, age_days=400, typology="procedural")
+    report = maintain([retention_spec], pg.admin_dsn, now=datetime.now(UTC) + timedelta(
+        days=3650))
+    assert report.agents["maint_retention"]["tombstone_orphans"] >= 1
+    dead = _tombstoned(admin_conn, tables, episodes + procedures)
+    assert dead[(episodes[0], "old note about invoices")]
+    assert not dead[(procedures[0], "old note about invoices")]
+    assert not dead[(procedures[0], "linked note about refunds")]
+    kinds = admin_conn.execute(sql.SQL(
+        "SELECT count(*) FROM {} WHERE {t} = %s AND kind IN ('tombstoned', 'archived')").format(
+        tables.events.ident, t=tables.tenant), (procedures[0],)).fetchone()
+    assert kinds == (0,)
 
 
 def _toy(calls: list[list[str]], boom: str | None = None) -> PassBuilder:
@@ -246,8 +268,8 @@ def test_a_typology_that_archives_on_idle_is_archived_once_orphaned(
     migrate([spec], dsn=pg.admin_dsn)
     tables = agent_tables(spec)
     assert [p.name for p in retention_passes(spec, tables)] == ["archive_idle"]
-    old = _users(spec, pg, admin_conn, 1, age_days=45)
-    young = _users(spec, pg, admin_conn, 1, age_days=10)
+    old = _users(spec, pg, admin_conn, 1, age_days=45, typology="procedural")
+    young = _users(spec, pg, admin_conn, 1, age_days=10, typology="procedural")
     report = maintain([spec], pg.admin_dsn)
     assert report.agents["maint_idle"]["archive_idle"] == 1
     rows = admin_conn.execute(sql.SQL(

@@ -13,6 +13,7 @@ import pytest
 from psycopg import sql
 
 from primitives.compile import Table
+from primitives.compile._access import auditor_access
 from primitives.db import OWNER_ROLE, tenant_transaction
 from primitives.engine import Engine
 from primitives.errors import PolicyViolation, TenancyError
@@ -272,6 +273,12 @@ def test_auditor_reads_audit_views_across_tenants(
     agent: str, view: Table, world: dict[str, World], auditor_session: Conn
 ) -> None:
     tables = TABLES_BY_AGENT[agent]
+    access = auditor_access(SPEC_BY_AGENT[agent], tables)
+    if access is not None and view.name not in access.views:
+        # discipline.visibility.policy: a view the access policy does not list is refused
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            count(auditor_session, view)
+        return
     if suffix(tables, view) == COVERAGE:
         assert count(auditor_session, view) == len(tables.tables)
         return
@@ -316,7 +323,21 @@ def test_auditor_holds_select_only(agent: str, relation: Table, auditor_session:
     held = [p for p in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES",
                         "TRIGGER") if _has_privilege(auditor_session, relation, p)]
     # raw personal data kept with consent: not even the auditor reads it
-    assert held == ([] if relation == TABLES_BY_AGENT[agent].pii_raw else ["SELECT"])
+    tables = TABLES_BY_AGENT[agent]
+    access = auditor_access(SPEC_BY_AGENT[agent], tables)
+    withheld = access.withheld.get(relation.name, ()) if access is not None else ()
+    if withheld:
+        # an access policy keeps the payload columns from the auditor: SELECT on the others
+        assert held == []
+        columns = [r[0] for r in auditor_session.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+            "AND NOT attisdropped", (relation.qualified,))]
+        readable = {c for c in columns if auditor_session.execute(
+            "SELECT has_column_privilege(current_user, %s, %s, 'SELECT')",
+            (relation.qualified, c)).fetchone() == (True,)}
+        assert readable == set(columns) - set(withheld) and readable
+        return
+    assert held == ([] if relation == tables.pii_raw else ["SELECT"])
 
 
 # -- side channels ------------------------------------------------------------------------------

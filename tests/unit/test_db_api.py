@@ -47,6 +47,7 @@ def test_public_surface_is_pinned() -> None:
         "PRIVACY_ADMIN_ROLE",
         "SETTINGS_FILE",
         "SQLSTATE_APPEND_ONLY",
+        "SQLSTATE_CAPACITY",
         "SQLSTATE_JOURNAL_ISOLATION",
         "SQLSTATE_LINKED_DELETE",
         "SQLSTATE_NON_MIRROR",

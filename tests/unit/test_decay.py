@@ -226,7 +226,7 @@ def test_typologies_with_one_formula_share_a_case_branch() -> None:
 def test_decay_archive_covers_ebbinghaus_typologies_archiving_on_decay_threshold() -> None:
     spec = probe()
     names = [p.name for p in decay_passes(spec, agent_tables(spec))]
-    assert names == ["decay_archive", "dispositions"]
+    assert names == ["decay_archive", "corroboration", "dispositions"]
     # an Ebbinghaus typology archives only when its lifecycle archives on decay_threshold
     both = decay_passes(spec, agent_tables(spec))[0].statement.as_string(None)
     assert "'{opinion,procedural}'::text[]" in both
@@ -234,7 +234,8 @@ def test_decay_archive_covers_ebbinghaus_typologies_archiving_on_decay_threshold
     only = decay_passes(kept, agent_tables(kept))[0].statement.as_string(None)
     assert "'{opinion}'::text[]" in only and "'{opinion,procedural}'" not in only
     world = load_spec("agents/world_agent.yaml")  # no Ebbinghaus typology
-    assert [p.name for p in decay_passes(world, agent_tables(world))] == ["dispositions"]
+    assert [p.name for p in decay_passes(world, agent_tables(world))] == [
+        "corroboration", "dispositions"]  # its facts live `corroborated`
 
 
 # abstention result ----------------------------------------------------------------------------
@@ -246,3 +247,18 @@ def test_search_result_is_a_list_that_says_whether_it_abstained() -> None:
     explanation = Explanation([], (), {}, None, 60, {}, abstained=True, message="no")
     assert isinstance(explanation.hits, SearchResult) and explanation.hits.abstained
     assert Hit.__dataclass_fields__["confidence"].default == 1.0
+
+
+def test_decay_passes_carry_their_typologies_schedule() -> None:
+    assistant = load_spec("agents/assistant_memory.yaml")   # nightly "0 3 * * *" decay
+    passes = decay_passes(assistant, agent_tables(assistant))
+    assert [(p.name, p.schedule, p.typologies) for p in passes] == [
+        ("decay_archive", "0 3 * * *", ("opinion", "procedural", "semantic"))]
+    # typologies with different schedules get a pass each, unscheduled ones none
+    mixed = probe().model_copy(deep=True)
+    mixed.behavior.decay["opinion"] = mixed.behavior.decay["opinion"].model_copy(
+        update={"schedule": "*/30 * * * *"})
+    archive = [(p.schedule, p.typologies) for p in decay_passes(mixed, agent_tables(mixed))
+               if p.name == "decay_archive"]
+    assert archive == [(None, ("episodic", "procedural", "semantic")),
+                       ("*/30 * * * *", ("opinion",))]

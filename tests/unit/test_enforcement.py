@@ -103,11 +103,15 @@ behavior:
       threshold: 0.05
       schedule: "0 3 * * *"
       justification: facts fade
-determinism: {clock: ticks}
+determinism: {replay: none}
 """
 
 
-def test_a_declared_value_without_a_test_is_named_with_its_file_and_line() -> None:
+def test_a_declared_value_without_a_test_is_named_with_its_file_and_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key in ("behavior.decay.*.schedule", "determinism.clock=ticks"):
+        monkeypatch.setitem(REGISTRY, key, ())  # as if no test showed them
     spec = load_spec_text(SMALL, file="agents/small.yaml", policies={})
     found = {(u.field, u.value): u for u in unenforced(spec)}
     lines = SMALL.splitlines()
@@ -116,14 +120,17 @@ def test_a_declared_value_without_a_test_is_named_with_its_file_and_line() -> No
     assert str(schedule) == (f"agents/small.yaml:{schedule.line}: "
                              "behavior.decay.semantic.schedule = 0 3 * * *: declared but not "
                              "enforced yet")
-    ticks = found[("determinism.clock", "ticks")]
-    assert ticks.line == lines.index("determinism: {clock: ticks}") + 1
+    replay = found[("determinism.replay", "none")]
+    assert replay.line == lines.index("determinism: {replay: none}") + 1
     # the decay model and weighted fusion are enforced: not named
     assert ("behavior.decay.semantic.model", "ebbinghaus") not in found
     assert ("retrieval.fusion.method", "weighted") not in found
 
 
-def test_an_implied_typology_default_names_the_typology() -> None:
+def test_an_implied_typology_default_names_the_typology(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(REGISTRY, "behavior.lifecycle.*.failed_corroborations", ())
     spec = load_spec_text(SMALL, file="agents/small.yaml", policies={})
     found = {(u.field, u.value): u for u in unenforced(spec)}
     trigger = found[("behavior.lifecycle.semantic.failed_corroborations", "3")]
@@ -151,7 +158,11 @@ def test_enforced_values_are_not_named_and_registering_a_test_silences_a_warning
 
 
 @pytest.mark.parametrize("path", AGENTS, ids=lambda p: p.name)
-def test_a_spec_not_from_the_loader_declares_what_pydantic_was_given(path: Path) -> None:
+def test_a_spec_not_from_the_loader_declares_what_pydantic_was_given(
+    path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key in list(REGISTRY):
+        monkeypatch.setitem(REGISTRY, key, ())  # every declared field is then named
     spec = load_spec(path)
     bare = spec.model_copy()
     bare._declared = None  # as if built in code: no YAML to locate keys in

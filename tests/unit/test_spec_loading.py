@@ -532,3 +532,16 @@ def test_consolidation_that_is_not_idempotent_is_refused() -> None:
     spec = load(BASE + "behavior:\n  consolidation:\n    semantic: {method: merge, idempotent: "
                        "true, justification: merge repeated facts}\n")
     assert spec.behavior.consolidation["semantic"].idempotent is True
+
+
+def test_an_exact_replay_needs_the_tick_clock_and_seeded_ids() -> None:
+    text = edit(BASE, "  required_at_write: [tenant_id]\n",
+                "  required_at_write: [tenant_id]\n  provenance: [job_seed]\n")
+    err = fail(text + "determinism: {ids: seeded, seed_key: job_seed, replay: exact}\n")
+    assert err.field == "determinism.replay"
+    assert "needs the tick clock and seeded ids" in err.message
+    err = fail(text + "determinism: {clock: ticks, seed_key: job_seed, replay: exact}\n")
+    assert err.field == "determinism.replay"
+    spec = load(text + "determinism: {clock: ticks, ids: seeded, seed_key: job_seed, "
+                "replay: exact}\n")
+    assert spec.determinism.replay == "exact"
