@@ -182,7 +182,7 @@ DECLARE
     note_words     integer[];
 BEGIN
     -- the canonical rows compared: those sharing a word shingle with the note (the postings
-    -- index), those whose word signature the note's words nearly cover (a copy with its
+    -- index), those whose word signature the words of the note nearly cover (a copy with its
     -- words reordered), and every row not indexed as it is now (new, or changed since the
     -- last refresh: its xmin differs), so a refresh only ever saves work
     note_shingles := {shingle_fn}(NEW.content);

@@ -30,8 +30,9 @@ def canon(admin_conn: psycopg.Connection[Any]) -> Iterator[str]:
     yield from canonical_table(admin_conn)
 
 
-def _spec(tmp_path: Path, pg: PostgresHandle, canon: str, defense: str) -> AgentSpec:
-    spec = make_spec(tmp_path, canon, defense=defense)
+def _spec(tmp_path: Path, pg: PostgresHandle, canon: str, defense: str,
+          backstop: str = "") -> AgentSpec:
+    spec = make_spec(tmp_path, canon, defense=defense, backstop=backstop)
     migrate([spec], dsn=pg.admin_dsn)
     return spec
 
@@ -76,11 +77,13 @@ def test_reference_only_refuses_a_copy_naming_the_source_and_takes_a_note_with_a
         1, ["observed", "canonical_referenced"], [("rule_content", "12", "1")])
 
 
-@pytest.mark.parametrize("defense", ["reference_only", "workshop_discipline"])
+@pytest.mark.parametrize(("defense", "backstop"), [
+    ("reference_only", ""), ("workshop_discipline", ""),
+    ("trigram_trigger", "workshop_discipline"), ("trigram_trigger", "reference_only")])
 def test_a_note_referencing_a_bounded_category_is_refused_past_note_chars(
         tmp_path: Path, pg: PostgresHandle, canon: str, admin_conn: psycopg.Connection[Any],
-        defense: str) -> None:
-    spec = _spec(tmp_path, pg, canon, defense)
+        defense: str, backstop: str) -> None:
+    spec = _spec(tmp_path, pg, canon, defense, backstop)
     assert len(LONG_NOTE) > spec.discipline.non_mirror[0].note_chars
     with Engine.connect(spec, pg.app_dsn, max_connections=1) as engine:
         with pytest.raises(PolicyViolation) as refused, \
@@ -108,6 +111,18 @@ def test_a_note_referencing_a_bounded_category_is_refused_past_note_chars(
     assert _journal(admin_conn, spec, "w-1") == (
         2, ["observed", "observed", "canonical_referenced", "canonical_referenced"],
         [("rule_content", "12", "1"), ("scan_traces", "t-9", "2026-11-01")])
+
+
+def test_reference_only_as_a_backstop_compares_copies_too(
+        tmp_path: Path, pg: PostgresHandle, canon: str,
+        admin_conn: psycopg.Connection[Any]) -> None:
+    spec = _spec(tmp_path, pg, canon, "workshop_discipline", "reference_only")
+    with Engine.connect(spec, pg.app_dsn, max_connections=1) as engine:
+        with pytest.raises(NonMirrorViolation) as refused:
+            engine.observe({"world_id": "w-1"}, "world", NEAR_COPY, typology="procedural")
+        assert refused.value.context["canonical_key"] == "12"
+        engine.observe({"world_id": "w-1"}, "world", REAL_NOTE, typology="procedural")
+    assert _journal(admin_conn, spec, "w-1")[:2] == (1, ["observed"])
 
 
 def test_a_trigram_only_category_compares_copies_but_does_not_bound_notes(
