@@ -5,7 +5,8 @@ creates a platform table of canonical rule texts (about 300 characters each; the
 its own index of them, a GIN ``gin_trgm_ops`` index on the text is there but unused) in a fresh database and
 migrates two agents that differ only in the defense of their non-mirror category
 on it: ``trigram_trigger`` (every insert is compared with the canonical rows sharing a word
-shingle with it) and ``reference_only`` (nothing is compared). For each canonical table
+shingle with it or whose word signature its words nearly cover) and ``workshop_discipline``
+(nothing is compared). For each canonical table
 size, interleaved over ``--rounds`` rounds, it times ``Engine.observe`` of a 300-character note
 that copies nothing (so every write is accepted) on each.
 
@@ -77,7 +78,7 @@ def _rule(rng: random.Random, words: Sequence[str], n: int) -> str:
 
 def _specs(folder: Path, source: str, size: int) -> tuple[AgentSpec, AgentSpec]:
     specs = []
-    for defense in ("reference_only", "trigram_trigger"):
+    for defense in ("workshop_discipline", "trigram_trigger"):
         agent = f"nm_{defense.split('_')[0]}_{size}"
         path = folder / f"{agent}.yaml"
         path.write_text(_SPEC.format(agent=agent, source=source, defense=defense),

@@ -1,7 +1,8 @@
 """Non-mirror discipline in the database: the trigram guard and canonical references.
 
 The guard is a BEFORE INSERT trigger on ``<prefix>_memories``, compiled from the spec's
-``discipline.non_mirror`` entries whose defense or backstop is ``trigram_trigger``. For each
+``discipline.non_mirror`` entries with a canonical source whose defense or backstop is
+``trigram_trigger`` or ``reference_only`` (the text may only be referenced, never copied). For each
 one it reads the canonical table and refuses the row (SQLSTATE ``PM005``) when
 ``word_similarity(canonical text, content)`` reaches the entry's ``similarity_threshold``,
 naming the category, the canonical source and the matching row's key. Every insert passes
@@ -13,13 +14,17 @@ keeps its own index of the canonical texts. ``<prefix>_canonical_postings`` hold
 canonical row's hashed word 3-shingles (:func:`shingle_function`: three consecutive
 lower-cased alphanumeric words; a text of fewer than three words is one shingle) under a
 btree, and ``<prefix>_canonical_indexed`` the row version they were taken from (the row's
-``xmin``). A write compares the rows sharing a shingle with the note, and every row not
-indexed at its current version (new, or changed since the last refresh), so the guard is
-never staler than the canonical table; the refresh (:func:`refresh_function`, run by migrate
-and by ``primitives maintain``) only saves work. A copy is found when it keeps three
-consecutive words of a canonical text, however much the note pads it; a note that reuses a
-rule's words without three of them in a row is compared only while that row is unindexed
-(the guard is for copies, not for notes on the same subject). What is left per write grows
+``xmin``); ``<prefix>_canonical_signatures`` holds each row's word signature (its
+:data:`SIGNATURE_WORDS` rarest words, :func:`signatures_table`). A write compares the rows
+sharing a shingle with the note, the rows whose signature the note's words nearly cover (a
+copy with its words reordered keeps no shingle but every word), and every row not indexed at
+its current version (new, or changed since the last refresh), so the guard is never staler
+than the canonical table; the refresh (:func:`refresh_function`, run by migrate and by
+``primitives maintain``) only saves work. A copy is found when it keeps three consecutive
+words of a canonical text, however much the note pads it, or nearly all of its signature
+words in any order; a note that reuses a rule's words without three of them in a row and
+misses a quarter of its signature is compared only while that row is unindexed (the guard is
+for copies, not for notes on the same subject). What is left per write grows
 with the canonical table far more slowly: the freshness check (a hash join over its keys and
 row versions, no trigram work).
 
@@ -207,8 +212,9 @@ $fn$""")
 
 
 SIGNATURE_WORDS = 8
-"""How many words a canonical row's signature keeps: the ``SIGNATURE_WORDS`` smallest hashes
-of its distinct words of four or more characters (a bottom-k sketch of its word set)."""
+"""How many words a canonical row's signature keeps: its ``SIGNATURE_WORDS`` distinct words of
+four or more characters that the fewest rows of the canonical table hold when it is indexed
+(ties by hash), so the words a note shares with many rules find few signatures."""
 
 _WORDS = sql.SQL("""\
 CREATE OR REPLACE FUNCTION {function}(text) RETURNS integer[]
@@ -230,8 +236,10 @@ def words_function(tables: Tables) -> sql.Identifier:
 
 def signatures_table(tables: Tables) -> sql.Identifier:
     """``<schema>.<prefix>_canonical_signatures``: (category, word hash, key, size) of each
-    canonical row's word signature (:data:`SIGNATURE_WORDS` words, ``size`` of them), btree
-    indexed by word."""
+    canonical row's word signature (its :data:`SIGNATURE_WORDS` rarest words, ``size`` of
+    them), btree indexed by word. A write compares a row whose signature words it holds at
+    least ``size - size / 4`` of: a copy with its words reordered keeps no word 3-shingle but
+    every word."""
     return sql.Identifier(tables.schema, tables.object_name("canonical_signatures"))
 
 
@@ -269,16 +277,26 @@ _REFRESH_BRANCH = sql.SQL("""\
             RETURNING 1)
         SELECT count(*) + 0 * (SELECT count(*) FROM posted) INTO n FROM indexed;
         changed := changed + n;
-        -- word signatures of the rows without one: those just indexed, and any indexed
-        -- before signatures were kept
-        INSERT INTO {signatures} (category, word, canonical_key, size)
-        SELECT {category}, g.h, s.k, cardinality(s.sig)
-        FROM (SELECT c.{key}::text AS k,
-                     ({words_fn}(c.{column}))[1:{signature_words}] AS sig
-              FROM {table} AS c
-              WHERE NOT EXISTS (SELECT 1 FROM {signatures} AS o WHERE o.category = {category}
-                                AND o.canonical_key = c.{key}::text)) AS s
-        CROSS JOIN LATERAL unnest(s.sig) AS g(h);
+        -- word signatures of the rows without one (those just indexed, and any indexed
+        -- before signatures were kept): each row's rarest words across the table
+        IF EXISTS (SELECT 1 FROM {table} AS c
+                   WHERE NOT EXISTS (SELECT 1 FROM {signatures} AS o
+                                     WHERE o.category = {category}
+                                       AND o.canonical_key = c.{key}::text)) THEN
+            INSERT INTO {signatures} (category, word, canonical_key, size)
+            WITH words AS (
+                SELECT c.{key}::text AS k, w.h,
+                       NOT EXISTS (SELECT 1 FROM {signatures} AS o
+                                   WHERE o.category = {category}
+                                     AND o.canonical_key = c.{key}::text) AS todo
+                FROM {table} AS c CROSS JOIN LATERAL unnest({words_fn}(c.{column})) AS w(h)),
+            df AS (SELECT h, count(*) AS n FROM words GROUP BY h),
+            ranked AS (
+                SELECT w.k, w.h, row_number() OVER (PARTITION BY w.k ORDER BY d.n, w.h) AS r
+                FROM words AS w JOIN df AS d ON d.h = w.h WHERE w.todo)
+            SELECT {category}, r.h, r.k, count(*) OVER (PARTITION BY r.k)
+            FROM ranked AS r WHERE r.r <= {signature_words};
+        END IF;
     ELSE
         DELETE FROM {rows} AS x WHERE x.category = {category};
         GET DIAGNOSTICS n = ROW_COUNT;

@@ -303,16 +303,26 @@ BEGIN
             RETURNING 1)
         SELECT count(*) + 0 * (SELECT count(*) FROM posted) INTO n FROM indexed;
         changed := changed + n;
-        -- word signatures of the rows without one: those just indexed, and any indexed
-        -- before signatures were kept
-        INSERT INTO "platform"."operations_canonical_signatures" (category, word, canonical_key, size)
-        SELECT 'world_model_rule_content', g.h, s.k, cardinality(s.sig)
-        FROM (SELECT c."id"::text AS k,
-                     ("platform"."operations_words"(c."body_text"))[1:8] AS sig
-              FROM "worlds"."rules" AS c
-              WHERE NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_signatures" AS o WHERE o.category = 'world_model_rule_content'
-                                AND o.canonical_key = c."id"::text)) AS s
-        CROSS JOIN LATERAL unnest(s.sig) AS g(h);
+        -- word signatures of the rows without one (those just indexed, and any indexed
+        -- before signatures were kept): each row's rarest words across the table
+        IF EXISTS (SELECT 1 FROM "worlds"."rules" AS c
+                   WHERE NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_signatures" AS o
+                                     WHERE o.category = 'world_model_rule_content'
+                                       AND o.canonical_key = c."id"::text)) THEN
+            INSERT INTO "platform"."operations_canonical_signatures" (category, word, canonical_key, size)
+            WITH words AS (
+                SELECT c."id"::text AS k, w.h,
+                       NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_signatures" AS o
+                                   WHERE o.category = 'world_model_rule_content'
+                                     AND o.canonical_key = c."id"::text) AS todo
+                FROM "worlds"."rules" AS c CROSS JOIN LATERAL unnest("platform"."operations_words"(c."body_text")) AS w(h)),
+            df AS (SELECT h, count(*) AS n FROM words GROUP BY h),
+            ranked AS (
+                SELECT w.k, w.h, row_number() OVER (PARTITION BY w.k ORDER BY d.n, w.h) AS r
+                FROM words AS w JOIN df AS d ON d.h = w.h WHERE w.todo)
+            SELECT 'world_model_rule_content', r.h, r.k, count(*) OVER (PARTITION BY r.k)
+            FROM ranked AS r WHERE r.r <= 8;
+        END IF;
     ELSE
         DELETE FROM "platform"."operations_canonical_indexed" AS x WHERE x.category = 'world_model_rule_content';
         GET DIAGNOSTICS n = ROW_COUNT;
