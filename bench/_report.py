@@ -273,10 +273,13 @@ def _non_mirror_lines(result: dict[str, Any]) -> list[str]:
              f"without it (`{result['command']}`, `bench/results/non_mirror.json`, load "
              f"average at the start {_load(machine, 'start')}; "
              "[non-mirror.md](non-mirror.md)):", "",
-             "| canonical rows | p50 without / with the guard ms | ratio |", "|---:|---:|---:|"]
+             "| canonical rows | p50 without / with the guard ms | ratio | shingle / signature "
+             "lookup ms (signature entries reached) |", "|---:|---:|---:|---:|"]
     for r in result["sizes"]:
+        lookups = (f"{r['shingle_lookup_ms']:.3f} / {r['signature_lookup_ms']:.3f} "
+                   f"({r['signature_entries']})" if "signature_lookup_ms" in r else "n/a")
         lines.append(f"| {r['canonical_rows']:,} | {r['plain_p50_ms']:.3f} / "
-                     f"{r['guarded_p50_ms']:.3f} | {r['ratio']:.2f}x |")
+                     f"{r['guarded_p50_ms']:.3f} | {r['ratio']:.2f}x | {lookups} |")
     lines.append("")
     return lines
 
