@@ -278,7 +278,7 @@ _REFRESH_BRANCH = sql.SQL("""\
         SELECT count(*) + 0 * (SELECT count(*) FROM posted) INTO n FROM indexed;
         changed := changed + n;
         -- word signatures of the rows without one (those just indexed, and any indexed
-        -- before signatures were kept): each row's rarest words across the table
+        -- before signatures were kept): the rarest words of each among the canonical rows
         IF EXISTS (SELECT 1 FROM {table} AS c
                    WHERE NOT EXISTS (SELECT 1 FROM {signatures} AS o
                                      WHERE o.category = {category}

@@ -182,7 +182,8 @@ _NOTES: dict[str, str] = {
     "determinism.replay": "whether a run must replay exactly",
     "typology": "typologies held by each tier, keyed by tier name",
     "tiers[].boundary.anchor_escalation.from": "the narrower anchor key",
-    "tiers[].boundary.anchor_escalation.to": "the broader anchor key",
+    "tiers[].boundary.anchor_escalation.to": "the broader anchor key promoted rows land in "
+                                             "(narrower keys cleared)",
     "tiers[].description": "free text for readers",
     "persistence.checkpointer": "LangGraph checkpointer for short-term thread state",
     "persistence.store": "tables for long-term memory",

@@ -304,7 +304,7 @@ BEGIN
         SELECT count(*) + 0 * (SELECT count(*) FROM posted) INTO n FROM indexed;
         changed := changed + n;
         -- word signatures of the rows without one (those just indexed, and any indexed
-        -- before signatures were kept): each row's rarest words across the table
+        -- before signatures were kept): the rarest words of each among the canonical rows
         IF EXISTS (SELECT 1 FROM "worlds"."rules" AS c
                    WHERE NOT EXISTS (SELECT 1 FROM "worlds"."world_agent_canonical_signatures" AS o
                                      WHERE o.category = 'world_model_rule_content'

@@ -64,7 +64,7 @@ tiers:
     boundary: {{scope_change: world_id}}
     persistent: true
 persistence:
-  store: {{schema: idem_{name}, prefix: idem}}
+  store: {{schema: idem_{name}, prefix: idem{name}}}
 retrieval:
   signals: [lexical, recency]
 behavior:
@@ -142,7 +142,7 @@ tiers:
     boundary: {{scope_change: org_id}}
     persistent: true
 persistence:
-  store: {{schema: esc_{name}, prefix: esc}}
+  store: {{schema: esc_{name}, prefix: esc{name}}}
 retrieval:
   signals: [lexical, recency]
 """
@@ -189,7 +189,7 @@ tiers:
     boundary: {{scope_change: workspace_id}}
     persistent: true
 persistence:
-  store: {{schema: samp_{name}, prefix: samp}}
+  store: {{schema: samp_{name}, prefix: samp{name}}}
 retrieval:
   signals: [lexical, recency]
 behavior:
