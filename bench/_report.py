@@ -297,14 +297,20 @@ def _graph_lines(result: dict[str, Any]) -> list[str]:
 def _non_mirror_lines(result: dict[str, Any]) -> list[str]:
     """A write under the non-mirror trigram guard against the same write without it
     (``python -m bench.non_mirror``)."""
+    machine = result.get("machine", {})
     lines = [f"A write of a {result['note_chars']}-character note under the non-mirror trigram "
-             "guard (the canonical rows sharing a word shingle with it, by its own index) against the same write "
-             f"without it (`{result['command']}`, `bench/results/non_mirror.json`; "
+             "guard (the canonical rows sharing a word shingle with it, or whose word signature "
+             "its words nearly cover, by its own index) against the same write "
+             f"without it (`{result['command']}`, `bench/results/non_mirror.json`, load "
+             f"average at the start {_load(machine, 'start')}; "
              "[non-mirror.md](non-mirror.md)):", "",
-             "| canonical rows | p50 without / with the guard ms | ratio |", "|---:|---:|---:|"]
+             "| canonical rows | p50 without / with the guard ms | ratio | shingle / signature "
+             "lookup ms (signature entries reached) |", "|---:|---:|---:|---:|"]
     for r in result["sizes"]:
+        lookups = (f"{r['shingle_lookup_ms']:.3f} / {r['signature_lookup_ms']:.3f} "
+                   f"({r['signature_entries']})" if "signature_lookup_ms" in r else "n/a")
         lines.append(f"| {r['canonical_rows']:,} | {r['plain_p50_ms']:.3f} / "
-                     f"{r['guarded_p50_ms']:.3f} | {r['ratio']:.2f}x |")
+                     f"{r['guarded_p50_ms']:.3f} | {r['ratio']:.2f}x | {lookups} |")
     lines.append("")
     return lines
 

@@ -5,9 +5,12 @@ creates a platform table of canonical rule texts (about 300 characters each; the
 its own index of them, a GIN ``gin_trgm_ops`` index on the text is there but unused) in a fresh database and
 migrates two agents that differ only in the defense of their non-mirror category
 on it: ``trigram_trigger`` (every insert is compared with the canonical rows sharing a word
-shingle with it) and ``reference_only`` (nothing is compared). For each canonical table
+shingle with it or whose word signature its words nearly cover) and ``workshop_discipline``
+(nothing is compared). For each canonical table
 size, interleaved over ``--rounds`` rounds, it times ``Engine.observe`` of a 300-character note
-that copies nothing (so every write is accepted) on each.
+that copies nothing (so every write is accepted) on each. It then times the guard's two
+candidate lookups on their own for that note (the word 3-shingle postings, the word
+signatures): the server's execution time, least of 50 runs.
 
 No target: the figures say what the guard costs a write as the canonical table grows
 (docs/non-mirror.md, "Cost"). Writes ``bench/results/non_mirror.json``.
@@ -77,7 +80,7 @@ def _rule(rng: random.Random, words: Sequence[str], n: int) -> str:
 
 def _specs(folder: Path, source: str, size: int) -> tuple[AgentSpec, AgentSpec]:
     specs = []
-    for defense in ("reference_only", "trigram_trigger"):
+    for defense in ("workshop_discipline", "trigram_trigger"):
         agent = f"nm_{defense.split('_')[0]}_{size}"
         path = folder / f"{agent}.yaml"
         path.write_text(_SPEC.format(agent=agent, source=source, defense=defense),
@@ -123,7 +126,43 @@ def _measure(dsn: str, folder: Path, size: int, *, writes: int, rounds: int
             for engine, label in order:
                 samples[label] += _time_writes(engine, f"t{r % 7}", r * writes, writes)
             log(f"{size} canonical rows: round {r + 1}/{rounds}")
-    return {"canonical_rows": size, **p50_ratio(samples, "plain", "guarded")}
+    lookups = _lookups(dsn, guarded)
+    return {"canonical_rows": size, **p50_ratio(samples, "plain", "guarded"), **lookups}
+
+
+_LOOKUPS = {
+    "shingle_lookup_ms": (
+        "SELECT p.canonical_key FROM {postings} AS p WHERE p.category = 'rules' "
+        "AND p.shingle = ANY({shingles}(%(note)s))"),
+    "signature_lookup_ms": (
+        "SELECT g.canonical_key FROM {signatures} AS g WHERE g.category = 'rules' "
+        "AND g.word = ANY({words}(%(note)s)) GROUP BY g.canonical_key, g.size "
+        "HAVING count(*) >= g.size - g.size / 4"),
+}
+
+
+def _lookups(dsn: str, spec: AgentSpec, repeat: int = 50) -> dict[str, float | int]:
+    """The guard's two candidate lookups for the bench's note, each on its own: the server's
+    execution time (``EXPLAIN ANALYZE``), the least of ``repeat`` runs (the least is what the
+    work costs; the rest is the machine's other load), and how many signature entries the
+    note's words reach."""
+    schema, prefix = spec.persistence.store.schema_, spec.persistence.store.prefix
+    names = {k: sql.Identifier(schema, f"{prefix}_{v}") for k, v in (
+        ("postings", "canonical_postings"), ("signatures", "canonical_signatures"),
+        ("shingles", "shingles"), ("words", "words"))}
+    note = {"note": _NOTE.format(n=0)}
+    result: dict[str, float | int] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for key, text in _LOOKUPS.items():
+            statement = sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) " + text).format(**names)
+            result[key] = round(min(
+                float(conn.execute(statement, note).fetchone()[0][0]["Execution Time"])
+                for _ in range(repeat)), 3)
+        entries = conn.execute(sql.SQL(
+            "SELECT count(*) FROM {signatures} WHERE category = 'rules' "
+            "AND word = ANY({words}(%(note)s))").format(**names), note).fetchone()
+        result["signature_entries"] = int(entries[0])
+    return result
 
 
 def run(*, sizes: Sequence[int], writes: int, rounds: int, out: Path,

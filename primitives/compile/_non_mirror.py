@@ -1,7 +1,8 @@
 """Non-mirror discipline in the database: the trigram guard and canonical references.
 
 The guard is a BEFORE INSERT trigger on ``<prefix>_memories``, compiled from the spec's
-``discipline.non_mirror`` entries whose defense or backstop is ``trigram_trigger``. For each
+``discipline.non_mirror`` entries with a canonical source whose defense or backstop is
+``trigram_trigger`` or ``reference_only`` (the text may only be referenced, never copied). For each
 one it reads the canonical table and refuses the row (SQLSTATE ``PM005``) when
 ``word_similarity(canonical text, content)`` reaches the entry's ``similarity_threshold``,
 naming the category, the canonical source and the matching row's key. Every insert passes
@@ -13,13 +14,17 @@ keeps its own index of the canonical texts. ``<prefix>_canonical_postings`` hold
 canonical row's hashed word 3-shingles (:func:`shingle_function`: three consecutive
 lower-cased alphanumeric words; a text of fewer than three words is one shingle) under a
 btree, and ``<prefix>_canonical_indexed`` the row version they were taken from (the row's
-``xmin``). A write compares the rows sharing a shingle with the note, and every row not
-indexed at its current version (new, or changed since the last refresh), so the guard is
-never staler than the canonical table; the refresh (:func:`refresh_function`, run by migrate
-and by ``primitives maintain``) only saves work. A copy is found when it keeps three
-consecutive words of a canonical text, however much the note pads it; a note that reuses a
-rule's words without three of them in a row is compared only while that row is unindexed
-(the guard is for copies, not for notes on the same subject). What is left per write grows
+``xmin``); ``<prefix>_canonical_signatures`` holds each row's word signature (its
+:data:`SIGNATURE_WORDS` rarest words, :func:`signatures_table`). A write compares the rows
+sharing a shingle with the note, the rows whose signature the note's words nearly cover (a
+copy with its words reordered keeps no shingle but every word), and every row not indexed at
+its current version (new, or changed since the last refresh), so the guard is never staler
+than the canonical table; the refresh (:func:`refresh_function`, run by migrate and by
+``primitives maintain``) only saves work. A copy is found when it keeps three consecutive
+words of a canonical text, however much the note pads it, or nearly all of its signature
+words in any order; a note that reuses a rule's words without three of them in a row and
+misses a quarter of its signature is compared only while that row is unindexed (the guard is
+for copies, not for notes on the same subject). What is left per write grows
 with the canonical table far more slowly: the freshness check (a hash join over its keys and
 row versions, no trigram work).
 
@@ -77,6 +82,8 @@ __all__ = [
     "postings_table",
     "refresh_function",
     "shingle_function",
+    "signatures_table",
+    "words_function",
 ]
 
 NON_MIRROR_SQLSTATE = "PM005"
@@ -120,6 +127,12 @@ _CHECK = sql.SQL("""\
                           SELECT p.canonical_key FROM {postings} AS p
                           WHERE p.category = {category_literal}
                             AND p.shingle = ANY(note_shingles))
+                       OR x.canonical_key IN (
+                          SELECT g.canonical_key FROM {signatures} AS g
+                          WHERE g.category = {category_literal}
+                            AND g.word = ANY(note_words)
+                          GROUP BY g.canonical_key, g.size
+                          HAVING count(*) >= g.size - g.size / 4)
                     OFFSET 0) AS d) AS m
         WHERE m.s >= {threshold}
         ORDER BY m.s DESC, m.k
@@ -146,6 +159,7 @@ _CHECK = sql.SQL("""\
 def _guard_body(items: tuple[NonMirror, ...], capabilities: Capabilities,
                 tables: Tables) -> sql.Composed:
     rows, postings = indexed_table(tables), postings_table(tables)
+    signatures = signatures_table(tables)
     checks = []
     for item in items:
         table, name = _source(item)
@@ -156,7 +170,7 @@ def _guard_body(items: tuple[NonMirror, ...], capabilities: Capabilities,
             trgm=sql.Identifier(capabilities.trigram_schema),
             threshold=sql.Literal(item.similarity_threshold),
             sqlstate=sql.Literal(NON_MIRROR_SQLSTATE), rows=rows, postings=postings,
-            category_literal=sql.Literal(item.category),
+            signatures=signatures, category_literal=sql.Literal(item.category),
             source_literal=sql.Literal(item.canonical_source)))
     return sql.Composed(checks)
 
@@ -170,11 +184,14 @@ DECLARE
     hit_key        text;
     hit_similarity real;
     note_shingles  integer[];
+    note_words     integer[];
 BEGIN
     -- the canonical rows compared: those sharing a word shingle with the note (the postings
-    -- index), and every row not indexed as it is now (new, or changed since the last refresh:
-    -- its xmin differs), so a refresh only ever saves work
+    -- index), those whose word signature the words of the note nearly cover (a copy with its
+    -- words reordered), and every row not indexed as it is now (new, or changed since the
+    -- last refresh: its xmin differs), so a refresh only ever saves work
     note_shingles := {shingle_fn}(NEW.content);
+    note_words := {words_fn}(NEW.content);
 {checks}    RETURN NEW;
 END
 $fn$""")
@@ -194,6 +211,38 @@ AS $fn$
 $fn$""")
 
 
+SIGNATURE_WORDS = 8
+"""How many words a canonical row's signature keeps: its ``SIGNATURE_WORDS`` distinct words of
+four or more characters that the fewest rows of the canonical table hold when it is indexed
+(ties by hash), so the words a note shares with many rules find few signatures."""
+
+_WORDS = sql.SQL("""\
+CREATE OR REPLACE FUNCTION {function}(text) RETURNS integer[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT coalesce(array_agg(DISTINCT hashtext(w) ORDER BY hashtext(w)), '{{}}')
+    FROM unnest(regexp_split_to_array(lower($1), '[^[:alnum:]]+')) AS w
+    WHERE char_length(w) >= 4
+$fn$""")
+
+
+def words_function(tables: Tables) -> sql.Identifier:
+    """``<schema>.<prefix>_words(text)``: the sorted hashes of a text's distinct lower-cased
+    alphanumeric words of four or more characters (shorter ones are mostly function words,
+    found in every text)."""
+    return sql.Identifier(tables.schema, tables.object_name("words"))
+
+
+def signatures_table(tables: Tables) -> sql.Identifier:
+    """``<schema>.<prefix>_canonical_signatures``: (category, word hash, key, size) of each
+    canonical row's word signature (its :data:`SIGNATURE_WORDS` rarest words, ``size`` of
+    them), btree indexed by word. A write compares a row whose signature words it holds at
+    least ``size - size / 4`` of: a copy with its words reordered keeps no word 3-shingle but
+    every word."""
+    return sql.Identifier(tables.schema, tables.object_name("canonical_signatures"))
+
+
 def shingle_function(tables: Tables) -> sql.Identifier:
     """``<schema>.<prefix>_shingles(text)``: the hashed word 3-shingles of a text (three
     consecutive lower-cased alphanumeric words; a text of fewer than three words is one)."""
@@ -210,6 +259,9 @@ _REFRESH_BRANCH = sql.SQL("""\
         DELETE FROM {postings} AS p WHERE p.category = {category}
            AND NOT EXISTS (SELECT 1 FROM {rows} AS x WHERE x.category = {category}
                            AND x.canonical_key = p.canonical_key);
+        DELETE FROM {signatures} AS g WHERE g.category = {category}
+           AND NOT EXISTS (SELECT 1 FROM {rows} AS x WHERE x.category = {category}
+                           AND x.canonical_key = g.canonical_key);
         WITH fresh AS (
             SELECT c.{key}::text AS k, c.xmin::text AS v, c.{column} AS body FROM {table} AS c
             WHERE NOT EXISTS (SELECT 1 FROM {rows} AS x WHERE x.category = {category}
@@ -225,11 +277,32 @@ _REFRESH_BRANCH = sql.SQL("""\
             RETURNING 1)
         SELECT count(*) + 0 * (SELECT count(*) FROM posted) INTO n FROM indexed;
         changed := changed + n;
+        -- word signatures of the rows without one (those just indexed, and any indexed
+        -- before signatures were kept): the rarest words of each among the canonical rows
+        IF EXISTS (SELECT 1 FROM {table} AS c
+                   WHERE NOT EXISTS (SELECT 1 FROM {signatures} AS o
+                                     WHERE o.category = {category}
+                                       AND o.canonical_key = c.{key}::text)) THEN
+            INSERT INTO {signatures} (category, word, canonical_key, size)
+            WITH words AS (
+                SELECT c.{key}::text AS k, w.h,
+                       NOT EXISTS (SELECT 1 FROM {signatures} AS o
+                                   WHERE o.category = {category}
+                                     AND o.canonical_key = c.{key}::text) AS todo
+                FROM {table} AS c CROSS JOIN LATERAL unnest({words_fn}(c.{column})) AS w(h)),
+            df AS (SELECT h, count(*) AS n FROM words GROUP BY h),
+            ranked AS (
+                SELECT w.k, w.h, row_number() OVER (PARTITION BY w.k ORDER BY d.n, w.h) AS r
+                FROM words AS w JOIN df AS d ON d.h = w.h WHERE w.todo)
+            SELECT {category}, r.h, r.k, count(*) OVER (PARTITION BY r.k)
+            FROM ranked AS r WHERE r.r <= {signature_words};
+        END IF;
     ELSE
         DELETE FROM {rows} AS x WHERE x.category = {category};
         GET DIAGNOSTICS n = ROW_COUNT;
         changed := changed + n;
         DELETE FROM {postings} AS p WHERE p.category = {category};
+        DELETE FROM {signatures} AS g WHERE g.category = {category};
     END IF;
 """)
 
@@ -272,7 +345,9 @@ def refresh_function(tables: Tables) -> sql.Identifier:
 def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Capabilities
                  ) -> tuple[tuple[str, sql.Composed], ...]:
     rows, postings = indexed_table(tables), postings_table(tables)
+    signatures = signatures_table(tables)
     label = f"{tables.schema}.{tables.object_name('canonical_postings')}"
+    signed = f"{tables.schema}.{tables.object_name('canonical_signatures')}"
     refresh = refresh_function(tables)
     refresh_label = f"refresh function {tables.object_name('refresh_canonical_index')}"
     branches = []
@@ -282,7 +357,9 @@ def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Cap
         branches.append(_REFRESH_BRANCH.format(
             table_name=name, table=source, key=sql.Identifier(item.canonical_key),
             column=sql.Identifier(item.canonical_column), rows=rows, postings=postings,
-            category=sql.Literal(item.category), shingle_fn=shingle_function(tables)))
+            signatures=signatures, category=sql.Literal(item.category),
+            shingle_fn=shingle_function(tables), words_fn=words_function(tables),
+            signature_words=sql.Literal(SIGNATURE_WORDS)))
     return (
         (f"shingle function {tables.schema}.{tables.object_name('shingles')}",
          _SHINGLES.format(function=shingle_function(tables))),
@@ -299,14 +376,25 @@ def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Cap
         (f"{label}: by shingle", sql.SQL(
             "CREATE INDEX IF NOT EXISTS {} ON {} (category, shingle, canonical_key)").format(
                 sql.Identifier(tables.object_name("canonical_postings_shingle_idx")), postings)),
+        (f"words function {tables.schema}.{tables.object_name('words')}",
+         _WORDS.format(function=words_function(tables))),
+        (f"{signed}: the canonical rows' word signatures (owner only)", sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (category text NOT NULL, word integer NOT NULL, "
+            "canonical_key text NOT NULL, size integer NOT NULL)").format(signatures)),
+        (f"{signed}: by word", sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {} ON {} (category, word, canonical_key, size)").format(
+                sql.Identifier(tables.object_name("canonical_signatures_word_idx")),
+                signatures)),
         (f"{label}: no access but the owner's functions",
-         sql.SQL("REVOKE ALL ON TABLE {}, {} FROM PUBLIC").format(rows, postings)),
+         sql.SQL("REVOKE ALL ON TABLE {}, {}, {} FROM PUBLIC").format(rows, postings,
+                                                                      signatures)),
         *((f"{tables.schema}.{table_name}: row-level security forced, the owner's policy only"
            f" ({n})", statement.format(
                t=table, p=sql.Identifier(tables.object_name("guard_owner")),
                owner=sql.Identifier(OWNER_ROLE)))
           for table_name, table in (("canonical_indexed", rows),
-                                    ("canonical_postings", postings))
+                                    ("canonical_postings", postings),
+                                    ("canonical_signatures", signatures))
           for n, statement in enumerate((
               sql.SQL("ALTER TABLE {t} ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY"),
               sql.SQL("DROP POLICY IF EXISTS {p} ON {t}"),
@@ -338,7 +426,7 @@ def guard_functions(spec: AgentSpec, tables: Tables, capabilities: Capabilities
         *_index_steps(items, tables, capabilities),
         (f"{label} (SECURITY DEFINER)",
          _GUARD.format(function=function, checks=_guard_body(items, capabilities, tables),
-                       shingle_fn=shingle_function(tables))),
+                       shingle_fn=shingle_function(tables), words_fn=words_function(tables))),
         (f"{label}: not callable by PUBLIC",
          sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(function)),
     )

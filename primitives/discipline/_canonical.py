@@ -59,7 +59,7 @@ def canonical_problems(conn: psycopg.Connection[Any], spec: AgentSpec, caps: Cap
             continue
         where = (f"agent {spec.agent}: non-mirror category {item.category} "
                  f"(canonical source {item.canonical_source})")
-        if "trigram_trigger" in item.defenses and not caps.trigram:
+        if item.trigram_guarded and not caps.trigram:
             notes.append(f"{where}: pg_trgm is not installed on this server, so its trigram "
                          "guard is off: writes are not compared with the canonical text")
         schema, table = item.canonical_table or ("", "")

@@ -16,6 +16,7 @@ whether the row has moved on since (``stale``). Each reference is a
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -115,7 +116,14 @@ def reference(ctx: Context, memory_id: UUID | str, category: str, key: str, *,
     if version is not None:
         version = bounded_text(version, "version", limit, "key_chars")
     memory_id = _memory_id(memory_id)
-    _require(Memory.from_row_or_none((yield get_step(ctx, memory_id))), memory_id)
+    memory = _require(Memory.from_row_or_none((yield get_step(ctx, memory_id))), memory_id)
+    if item.bounded_notes and len(memory.content) > item.note_chars:
+        raise PolicyViolation(
+            f"non-mirror: memory {memory_id} holds {len(memory.content)} characters and "
+            f"references category {category} ({item.defense}), whose notes hold at most "
+            f"{item.note_chars} (discipline.non_mirror[].note_chars): keep a short note about "
+            "the canonical row and let the reference carry the rest", field="content",
+            category=category, note_chars=item.note_chars, chars=len(memory.content))
     if item.canonical_source is not None:
         found = yield Step(current_versions(ctx.tables),
                            {"category": category, "keys": [key]}, "one")
@@ -140,6 +148,33 @@ def reference(ctx: Context, memory_id: UUID | str, category: str, key: str, *,
         if (ref.category, ref.key) == (category, key):
             return ref
     raise AssertionError("a reference just written is not read back")
+
+
+def checked_references(ctx: Context, given: Any) -> list[tuple[str, str, str | None]]:
+    """``observe(references=...)`` as (category, key, version) triples: each item a
+    ``(category, key)`` or ``(category, key, version)`` sequence, or a mapping with those
+    keys; anything else is refused naming the item."""
+    if isinstance(given, str | bytes | Mapping) or not isinstance(given, Sequence):
+        raise PolicyViolation("references must be a list of (category, key[, version]) items",
+                              field="references")
+    refs: list[tuple[str, str, str | None]] = []
+    for n, item in enumerate(given):
+        if isinstance(item, Mapping):
+            parts = (item.get("category"), item.get("key"), item.get("version"))
+        elif isinstance(item, Sequence) and not isinstance(item, str | bytes) \
+                and len(item) in (2, 3):
+            parts = (item[0], item[1], item[2] if len(item) == 3 else None)
+        else:
+            parts = (None, None, None)
+        category, key, version = parts
+        if not isinstance(category, str) or not isinstance(key, str) or not (
+                version is None or isinstance(version, str)):
+            raise PolicyViolation(
+                f"references[{n}] must be (category, key) or (category, key, version) "
+                f"strings, not {item!r}", field="references")
+        _category(ctx, category)
+        refs.append((category, key, version))
+    return refs
 
 
 def references(ctx: Context, memory_id: UUID | str) -> Op[list[CanonicalRef]]:

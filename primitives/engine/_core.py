@@ -14,7 +14,7 @@ import re
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 from uuid import UUID
 
 from psycopg import sql
@@ -457,7 +457,7 @@ def observed_payload(w: WriteInput, row_key: str, via: str) -> dict[str, Any]:
 
 
 _OBSERVE_FIELDS = ("typology", "key", "namespace", "value", "envelope", "tags", "scope_id",
-                   "event_time", "source", "memory_id", "consent", "ttl_ticks")
+                   "event_time", "source", "memory_id", "consent", "ttl_ticks", "references")
 """What a caller may give ``observe`` besides tier and content."""
 
 KEY_RACE_ATTEMPTS = 16
@@ -490,7 +490,8 @@ def observe(
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
     source: str | None = None, memory_id: UUID | str | None = None,
     embedding: Sequence[float] | None = None, final: bool = False,
-    consent: UUID | str | None = None, ttl_ticks: int | None = None, **unknown: Any,
+    consent: UUID | str | None = None, ttl_ticks: int | None = None,
+    references: Sequence[Any] = (), **unknown: Any,
 ) -> Op[Memory]:
     """Write a memory. With ``key``, the write is an atomic supersession: an unchanged write
     returns the current row (no event), a changed one supersedes it (the old row stays,
@@ -504,14 +505,68 @@ def observe(
     tenant (:func:`record_consent`): values the PII policy redacts are also kept raw, for the
     privacy admin's logged read (the row still holds the redacted text). ``ttl_ticks``: the
     row's time to live in ticks, on a tier that declares ``ttl_ticks`` (the tier's value
-    when None; :mod:`primitives.engine._ticks`). Any other argument is refused (``via``
-    among them)."""
+    when None; :mod:`primitives.engine._ticks`). ``references``: canonical rows the note
+    refers to (``(category, key[, version])`` items, :func:`~primitives.engine._canonical.
+    reference`), written with the row in its transaction: a reference refused (an unknown
+    row, a note longer than the category's ``note_chars``) writes nothing. Under an ``auto``
+    write policy with ``sampling`` below 1, an unkeyed observation the sampling leaves out is
+    journalled ``sampled_out`` and not written (:func:`sampled_in`); the memory returned is
+    marked :attr:`~Memory.sampled_out`. Any other argument is refused (``via`` among them)."""
     w, rest = _checked_observe(ctx, tier, content, typology=typology, key=key,
                                namespace=namespace, value=value, envelope=envelope, tags=tags,
                                scope_id=scope_id, event_time=event_time, source=source,
                                memory_id=memory_id, consent=consent, ttl_ticks=ttl_ticks,
                                **unknown)
-    return (yield from _write(ctx, w, embedding=embedding, final=final, via="direct", **rest))
+    from primitives.engine import _canonical
+    refs = _canonical.checked_references(ctx, references) if references else []
+    share = write_sampling(ctx.spec, w.typology)
+    if share < 1.0 and w.key is None:
+        rest["memory_id"] = new_id = _memory_id(rest["memory_id"])
+        if not sampled_in(new_id, share):
+            return (yield from _sampled_out(ctx, w, new_id, share, rest["event_time"], final))
+    memory = yield from _write(ctx, w, embedding=embedding, final=final and not refs,
+                               via="direct", **rest)
+    for category, ref_key, version in refs:
+        yield from _canonical.reference(ctx, memory.id, category, ref_key, version=version)
+    return memory
+
+
+SAMPLED_OUT_EVENT: Final = "sampled_out"
+"""The journal event of an observation the write policy's ``sampling`` left unwritten."""
+
+
+def write_sampling(spec: AgentSpec, typology: str) -> float:
+    """The share of a typology's unkeyed observations that are written: its write policy's
+    ``sampling`` under mode ``auto`` (seed 003 §8: auto-written episodes, their volume
+    controlled by sampling), else 1 (every one)."""
+    policy = spec.behavior.write_policy.get(typology)  # type: ignore[call-overload]
+    return policy.sampling if policy is not None and policy.mode == "auto" else 1.0
+
+
+def sampled_in(memory_id: UUID, share: float) -> bool:
+    """Whether the observation with id ``memory_id`` is written under ``share``: the first
+    eight bytes of the sha256 of the id, as a fraction of 2**64, fall below it. Seeded by
+    the id, so a retry (the same ``memory_id``) decides the same way and a test passes ids
+    whose outcome it knows."""
+    digest = hashlib.sha256(memory_id.bytes).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64 < share
+
+
+def _sampled_out(ctx: Context, w: WriteInput, new_id: UUID, share: float,
+                 event_time: datetime | None, final: bool) -> Op[Memory]:
+    """Journal an observation sampling leaves out (``sampled_out``: where it would have gone,
+    the share, the content's sha256, never the text) and return the memory it would have
+    been, marked :attr:`~Memory.sampled_out`; no row is written."""
+    payload = {**observed_payload(w, str(new_id), "direct"), "sampling": share}
+    step = _event(ctx, SAMPLED_OUT_EVENT, new_id, payload)
+    yield Step(step.statement, step.params, last=final)
+    now = datetime.now(UTC)
+    return Memory(id=new_id, tier=w.tier, typology=w.typology, scope_id=w.scope_id,
+                  namespace=tuple(w.namespace), key=str(new_id), content=w.content,
+                  value=dict(w.value), envelope=dict(w.envelope), tags=tuple(w.tags),
+                  confidence=1.0, event_time=event_time or now, created_at=now,
+                  updated_at=now, superseded_at=None, invalidated_at=None, archived_at=None,
+                  tombstoned_at=None, persistent=False, sampled_out=True)
 
 
 def _checked_observe(

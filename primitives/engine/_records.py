@@ -53,6 +53,9 @@ class Memory:
     archived_at: datetime | None
     tombstoned_at: datetime | None
     persistent: bool
+    sampled_out: bool = False
+    """The write policy's ``sampling`` left this observation unwritten: no row holds it,
+    only its ``sampled_out`` journal event (:func:`~primitives.engine._core.observe`)."""
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Memory:

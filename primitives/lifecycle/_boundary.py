@@ -122,6 +122,10 @@ class BoundaryRule:
     """What the scope's rows of this typology do once compounded: ``remove`` or ``archive``."""
     escalate_from: str | None
     """An anchor column the promoted row clears (anchor escalation), or None."""
+    escalate_clear: tuple[str, ...] = ()
+    """Every anchor column the promoted row clears (anchor escalation): ``from`` and, when
+    ``to`` is an anchor key, each key listed after ``to`` (narrower than it), so the row
+    lands in the scope ``to`` names."""
 
 
 def rule_name(source: str, target: str) -> str:
@@ -167,11 +171,16 @@ def boundary_rules(spec: AgentSpec) -> list[BoundaryRule]:
         escalation = spec.tier(from_tier).boundary.anchor_escalation
         escalate = (escalation.from_ if escalation is not None
                     and escalation.from_ in spec.anchor.keys[1:] else None)
+        clear: tuple[str, ...] = ()
+        if escalation is not None and escalate is not None:
+            keys = spec.anchor.keys
+            wider = keys[keys.index(escalation.to) + 1:] if escalation.to in keys else []
+            clear = tuple(k for k in keys[1:] if k == escalate or k in wider)
         rules.append(BoundaryRule(
             name=rule_name(rule.from_, rule.to), from_tier=from_tier, from_typology=from_typ,
             to_tier=to_tier, to_typology=to_typ, threshold=threshold,
             group_threshold=threshold if groups else 2.0, leave=_leave(spec, from_typ),
-            escalate_from=escalate))
+            escalate_from=escalate, escalate_clear=clear))
     return rules
 
 
@@ -256,13 +265,13 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     mem, events, links = tables.memories.ident, tables.events.ident, tables.action_links.ident
     rules = boundary_rules(spec)
     rule_rows = [(r.name, r.from_tier, r.from_typology, r.to_tier, r.to_typology, r.threshold,
-                  r.group_threshold, r.escalate_from) for r in rules]
+                  r.group_threshold, list(r.escalate_clear)) for r in rules]
     leave_rows = [(typ, _leave(spec, typ)) for typ in spec.typologies]
     persistent = spec.persistent_tier.name
     anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
     copy = _memory_copy_columns(tables, embedding)
     anchor_select = sql.SQL("").join(
-        sql.SQL(", CASE WHEN m.escalate_from = {n} THEN NULL ELSE h.{c} END").format(
+        sql.SQL(", CASE WHEN {n} = ANY(m.escalate_clear) THEN NULL ELSE h.{c} END").format(
             n=sql.Literal(c), c=sql.Identifier(c)) for c in anchors)
     anchor_cols = sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in anchors)
     copy_select = sql.SQL(", ").join(sql.SQL("h.{}").format(sql.Identifier(c)) for c in copy)
@@ -282,7 +291,7 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     return sql.SQL("""\
 WITH closing (tenant, tier, scope_id, into_scope) AS ({closing}),
 rules (rule, from_tier, from_typology, to_tier, to_typology, threshold, group_threshold,
-       escalate_from) AS (VALUES {rule_rows}),
+       escalate_clear) AS (VALUES {rule_rows}),
 leaving (typology, leave) AS (VALUES {leave_rows}),
 closing_rows AS (
   SELECT c.*, s.into_scope, ({active}) AS is_active,
@@ -307,7 +316,7 @@ groups AS (
           WHERE e.{t} = g.tenant AND e.id = ANY(array_agg(g.id))) AS evidence
   FROM grouped AS g GROUP BY g.tenant, g.head, g.rule),
 matched AS (
-  SELECT gr.*, r.to_tier, r.to_typology, r.escalate_from, h.into_scope,
+  SELECT gr.*, r.to_tier, r.to_typology, r.escalate_clear, h.into_scope,
          (SELECT x.id FROM {mem} AS x
           WHERE x.{t} = gr.tenant AND x.tier = r.to_tier AND x.typology = r.to_typology
             AND {active_x} AND (r.to_tier = {persistent} OR x.scope_id = h.into_scope)
@@ -430,7 +439,7 @@ journal AS (
 {result}""").format(
         closing=closing or _CLOSING_ARRAYS, event=sql.Literal(event), result=_SUMMARY if summary else _PER_SCOPE,
         rule_rows=_values(rule_rows, ("text", "text", "text", "text", "text", "float8",
-                                      "float8", "text")),
+                                      "float8", "text[]")),
         leave_rows=_values(leave_rows, ("text", "text")),
         links=links, t=t, mem=mem, events=events, scopes=tables.scopes.ident,
         promotions=tables.promotions.ident,
@@ -518,6 +527,12 @@ class CorroborationRule:
     """``continuous``: at every scope end and maintain pass (as soon as evidence suffices);
     ``tier_boundary`` (``session_end``, ``job_end``): only when a scope of the source tier
     ends; any other value: never (not enforced yet)."""
+    ledger_rules: tuple[str, ...] = ()
+    """The ledger rules whose record of a source refuses this rule's promotion of it
+    (``behavior.promotion[].idempotency_key``): ``source_and_target``, this rule alone (a
+    source is promoted once per target); ``source_id``, every corroboration rule of the same
+    source keyed by ``source_id`` (a source is promoted once between them: by the first to
+    qualify it, in spec order within one pass)."""
 
     @property
     def continuous(self) -> bool:
@@ -532,9 +547,10 @@ def corroboration_rules(spec: AgentSpec) -> list[CorroborationRule]:
     """The spec's corroboration promotion rules, with their gates resolved."""
     gates = {gate.name: gate for gate in spec.discipline.sanitization}
     rules: list[CorroborationRule] = []
-    for rule in spec.behavior.promotion:
-        if rule.criteria != "corroboration" or rule.min_corroborations is None:
-            continue
+    corroborating = [rule for rule in spec.behavior.promotion
+                     if rule.criteria == "corroboration" and rule.min_corroborations is not None]
+    for rule in corroborating:
+        assert rule.min_corroborations is not None
         from_tier, from_typ = split_ref(rule.from_)
         to_tier, to_typ = split_ref(rule.to)
         gate = gates.get(rule.sanitization) if rule.sanitization else None
@@ -549,7 +565,11 @@ def corroboration_rules(spec: AgentSpec) -> list[CorroborationRule]:
             strip_envelope=strip, keep_if_specific=gate.keep_if_specific if gate else False,
             at=rule.at, patterns=resolved.patterns if resolved and stripping else (),
             replacement=resolved.replacement if resolved else "",
-            from_ref=rule.from_, to_ref=rule.to))
+            from_ref=rule.from_, to_ref=rule.to,
+            ledger_rules=(rule_name(rule.from_, rule.to),)
+            if rule.idempotency_key == "source_and_target" else tuple(
+                rule_name(other.from_, other.to) for other in corroborating
+                if other.from_ == rule.from_ and other.idempotency_key == "source_id")))
     return rules
 
 
@@ -615,8 +635,8 @@ WITH candidates AS (
   WHERE c.{t} = ANY(%(tenants)s::text[]) AND c.tier = {from_tier}
     AND c.typology = {from_typ} AND {active}
     AND jsonb_array_length(coalesce(c.provenance -> 'corroborated_by', '[]'::jsonb)) >= {n}
-    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t} AND p.rule = {rule}
-                    AND p.source_id = c.id)
+    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}
+                    AND p.rule IN ({ledger_rules}) AND p.source_id = c.id)
   FOR UPDATE OF c SKIP LOCKED),
 sorted AS (SELECT s.*, {specific} AS specific FROM candidates AS s),
 promoted AS (
@@ -658,6 +678,7 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
         to_tier=sql.Literal(rule.to_tier), to_typ=sql.Literal(rule.to_typology),
         active=active_predicate("c"), n=sql.Literal(rule.min_corroborations),
         promotions=tables.promotions.ident, rule=sql.Literal(rule.name), specific=specific,
+        ledger_rules=sql.SQL(", ").join(map(sql.Literal, rule.ledger_rules or (rule.name,))),
         anchor_cols=anchor_cols, anchor_select=anchor_select, vector_cols=vector_cols,
         vector_select=vector_select, events=tables.events.ident,
         gate=sql.Literal(rule.gate),

@@ -118,7 +118,10 @@ class WritePolicy(SpecModel):
     """When and how memory rows are written (seed 003 §8)."""
 
     mode: Literal["auto", "promotion_only", "explicit", "mixed", "governed"]
-    sampling: float = Field(default=1.0, gt=0, le=1, description="auto: share of events written")
+    sampling: float = Field(
+        default=1.0, gt=0, le=1,
+        description="auto: share of unkeyed observations written, decided by the row id (a "
+        "retry decides alike); the rest are journalled sampled_out, not written")
     extract_threshold: float | None = Field(
         default=None, ge=0, le=1, description="mixed: confidence needed to auto-extract"
     )
@@ -215,7 +218,10 @@ class PromotionRule(SpecModel):
     sanitization: Name | None = Field(
         default=None, description="name of a discipline.sanitization gate the promotion must pass"
     )
-    idempotency_key: Literal["source_id", "source_and_target"] = "source_id"
+    idempotency_key: Literal["source_id", "source_and_target"] = Field(
+        default="source_id",
+        description="corroboration: source_id, a row is promoted once between the rules of "
+        "its source keyed so; source_and_target, once into this rule's target")
     justification: str | None = _Justification
 
     @model_validator(mode="after")

@@ -79,6 +79,8 @@ _MP = "tests/integration/test_maintain_passes.py::"
 _RL = "tests/integration/test_reference_lifecycles.py::"
 _CN = "tests/integration/test_consolidation.py::"
 _EX = "tests/unit/test_extraction.py::"
+_LV = "tests/integration/test_lifecycle_values.py::"
+_ND = "tests/integration/test_non_mirror_defenses.py::"
 _ED = "tests/integration/test_embed_deferred.py::"
 _SG = "tests/integration/test_sanitization_gates.py::"
 _OB = "tests/integration/test_outbox.py::"
@@ -177,7 +179,9 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.write_policy.*.mode=mixed": (
         _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
               "nothing",),
-    "behavior.write_policy.*.sampling": (),
+    "behavior.write_policy.*.sampling": (
+        _LV + "test_auto_write_sampling_writes_the_share_seeded_by_row_id_and_journals_the_rest",
+        _LV + "test_sampling_leaves_keyed_writes_alone"),
     "behavior.write_policy.*.extract_threshold": (
         _CN + "test_a_decision_below_the_extract_threshold_is_skipped",),
     "behavior.write_policy.*.governance": (
@@ -243,8 +247,10 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.promotion[].sanitization": (
         _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
     "behavior.promotion[].idempotency_key=source_id": (
-        _LB + "test_ending_a_closed_archived_session_again_promotes_nothing_twice", _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace"),
-    "behavior.promotion[].idempotency_key=source_and_target": (),
+        _LB + "test_ending_a_closed_archived_session_again_promotes_nothing_twice", _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",
+        _LV + "test_the_idempotency_key_decides_whether_one_source_reaches_two_targets"),
+    "behavior.promotion[].idempotency_key=source_and_target": (
+        _LV + "test_the_idempotency_key_decides_whether_one_source_reaches_two_targets",),
     # 10. conflict ------------------------------------------------------------------------------
     "behavior.conflict.*.strategy=noop": (
         _CF + "test_an_episodic_rewrite_is_a_plain_new_version",),
@@ -336,8 +342,10 @@ REGISTRY: dict[str, tuple[str, ...]] = {
     "behavior.context.blocks[].presence=on_demand": (
         _CX + "test_on_demand_blocks_stay_empty_when_not_requested",),
     # 13. non-mirror ----------------------------------------------------------------------------
-    # reference_only: references to the category exist (mem.reference), but nothing refuses
-    # a copy under it alone; workshop_discipline is a human practice. Both stay declared.
+    # reference_only: the guard compares writes with a canonical source's text (a copy is
+    # refused, a note takes a reference); reference_only and workshop_discipline bound the
+    # notes that reference their rows (note_chars). What workshop discipline asks beyond
+    # that (notes about the work, not the rule) is a practice the engine cannot read.
     "discipline.non_mirror[].canonical_source": (
         _NM + "test_verbatim_copy_is_refused_naming_category_source_and_key",
         _NM + "test_a_canonical_table_created_after_migrate_is_guarded_at_once",
@@ -347,22 +355,35 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _NM + "test_references_carry_real_foreign_keys_raw_inserts_are_refused"),
     "discipline.non_mirror[].canonical_version": (
         _NM + "test_a_reference_pins_its_version_and_reads_stale_once_the_row_moves_on",),
-    "discipline.non_mirror[].defense=reference_only": (),
+    "discipline.non_mirror[].defense=reference_only": (
+        _ND + "test_reference_only_refuses_a_copy_naming_the_source_and_takes_a_note_with_a_"
+              "reference",
+        _ND + "test_a_note_referencing_a_bounded_category_is_refused_past_note_chars",
+        _ND + "test_workshop_discipline_alone_compares_no_copy_where_reference_only_does"),
     "discipline.non_mirror[].defense=trigram_trigger": (
         _NM + "test_verbatim_copy_is_refused_naming_category_source_and_key",
         _NM + "test_near_copy_is_refused_on_the_general_path",
         _NM + "test_near_copy_embedded_in_a_longer_note_is_refused_where_similarity_would_pass",
         _NM + "test_a_real_note_about_the_rule_is_accepted_and_references_it",
         _NM + "test_without_a_trigram_defense_nothing_is_compared",
+        _NM + "test_a_copy_with_its_words_reordered_is_found_by_its_word_signature",
         "tests/security/test_non_mirror_bypass.py::"
         "test_raw_insert_of_a_copy_by_the_app_role_is_refused"),
-    "discipline.non_mirror[].defense=workshop_discipline": (),
-    "discipline.non_mirror[].backstop=reference_only": (),
+    "discipline.non_mirror[].defense=workshop_discipline": (
+        _ND + "test_a_note_referencing_a_bounded_category_is_refused_past_note_chars",
+        _ND + "test_workshop_discipline_alone_compares_no_copy_where_reference_only_does"),
+    "discipline.non_mirror[].backstop=reference_only": (
+        _ND + "test_reference_only_as_a_backstop_compares_copies_too",
+        _ND + "test_a_note_referencing_a_bounded_category_is_refused_past_note_chars"),
     "discipline.non_mirror[].backstop=trigram_trigger": (
         _NM + "test_a_backstop_trigram_trigger_guards_too",),
-    "discipline.non_mirror[].backstop=workshop_discipline": (),
+    "discipline.non_mirror[].backstop=workshop_discipline": (
+        _ND + "test_a_note_referencing_a_bounded_category_is_refused_past_note_chars",),
     "discipline.non_mirror[].similarity_threshold": (
         _NM + "test_the_threshold_is_respected_on_both_sides",),
+    "discipline.non_mirror[].note_chars": (
+        _ND + "test_a_note_referencing_a_bounded_category_is_refused_past_note_chars",
+        _ND + "test_a_trigram_only_category_compares_copies_but_does_not_bound_notes"),
     # 14. sanitization gates --------------------------------------------------------------------
     "discipline.sanitization[].from": (
         _SG + "test_a_crossing_carries_only_the_gates_from_rows_of_its_own_tenant",
@@ -441,7 +462,8 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _LB + "test_an_anchor_escalation_boundary_clears_the_narrower_key_on_promotion",),
     "tiers[].boundary.anchor_escalation.from": (
         _LB + "test_an_anchor_escalation_boundary_clears_the_narrower_key_on_promotion",),
-    "tiers[].boundary.anchor_escalation.to": (),
+    "tiers[].boundary.anchor_escalation.to": (
+        _LV + "test_an_anchor_escalation_promotes_into_the_anchor_named_by_to",),
     "tiers[].boundary.idle_after": (
         _LB + "test_thirty_days_idle_closes_an_operator_session_in_the_maintain_pass",
         _MT + "test_maintain_closes_idle_sessions_in_batches_and_a_second_run_changes_nothing"),

@@ -439,7 +439,14 @@ class NonMirror(SpecModel):
     similarity_threshold: float = Field(
         default=0.6, gt=0, le=1,
         description="pg_trgm word_similarity(canonical text, written content) at or above "
-        "which a write is refused as a copy (trigram_trigger)",
+        "which a write is refused as a copy (trigram_trigger, and reference_only with a "
+        "canonical_source)",
+    )
+    note_chars: int = Field(
+        default=500, ge=1,
+        description="reference_only, workshop_discipline: the most characters of content a "
+        "memory referencing a row of this category may hold (a note about the row, never "
+        "its body); a longer one is refused when the reference is written",
     )
 
     @property
@@ -457,8 +464,17 @@ class NonMirror(SpecModel):
 
     @property
     def trigram_guarded(self) -> bool:
-        """A trigram trigger (primary or backstop) compares writes with the canonical text."""
-        return "trigram_trigger" in self.defenses and self.canonical_source is not None
+        """The guard compares writes with the canonical text: a ``trigram_trigger`` or
+        ``reference_only`` defense (primary or backstop) of a category with a canonical
+        source (reference_only: the text may only be referenced, so a copy is refused)."""
+        return (("trigram_trigger" in self.defenses or "reference_only" in self.defenses)
+                and self.canonical_source is not None)
+
+    @property
+    def bounded_notes(self) -> bool:
+        """A note referencing the category is bounded by :attr:`note_chars`: its defense or
+        a backstop is ``reference_only`` or ``workshop_discipline``."""
+        return "reference_only" in self.defenses or "workshop_discipline" in self.defenses
 
     @property
     def defenses(self) -> list[str]:

@@ -161,6 +161,8 @@ _NOTES: dict[str, str] = {
     "discipline.non_mirror[].category": "a kind of canonical state the memory must not copy",
     "discipline.non_mirror[].defense": "how copying is prevented",
     "discipline.non_mirror[].similarity_threshold": "trigram similarity that counts as a copy",
+    "discipline.non_mirror[].note_chars": "longest content of a memory referencing the "
+                                          "category's rows",
     "discipline.sanitization[].name": "the gate's name, referenced by promotion rules",
     "discipline.sanitization[].from": "the `<tier>.<typology>` whose content crosses",
     "discipline.sanitization[].to": "the destination outside this memory",
@@ -180,7 +182,8 @@ _NOTES: dict[str, str] = {
     "determinism.replay": "whether a run must replay exactly",
     "typology": "typologies held by each tier, keyed by tier name",
     "tiers[].boundary.anchor_escalation.from": "the narrower anchor key",
-    "tiers[].boundary.anchor_escalation.to": "the broader anchor key",
+    "tiers[].boundary.anchor_escalation.to": "the broader anchor key promoted rows land in "
+                                             "(narrower keys cleared)",
     "tiers[].description": "free text for readers",
     "persistence.checkpointer": "LangGraph checkpointer for short-term thread state",
     "persistence.store": "tables for long-term memory",

@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 268 statements
+-- primitives plan for agent 'operations': 274 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -218,8 +218,24 @@ CREATE TABLE IF NOT EXISTS "platform"."operations_canonical_postings" (category 
 -- platform.operations_memories: platform.operations_canonical_postings: by shingle
 CREATE INDEX IF NOT EXISTS "operations_canonical_postings_shingle_idx" ON "platform"."operations_canonical_postings" (category, shingle, canonical_key);
 
+-- platform.operations_memories: words function platform.operations_words
+CREATE OR REPLACE FUNCTION "platform"."operations_words"(text) RETURNS integer[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT coalesce(array_agg(DISTINCT hashtext(w) ORDER BY hashtext(w)), '{}')
+    FROM unnest(regexp_split_to_array(lower($1), '[^[:alnum:]]+')) AS w
+    WHERE char_length(w) >= 4
+$fn$;
+
+-- platform.operations_memories: platform.operations_canonical_signatures: the canonical rows' word signatures (owner only)
+CREATE TABLE IF NOT EXISTS "platform"."operations_canonical_signatures" (category text NOT NULL, word integer NOT NULL, canonical_key text NOT NULL, size integer NOT NULL);
+
+-- platform.operations_memories: platform.operations_canonical_signatures: by word
+CREATE INDEX IF NOT EXISTS "operations_canonical_signatures_word_idx" ON "platform"."operations_canonical_signatures" (category, word, canonical_key, size);
+
 -- platform.operations_memories: platform.operations_canonical_postings: no access but the owner's functions
-REVOKE ALL ON TABLE "platform"."operations_canonical_indexed", "platform"."operations_canonical_postings" FROM PUBLIC;
+REVOKE ALL ON TABLE "platform"."operations_canonical_indexed", "platform"."operations_canonical_postings", "platform"."operations_canonical_signatures" FROM PUBLIC;
 
 -- platform.operations_memories: platform.canonical_indexed: row-level security forced, the owner's policy only (1)
 ALTER TABLE "platform"."operations_canonical_indexed" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -238,6 +254,15 @@ DROP POLICY IF EXISTS "operations_guard_owner" ON "platform"."operations_canonic
 
 -- platform.operations_memories: platform.canonical_postings: row-level security forced, the owner's policy only (3)
 CREATE POLICY "operations_guard_owner" ON "platform"."operations_canonical_postings" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
+
+-- platform.operations_memories: platform.canonical_signatures: row-level security forced, the owner's policy only (1)
+ALTER TABLE "platform"."operations_canonical_signatures" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+
+-- platform.operations_memories: platform.canonical_signatures: row-level security forced, the owner's policy only (2)
+DROP POLICY IF EXISTS "operations_guard_owner" ON "platform"."operations_canonical_signatures";
+
+-- platform.operations_memories: platform.canonical_signatures: row-level security forced, the owner's policy only (3)
+CREATE POLICY "operations_guard_owner" ON "platform"."operations_canonical_signatures" FOR ALL TO "primitives_owner" USING (true) WITH CHECK (true);
 
 -- platform.operations_memories: refresh function operations_refresh_canonical_index (SECURITY DEFINER)
 CREATE OR REPLACE FUNCTION "platform"."operations_refresh_canonical_index"() RETURNS bigint
@@ -260,6 +285,9 @@ BEGIN
         DELETE FROM "platform"."operations_canonical_postings" AS p WHERE p.category = 'world_model_rule_content'
            AND NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_indexed" AS x WHERE x.category = 'world_model_rule_content'
                            AND x.canonical_key = p.canonical_key);
+        DELETE FROM "platform"."operations_canonical_signatures" AS g WHERE g.category = 'world_model_rule_content'
+           AND NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_indexed" AS x WHERE x.category = 'world_model_rule_content'
+                           AND x.canonical_key = g.canonical_key);
         WITH fresh AS (
             SELECT c."id"::text AS k, c.xmin::text AS v, c."body_text" AS body FROM "worlds"."rules" AS c
             WHERE NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_indexed" AS x WHERE x.category = 'world_model_rule_content'
@@ -275,11 +303,32 @@ BEGIN
             RETURNING 1)
         SELECT count(*) + 0 * (SELECT count(*) FROM posted) INTO n FROM indexed;
         changed := changed + n;
+        -- word signatures of the rows without one (those just indexed, and any indexed
+        -- before signatures were kept): the rarest words of each among the canonical rows
+        IF EXISTS (SELECT 1 FROM "worlds"."rules" AS c
+                   WHERE NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_signatures" AS o
+                                     WHERE o.category = 'world_model_rule_content'
+                                       AND o.canonical_key = c."id"::text)) THEN
+            INSERT INTO "platform"."operations_canonical_signatures" (category, word, canonical_key, size)
+            WITH words AS (
+                SELECT c."id"::text AS k, w.h,
+                       NOT EXISTS (SELECT 1 FROM "platform"."operations_canonical_signatures" AS o
+                                   WHERE o.category = 'world_model_rule_content'
+                                     AND o.canonical_key = c."id"::text) AS todo
+                FROM "worlds"."rules" AS c CROSS JOIN LATERAL unnest("platform"."operations_words"(c."body_text")) AS w(h)),
+            df AS (SELECT h, count(*) AS n FROM words GROUP BY h),
+            ranked AS (
+                SELECT w.k, w.h, row_number() OVER (PARTITION BY w.k ORDER BY d.n, w.h) AS r
+                FROM words AS w JOIN df AS d ON d.h = w.h WHERE w.todo)
+            SELECT 'world_model_rule_content', r.h, r.k, count(*) OVER (PARTITION BY r.k)
+            FROM ranked AS r WHERE r.r <= 8;
+        END IF;
     ELSE
         DELETE FROM "platform"."operations_canonical_indexed" AS x WHERE x.category = 'world_model_rule_content';
         GET DIAGNOSTICS n = ROW_COUNT;
         changed := changed + n;
         DELETE FROM "platform"."operations_canonical_postings" AS p WHERE p.category = 'world_model_rule_content';
+        DELETE FROM "platform"."operations_canonical_signatures" AS g WHERE g.category = 'world_model_rule_content';
     END IF;
     RETURN changed;
 END
@@ -303,11 +352,14 @@ DECLARE
     hit_key        text;
     hit_similarity real;
     note_shingles  integer[];
+    note_words     integer[];
 BEGIN
     -- the canonical rows compared: those sharing a word shingle with the note (the postings
-    -- index), and every row not indexed as it is now (new, or changed since the last refresh:
-    -- its xmin differs), so a refresh only ever saves work
+    -- index), those whose word signature the words of the note nearly cover (a copy with its
+    -- words reordered), and every row not indexed as it is now (new, or changed since the
+    -- last refresh: its xmin differs), so a refresh only ever saves work
     note_shingles := "platform"."operations_shingles"(NEW.content);
+    note_words := "platform"."operations_words"(NEW.content);
     IF pg_catalog.to_regclass('worlds.rules') IS NOT NULL THEN
         SELECT m.k, m.s INTO hit_key, hit_similarity
         FROM (SELECT d.k, "public".word_similarity(d.body, NEW.content) AS s
@@ -321,6 +373,12 @@ BEGIN
                           SELECT p.canonical_key FROM "platform"."operations_canonical_postings" AS p
                           WHERE p.category = 'world_model_rule_content'
                             AND p.shingle = ANY(note_shingles))
+                       OR x.canonical_key IN (
+                          SELECT g.canonical_key FROM "platform"."operations_canonical_signatures" AS g
+                          WHERE g.category = 'world_model_rule_content'
+                            AND g.word = ANY(note_words)
+                          GROUP BY g.canonical_key, g.size
+                          HAVING count(*) >= g.size - g.size / 4)
                     OFFSET 0) AS d) AS m
         WHERE m.s >= 0.6
         ORDER BY m.s DESC, m.k

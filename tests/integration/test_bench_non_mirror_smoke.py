@@ -26,3 +26,6 @@ def test_bench_non_mirror_runs_small_and_reports_each_canonical_size(
         assert r["plain_p50_ms"] > 0 and r["guarded_p50_ms"] > 0 and r["ratio"] > 0
     rendered = "\n".join(_non_mirror_lines(result))
     assert "| 40 |" in rendered and "trigram" in rendered
+    for r in result["sizes"]:  # the candidate lookups, timed on their own
+        assert r["shingle_lookup_ms"] > 0 and r["signature_lookup_ms"] > 0
+        assert r["signature_entries"] >= 0

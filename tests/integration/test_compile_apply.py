@@ -297,7 +297,8 @@ def test_reserved_word_names_graph_and_governed_tables_apply_with_and_without_ex
         found = relations(admin_conn, tables)
         # the non-mirror guard's own index of canonical texts: not tenant data, owner only
         guard = {tables.object_name("canonical_indexed"),
-                 tables.object_name("canonical_postings")} if capabilities.trigram else set()
+                 tables.object_name("canonical_postings"),
+                 tables.object_name("canonical_signatures")} if capabilities.trigram else set()
         assert ({t.name for t in tables.tables} | {v.name for v in tables.views} | guard
                 == set(found))
         assert all(row[1:] == (OWNER_ROLE, True, True)

@@ -6,6 +6,8 @@ exist yet, and a server without pg_trgm, degrade with a warning."""
 from __future__ import annotations
 
 import hashlib
+import random
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -121,6 +123,38 @@ def test_a_copy_padded_far_past_the_canonical_length_is_found(
         engine.observe({"world_id": "w-1"}, "world", note, typology="procedural")
     assert refused.value.context["canonical_key"] == "7"
     assert _counts(admin_conn, spec, "w-1") == (0, 0)
+
+
+def _reordered(text: str) -> str:
+    words = text.split()
+    random.Random(7).shuffle(words)
+    return " ".join(words)
+
+
+def _shingles(text: str) -> set[tuple[str, ...]]:
+    words = [w for w in re.split(r"[^0-9a-z]+", text.lower()) if w]
+    return {tuple(words[i:i + 3]) for i in range(len(words) - 2)}
+
+
+def test_a_copy_with_its_words_reordered_is_found_by_its_word_signature(
+        engine: Engine, spec: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    # no three consecutive words in common with the rule, so the shingle postings miss it;
+    # the rule's word signature (its eight smallest word hashes) is covered by the note's
+    # words, which makes the rule a candidate, and word_similarity finds the copy
+    copy = _reordered(RULE_12)
+    assert not _shingles(copy) & _shingles(RULE_12)
+    assert _similarities(admin_conn, copy)[1] >= 0.6
+    for write in (lambda: engine.observe({"world_id": "w-1"}, "world", copy,
+                                         typology="procedural"),
+                  lambda: engine.observe({"world_id": "w-1"}, "session",
+                                         "Pinned for operators: " + copy, scope_id="s-1")):
+        with pytest.raises(NonMirrorViolation) as refused:
+            write()
+        assert refused.value.context["canonical_key"] == "12"
+    assert _counts(admin_conn, spec, "w-1") == (0, 0)
+    # a real note shares subject words with the rule, not its word set: still accepted
+    engine.observe({"world_id": "w-1"}, "world", REAL_NOTE, typology="procedural")
+    assert _counts(admin_conn, spec, "w-1") == (1, 1)
 
 
 def test_the_guards_index_is_refreshed_and_a_row_added_since_is_still_compared(
@@ -255,7 +289,9 @@ def test_a_backstop_trigram_trigger_guards_too(
 def test_without_a_trigram_defense_nothing_is_compared(
         tmp_path: Path, pg: PostgresHandle, canon: str,
         admin_conn: psycopg.Connection[Any]) -> None:
-    spec = make_spec(tmp_path, canon, defense="reference_only")
+    # workshop discipline alone: the agent reads rules through its tools; the engine compares
+    # nothing (reference_only with a canonical source compares: test_non_mirror_defenses.py)
+    spec = make_spec(tmp_path, canon, defense="workshop_discipline")
     migrate([spec], dsn=pg.admin_dsn)
     with Engine.connect(spec, pg.app_dsn, max_connections=1) as engine:
         engine.observe({"world_id": "w-1"}, "world", RULE_12, typology="procedural")

@@ -73,7 +73,11 @@ def test_world_agent_promotes_corroborated_session_observations() -> None:
         ("session.episodic", "world.semantic", "corroboration", "continuous"),
         ("session.episodic", "world.procedural", "corroboration", "continuous"),
     ]
-    assert world.deviations == []  # seed 003: the World Agent accepts the typology defaults
+    # seed 003: the World Agent accepts the typology defaults; its one departure is that one
+    # corroborated observation feeds both rules (keyed on source and target, not source alone)
+    assert {(d.subject, d.field, d.value) for d in world.deviations} == {
+        ("session.episodic -> world.semantic", "idempotency_key", "source_and_target"),
+        ("session.episodic -> world.procedural", "idempotency_key", "source_and_target")}
 
 
 # Operations Agent (seed 003) ---------------------------------------------------------------------
@@ -104,7 +108,9 @@ def test_operations_agent_compounds_and_archives_at_session_close() -> None:
     assert not any(rule.from_.startswith("conversation.") for rule in ops.behavior.promotion)
     assert ops.behavior.lifecycle["episodic"].transient == "archive_at_scope_end"
     assert deviated(ops) == {("lifecycle", "episodic", "transient"),
-                             ("lifecycle", "semantic", "transient")}
+                             ("lifecycle", "semantic", "transient"),
+                             ("promotion", "operator.episodic -> operator.procedural",
+                              "idempotency_key")}
 
 
 def test_operations_agent_is_procedural_dominant_and_decay_exempt() -> None:
