@@ -36,6 +36,7 @@ import concurrent.futures
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from langgraph.store.base import (
@@ -363,15 +364,26 @@ class MemoryStore(BaseStore):
                                       _found(group.ops, results))
                 self._translator.scatter(group, results, out)
                 continue
+            rest: list[ItemOp] = group.ops
+            written: list[Any] = [None] * len(group.ops)  # a put's result is None
+            puts = _puts_only(group.ops)
+            if puts is not None:
+                # one statement, one round trip (store_ops.put_items); what it leaves to the
+                # general path runs below, op by op, in a transaction of its own
+                rest = _left_over(puts, self.engine.write_once(
+                    dict(group.anchor), partial(store_ops.put_items, ops=puts),
+                    actor=self.actor))
             for attempt in (1, 2):
+                if not rest:
+                    break
                 try:
-                    results = self.engine.write(dict(group.anchor), _runner(group.ops),
-                                                actor=self.actor)
+                    done = self.engine.write(dict(group.anchor), _runner(rest), actor=self.actor)
+                    written = done if rest is group.ops else written
                     break
                 except StorageError as err:
                     if attempt == 2 or not _lost_race(err):
                         raise
-            self._translator.scatter(group, results, out)
+            self._translator.scatter(group, written, out)
         return out
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -389,6 +401,21 @@ class MemoryStore(BaseStore):
 
 def _runner(ops: list[ItemOp]) -> Callable[[TenantMemory], list[Any]]:
     return lambda mem: mem.item_batch(ops)
+
+
+def _puts_only(ops: Sequence[ItemOp]) -> list[ItemPut] | None:
+    """``ops`` when every one is a put (a write group's common case), else None."""
+    puts = [op for op in ops if isinstance(op, ItemPut)]
+    return puts if len(puts) == len(ops) else None
+
+
+def _left_over(puts: list[ItemPut], outcomes: list[str] | None) -> list[ItemOp]:
+    """The puts :func:`store_ops.put_items` left to the general path: all of them when it
+    took none (``None``) or wrote nothing (``fallback``), else those that lost the race for
+    a new key (the general path then supersedes the winner: last write wins)."""
+    if outcomes is None or "fallback" in outcomes:
+        return list(puts)
+    return [op for op, outcome in zip(puts, outcomes, strict=True) if outcome == "lost"]
 
 
 def _found(ops: Sequence[ItemOp], results: Sequence[Any]) -> list[Any]:
@@ -523,15 +550,25 @@ class AsyncMemoryStore(BaseStore):
                     _found(group.ops, results))
                 self._translator.scatter(group, results, out)
                 continue
+            rest: list[ItemOp] = group.ops
+            written: list[Any] = [None] * len(group.ops)  # a put's result is None
+            puts = _puts_only(group.ops)
+            if puts is not None:  # as MemoryStore.batch
+                rest = _left_over(puts, await self.engine.write_once(
+                    dict(group.anchor), partial(store_ops.put_items, ops=puts),
+                    actor=self.actor))
             for attempt in (1, 2):
+                if not rest:
+                    break
                 try:
-                    results = await self.engine.write(dict(group.anchor), _arunner(group.ops),
-                                                      actor=self.actor)
+                    done = await self.engine.write(dict(group.anchor), _arunner(rest),
+                                                   actor=self.actor)
+                    written = done if rest is group.ops else written
                     break
                 except StorageError as err:
                     if attempt == 2 or not _lost_race(err):
                         raise
-            self._translator.scatter(group, results, out)
+            self._translator.scatter(group, written, out)
         return out
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
