@@ -404,8 +404,8 @@ def _runner(ops: list[ItemOp]) -> Callable[[TenantMemory], list[Any]]:
 
 
 def _puts_only(ops: Sequence[ItemOp]) -> list[ItemPut] | None:
-    """``ops`` when every one is a put (a write group's common case), else None."""
-    puts = [op for op in ops if isinstance(op, ItemPut)]
+    """``ops`` when every one puts a value (a write group's common case), else None."""
+    puts = [op for op in ops if isinstance(op, ItemPut) and op.value is not None]
     return puts if len(puts) == len(ops) else None
 
 
