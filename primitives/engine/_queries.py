@@ -433,6 +433,18 @@ def item_get(tables: Tables) -> sql.Composed:
     return item_rows(tables, tier=True, prefix_len=0, where=sql.SQL("TRUE"), key=True)
 
 
+@lru_cache(maxsize=64)
+def item_get_many(tables: Tables) -> sql.Composed:
+    """:func:`item_get` for many keys in one statement: ``items`` is a JSON array of
+    objects (``n``, ``tier``, ``namespace``, ``key``); each found item's ``n`` then its
+    :func:`item_rows` columns. Params: tenant, each further anchor column, items."""
+    return sql.SQL(
+        "SELECT i.n, m.* FROM jsonb_to_recordset(%(items)s::jsonb) AS i(n int, tier text, "
+        "namespace text[], key text) CROSS JOIN LATERAL ({}) AS m").format(
+            item_rows(tables, tier=False, prefix_len=0, where=sql.SQL(
+                "m.tier = i.tier AND m.namespace = i.namespace AND m.key = i.key")))
+
+
 def item_namespaces(tables: Tables, *, tier: bool) -> sql.Composed:
     """Distinct (tier, namespace) of the anchor's active, unexpired items."""
     where: list[sql.Composable] = [_anchor_match(tables.anchor_columns), ACTIVE]

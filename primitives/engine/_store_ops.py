@@ -211,6 +211,22 @@ def get_item(ctx: Context, op: ItemGet, *, final: bool = False) -> Op[StoredItem
     return item
 
 
+def get_items(ctx: Context, ops: Sequence[ItemGet], *,
+              final: bool = False) -> Op[list[StoredItem | None]]:
+    """:func:`get_item` of each op, in one statement (:func:`q.item_get_many`); then one
+    TTL refresh of the items found that carry a TTL and whose op asks for it."""
+    rows = yield Step(q.item_get_many(ctx.tables), {
+        **_anchor_params(ctx), "items": Jsonb([
+            {"n": n, "tier": op.tier, "namespace": list(op.namespace), "key": op.key}
+            for n, op in enumerate(ops)])}, "all", last=final)
+    found: list[StoredItem | None] = [None] * len(ops)
+    for row in rows:
+        found[row[0]] = StoredItem.from_row(row[1:])
+    yield from _refresh([item for op, item in zip(ops, found, strict=True)
+                         if item is not None and op.refresh_ttl], ctx)
+    return found
+
+
 def put_item(ctx: Context, op: ItemPut) -> Op[None]:
     """Write or tombstone one item (see the module docstring)."""
     check_item_address(ctx, op)
@@ -525,6 +541,10 @@ def run_item_ops(ctx: Context, ops: Sequence[ItemOp]) -> Op[list[Any]]:
     """Run item operations in order in the caller's tenant transaction; one result each
     (``StoredItem | None`` for a get, ``None`` for a put, a list for a search or a
     namespace listing)."""
+    if len(ops) > 1 and all(isinstance(op, ItemGet) for op in ops):
+        # gets only: one statement (the store's concurrent gets of one tenant, batched)
+        return list((yield from get_items(ctx, [op for op in ops if isinstance(op, ItemGet)],
+                                          final=True)))
     results: list[Any] = []
     alone = len(ops) == 1
     for op in ops:

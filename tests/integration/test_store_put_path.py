@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langgraph.store.base import PutOp
+from langgraph.store.base import GetOp, PutOp
 from psycopg import sql
 
 from primitives.audit import connect_auditor, verify_chains
@@ -215,3 +215,20 @@ def test_concurrent_async_puts_share_one_statement_and_keep_the_journal_chained(
     with connect_auditor(pg.auditor_dsn) as conn:
         [report] = verify_chains(conn, spectral, tenants=[tenant])
     assert (report.events, report.intact) == (40, True)
+
+
+def test_a_batch_of_gets_is_one_statement_that_returns_each_key_in_place(
+        store: MemoryStore, spectral: AgentSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    from primitives.engine import _store_ops as store_ops
+
+    tenant = f"ws-gets-{uuid.uuid4().hex[:8]}"
+    ns = _ns(tenant)
+    store.batch([PutOp(ns, "a", {"text": "first"}), PutOp(ns, "b", {"text": "second"}),
+                 PutOp(ns, "gone", {"text": "deleted"})])
+    store.delete(ns, "gone")
+    monkeypatch.setattr(store_ops, "get_item", None)  # a get op by op would fail here
+    found = store.batch([GetOp(ns, "b"), GetOp(ns, "missing"), GetOp(ns, "a"),
+                         GetOp(ns, "gone")])
+    assert [None if item is None else item.value["text"] for item in found] == [
+        "second", None, "first", None]
+    assert [tuple(item.namespace) for item in found if item is not None] == [ns] * 2
