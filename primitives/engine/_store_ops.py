@@ -291,7 +291,7 @@ def put_items(ctx: Context, ops: Sequence[ItemPut]) -> Op[list[str] | None]:
         if op.value is None or slot in slots:
             return None
         slots.add(slot)
-        check_item_address(ctx, op)
+        check_key(ctx, op)  # the value is checked by the write's own checks, next
         w, rest = core._checked_observe(
             ctx, op.tier, op.content, typology=op.typology, key=op.key,
             namespace=op.namespace, value=op.value, scope_id=op.scope_id,
@@ -341,13 +341,18 @@ def _conflict_fields(policy: Any) -> dict[str, Any]:
 
 def check_item_address(ctx: Context, op: ItemPut) -> None:
     """Refuse a key, namespace or value the write would refuse, before the key is read."""
+    check_key(ctx, op)
+    if op.value is not None:
+        check_json(op.value, "value", depth=ctx.spec.persistence.store.limits.json_depth)
+
+
+def check_key(ctx: Context, op: ItemPut) -> None:
+    """The key and namespace checks of :func:`check_item_address`."""
     limits = ctx.spec.persistence.store.limits
     bounded_text(op.key, "key", limits.key_chars, "key_chars")
     bounded_labels(op.namespace, "namespace", count=limits.namespace_labels,
                    chars=limits.label_chars, count_setting="namespace_labels",
                    chars_setting="label_chars")
-    if op.value is not None:
-        check_json(op.value, "value", depth=limits.json_depth)
 
 
 def search_items(ctx: Context, op: ItemSearch) -> Op[list[StoredItem]]:

@@ -356,35 +356,37 @@ class MemoryStore(BaseStore):
         groups, count = self._translator.plan(ops)
         out: list[Result] = [None] * count
         for group in groups:
-            if _reads_only(group.ops):
-                # gets, searches and listings: one round trip for the first statement
-                results = self.engine.read(dict(group.anchor), _reader(group.ops),
-                                           actor=self.actor)
-                self.engine._accessed(resolve_anchor(self.spec, dict(group.anchor)).tenant,
-                                      _found(group.ops, results))
-                self._translator.scatter(group, results, out)
-                continue
-            rest: list[ItemOp] = group.ops
-            written: list[Any] = [None] * len(group.ops)  # a put's result is None
-            puts = _puts_only(group.ops)
-            if puts is not None:
-                # one statement, one round trip (store_ops.put_items); what it leaves to the
-                # general path runs below, op by op, in a transaction of its own
-                rest = _left_over(puts, self.engine.write_once(
-                    dict(group.anchor), partial(store_ops.put_items, ops=puts),
-                    actor=self.actor))
-            for attempt in (1, 2):
-                if not rest:
-                    break
-                try:
-                    done = self.engine.write(dict(group.anchor), _runner(rest), actor=self.actor)
-                    written = done if rest is group.ops else written
-                    break
-                except StorageError as err:
-                    if attempt == 2 or not _lost_race(err):
-                        raise
-            self._translator.scatter(group, written, out)
+            self._translator.scatter(group, self._run_group(group.anchor, group.ops), out)
         return out
+
+    def _run_group(self, anchor: Anchor, ops: list[ItemOp]) -> list[Any]:
+        """The engine's results of one anchor's ops, in one tenant transaction (two when the
+        one-statement put leaves ops to the general path)."""
+        if _reads_only(ops):
+            # gets, searches and listings: one round trip for the first statement
+            results = self.engine.read(dict(anchor), _reader(ops), actor=self.actor)
+            self.engine._accessed(resolve_anchor(self.spec, dict(anchor)).tenant,
+                                  _found(ops, results))
+            return results
+        rest: list[ItemOp] = ops
+        written: list[Any] = [None] * len(ops)  # a put's result is None
+        puts = _puts_only(ops)
+        if puts is not None:
+            # one statement, one round trip (store_ops.put_items); what it leaves to the
+            # general path runs below, op by op, in a transaction of its own
+            rest = _left_over(puts, self.engine.write_once(
+                dict(anchor), partial(store_ops.put_items, ops=puts), actor=self.actor))
+        for attempt in (1, 2):
+            if not rest:
+                break
+            try:
+                done = self.engine.write(dict(anchor), _runner(rest), actor=self.actor)
+                written = done if rest is ops else written
+                break
+            except StorageError as err:
+                if attempt == 2 or not _lost_race(err):
+                    raise
+        return written
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await asyncio.to_thread(self.batch, list(ops))
@@ -491,7 +493,10 @@ class AsyncMemoryStore(BaseStore):
         timeout); queued calls on one anchor run together in one transaction (see
         :meth:`_drain`), different anchors in parallel."""
         call = _Call(list(ops), self._loop.create_future())
-        anchor = self._single_anchor(call.ops)  # an op's own error is raised here
+        groups, count = self._translator.plan(call.ops)  # an op's own error is raised here
+        if len(groups) == 1 and len(groups[0].ops) == count:
+            call.group = groups[0]
+        anchor = None if call.group is None else call.group.anchor
         self._queue.setdefault(anchor, []).append(call)
         if self._drainers < self._max_drainers:
             self._drainers += 1
@@ -500,9 +505,9 @@ class AsyncMemoryStore(BaseStore):
 
     async def _drain(self) -> None:
         """Take the calls queued for the oldest anchor until none is left; they run as one
-        batch (one transaction); if that batch fails, each call runs alone, so one call's
-        refusal is its own (the failed transaction wrote nothing). Calls that span anchors
-        (queued under None) always run alone."""
+        batch (one transaction: the puts one statement, as the gets); if that batch fails,
+        each call runs alone, so one call's refusal is its own (the failed transaction wrote
+        nothing). Calls that span anchors (queued under None) always run alone."""
         try:
             while self._queue:
                 anchor = next(iter(self._queue))
@@ -514,27 +519,28 @@ class AsyncMemoryStore(BaseStore):
                     for call in calls:
                         await self._run_alone(call)
                     continue
+                groups = [call.group for call in calls if call.group is not None]
                 try:
-                    results = await self._execute([op for c in calls for op in c.ops])
+                    results = await self._run_group(anchor,
+                                                    [op for g in groups for op in g.ops])
                 except Exception:  # rerun one by one, below
                     for call in calls:
                         await self._run_alone(call)
                     continue
                 start = 0
-                for call in calls:
-                    _settle(call, results[start:start + len(call.ops)])
-                    start += len(call.ops)
+                for call, group in zip(calls, groups, strict=True):
+                    _settle(call, _converted(group, results[start:start + len(group.ops)]))
+                    start += len(group.ops)
         finally:
             self._drainers -= 1
 
-    def _single_anchor(self, ops: list[Op]) -> Anchor | None:
-        """The one anchor all of ``ops`` address, else None (raises the op's own error)."""
-        groups, _ = self._translator.plan(ops)
-        return groups[0].anchor if len(groups) == 1 else None
-
     async def _run_alone(self, call: _Call) -> None:
         try:
-            _settle(call, await self._execute(call.ops))
+            if call.group is None:
+                _settle(call, await self._execute(call.ops))
+            else:
+                _settle(call, _converted(call.group, await self._run_group(
+                    call.group.anchor, call.group.ops)))
         except Exception as err:  # handed to the caller
             _settle(call, error=err)
 
@@ -542,34 +548,34 @@ class AsyncMemoryStore(BaseStore):
         groups, count = self._translator.plan(ops)
         out: list[Result] = [None] * count
         for group in groups:
-            if _reads_only(group.ops):
-                results = await self.engine.read(dict(group.anchor), _reader(group.ops),
-                                                 actor=self.actor)
-                await self.engine._accessed(
-                    resolve_anchor(self.spec, dict(group.anchor)).tenant,
-                    _found(group.ops, results))
-                self._translator.scatter(group, results, out)
-                continue
-            rest: list[ItemOp] = group.ops
-            written: list[Any] = [None] * len(group.ops)  # a put's result is None
-            puts = _puts_only(group.ops)
-            if puts is not None:  # as MemoryStore.batch
-                rest = _left_over(puts, await self.engine.write_once(
-                    dict(group.anchor), partial(store_ops.put_items, ops=puts),
-                    actor=self.actor))
-            for attempt in (1, 2):
-                if not rest:
-                    break
-                try:
-                    done = await self.engine.write(dict(group.anchor), _arunner(rest),
-                                                   actor=self.actor)
-                    written = done if rest is group.ops else written
-                    break
-                except StorageError as err:
-                    if attempt == 2 or not _lost_race(err):
-                        raise
-            self._translator.scatter(group, written, out)
+            self._translator.scatter(group, await self._run_group(group.anchor, group.ops),
+                                     out)
         return out
+
+    async def _run_group(self, anchor: Anchor, ops: list[ItemOp]) -> list[Any]:
+        """As :meth:`MemoryStore._run_group`, on the async engine."""
+        if _reads_only(ops):
+            results = await self.engine.read(dict(anchor), _reader(ops), actor=self.actor)
+            await self.engine._accessed(resolve_anchor(self.spec, dict(anchor)).tenant,
+                                        _found(ops, results))
+            return results
+        rest: list[ItemOp] = ops
+        written: list[Any] = [None] * len(ops)  # a put's result is None
+        puts = _puts_only(ops)
+        if puts is not None:
+            rest = _left_over(puts, await self.engine.write_once(
+                dict(anchor), partial(store_ops.put_items, ops=puts), actor=self.actor))
+        for attempt in (1, 2):
+            if not rest:
+                break
+            try:
+                done = await self.engine.write(dict(anchor), _arunner(rest), actor=self.actor)
+                written = done if rest is ops else written
+                break
+            except StorageError as err:
+                if attempt == 2 or not _lost_race(err):
+                    raise
+        return written
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         try:
@@ -606,6 +612,13 @@ class _Call:
 
     ops: list[Op]
     future: asyncio.Future[list[Result]]
+    group: _Group | None = None
+    """The call's ops translated, when they address one anchor (else None)."""
+
+
+def _converted(group: _Group, results: Sequence[Any]) -> list[Result]:
+    """A one-anchor call's results, as BaseStore returns them, in its ops' order."""
+    return [convert(result) for convert, result in zip(group.converts, results, strict=True)]
 
 
 def _settle(call: _Call, results: list[Result] | None = None, *,
