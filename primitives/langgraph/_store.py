@@ -2,9 +2,13 @@
 
 ``batch`` / ``abatch`` are the choke point (DESIGN §8): every op is checked against the
 spec (:mod:`primitives.langgraph._namespaces`), the ops are grouped by anchor, and each
-group runs in one tenant transaction through ``engine.write`` (tenant set with
-the tenant set for the transaction, journal events in the same transaction, one retry on a transient error).
-Ops run in the order given; results come back in that order.
+group runs in one tenant transaction (the tenant set for the transaction, journal events
+in the same transaction, one retry on a transient error). A group of puts is one statement
+sent with ``BEGIN`` and ``COMMIT`` in one round trip (``engine.write_once`` of
+:func:`~primitives.engine._store_ops.put_items`), a group of gets one statement too; any
+other group, and the puts that statement leaves (a delete, a key given twice, an expiry to
+push back, a key a concurrent writer created first...), run op by op through
+``engine.write``. Ops run in the order given; results come back in that order.
 
 Where the audit posture differs from BaseStore (see ``docs/langgraph.md``):
 
