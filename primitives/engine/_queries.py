@@ -596,7 +596,8 @@ def read_pii_raw(tables: Tables) -> sql.Composed:
 
 
 @lru_cache(maxsize=64)
-def item_put_many(tables: Tables) -> sql.Composed:
+def item_put_many(tables: Tables, *, scoped: bool = True,
+                  resolves: bool = True) -> sql.Composed:
     """The store's put of items with distinct ``(tier, namespace, key)``, as one statement:
     each item's current row is locked and compared; a changed one is superseded (the row
     stays) and the new version inserted with its store metadata (``provenance.store``:
@@ -615,7 +616,9 @@ def item_put_many(tables: Tables) -> sql.Composed:
     or null, and what the strategy sets: ``invalidate``, ``archive``, ``confidence``,
     ``decay_rate``, as :func:`resolve_conflict`). One row per item, in ``n`` order: ``n`` and its outcome, ``written``,
     ``unchanged``, ``fallback`` (nothing was written) or ``lost`` (a concurrent writer took
-    the new key first; this item wrote nothing)."""
+    the new key first; this item wrote nothing). ``scoped=False`` (no item has a scope) leaves
+    out the scope mark, ``resolves=False`` (no item has a conflict strategy) the
+    ``conflict_resolved`` events: a smaller plan for the common put."""
     t, mem = tables.tenant, tables.memories.ident
     anchors = tables.anchor_columns
     columns = (*anchors, "id", "tier", "typology", "scope_id", "namespace", "key", "content",
@@ -668,19 +671,23 @@ def item_put_many(tables: Tables) -> sql.Composed:
         "sup.old_id AS memory_id, jsonb_build_object('by', i.id::text) AS payload "
         "FROM sup JOIN i USING (n) UNION ALL "
         "SELECT i.n, 1, i.obs_event, {observed}, ins.id, i.payload FROM ins JOIN i USING (id) "
-        "UNION ALL SELECT i.n, 2, i.res_event, 'conflict_resolved', sup.old_id, "
-        "i.conflict || jsonb_build_object('old', sup.old_id::text, 'new', i.id::text, "
-        "'previous_confidence', cur.confidence::float8) "
-        "FROM sup JOIN i USING (n) JOIN cur USING (n) WHERE i.conflict IS NOT NULL"
-        ") AS e ORDER BY e.n, e.o), "
-        "s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
-        "SELECT DISTINCT %(tenant)s, i.tier, i.scope_id FROM ins JOIN i USING (id) "
-        "WHERE i.scope_id IS NOT NULL ON CONFLICT ({t}, tier, scope_id) "
-        "DO UPDATE SET last_activity_at = EXCLUDED.last_activity_at) "
+        "{resolved}) AS e ORDER BY e.n, e.o){scope} "
         "SELECT i.n, CASE WHEN NOT g.go THEN 'fallback' WHEN ins.id IS NOT NULL THEN 'written' "
         "WHEN cur.same THEN 'unchanged' ELSE 'lost' END "
         "FROM i CROSS JOIN g LEFT JOIN cur USING (n) LEFT JOIN ins USING (id) ORDER BY i.n"
     ).format(
-        mem=mem, t=t, events=tables.events.ident, scopes=tables.scopes.ident,
+        mem=mem, t=t, events=tables.events.ident,
+        resolved=sql.SQL(
+            "UNION ALL SELECT i.n, 2, i.res_event, 'conflict_resolved', sup.old_id, "
+            "i.conflict || jsonb_build_object('old', sup.old_id::text, 'new', i.id::text, "
+            "'previous_confidence', cur.confidence::float8) "
+            "FROM sup JOIN i USING (n) JOIN cur USING (n) WHERE i.conflict IS NOT NULL"
+        ) if resolves else sql.SQL(""),
+        scope=sql.SQL(
+            ", s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
+            "SELECT DISTINCT %(tenant)s, i.tier, i.scope_id FROM ins JOIN i USING (id) "
+            "WHERE i.scope_id IS NOT NULL ON CONFLICT ({t}, tier, scope_id) "
+            "DO UPDATE SET last_activity_at = EXCLUDED.last_activity_at)"
+        ).format(scopes=tables.scopes.ident, t=t) if scoped else sql.SQL(""),
         cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
         vals=sql.SQL(", ").join(values), observed=sql.Literal(OBSERVED_EVENT_KIND))

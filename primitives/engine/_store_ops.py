@@ -313,7 +313,9 @@ def put_items(ctx: Context, ops: Sequence[ItemPut]) -> Op[list[str] | None]:
             "content": w.content, "value": w.value, "envelope": w.envelope, "tags": w.tags,
             "payload": core.observed_payload(w, op.key, "direct"), "meta": meta,
             "ttl": meta.get("ttl_minutes"), **_conflict_fields(policy)})
-    rows = yield Step(q.item_put_many(ctx.tables), {
+    rows = yield Step(q.item_put_many(
+        ctx.tables, scoped=any(item["scope_id"] is not None for item in items),
+        resolves=any(item["conflict"] is not None for item in items)), {
         **ctx.anchor.as_dict(), "tenant": ctx.tenant, "actor": ctx.actor,
         "items": Jsonb(items)}, "all", last=True)
     outcomes = [outcome for _, outcome in rows]
