@@ -73,6 +73,9 @@ def _steps(tenant: str) -> list[tuple[list[PutOp], str]]:
           PutOp(ns, "k5", {"text": "five", "n": 5})], "once"),
         ([PutOp(ns, "k4", None)], "general"),  # a delete: op by op
         ([PutOp(ns, "k4", {"text": "four again"})], "once"),  # the key starts over
+        # a scoped tier whose typology (episodic) has no conflict strategy
+        ([PutOp((tenant, "run", "run-1"), "scratch", {"text": "a note"})], "once"),
+        ([PutOp((tenant, "run", "run-1"), "scratch", {"text": "a changed note"})], "once"),
     ]
 
 
@@ -128,8 +131,11 @@ def test_one_statement_puts_write_the_rows_and_events_of_the_op_by_op_path(
             store.batch(ops)
 
     fast_rows, slow_rows = (_rows(store.engine, spectral, t) for t in (fast, slow))
-    assert [r[0] for r in fast_rows] == ["k1", "k1", "k1", "k2", "k3", "k4", "k4", "k5"]
+    assert [r[0] for r in fast_rows] == ["k1", "k1", "k1", "k2", "k3", "k4", "k4", "k5",
+                                         "scratch", "scratch"]
     assert fast_rows == slow_rows
+    assert _scopes(store.engine, spectral, fast) == _scopes(store.engine, spectral, slow) == [
+        ("run", "run-1")]
     k1 = [r for r in fast_rows if r[0] == "k1"]
     # superseded and archived (the typology's update_with_supersession), the current one not
     assert [(r[10], r[11], r[12]) for r in k1] == [(True, True, True)] * 2 + [(False,) * 3]
@@ -154,6 +160,13 @@ def test_one_statement_puts_write_the_rows_and_events_of_the_op_by_op_path(
     with connect_auditor(pg.auditor_dsn) as conn:
         reports = verify_chains(conn, spectral, tenants=[fast, slow])
     assert [(r.events, r.intact) for r in reports] == [(len(fast_events), True)] * 2
+
+
+def _scopes(engine: Engine, spec: AgentSpec, tenant: str) -> list[tuple[Any, ...]]:
+    scopes = agent_tables(spec).scopes.ident
+    with engine.tenant({"workspace_id": tenant}) as mem:
+        return mem.connection.execute(sql.SQL(
+            "SELECT tier, scope_id FROM {} ORDER BY tier, scope_id").format(scopes)).fetchall()
 
 
 def _ids(engine: Engine, spec: AgentSpec, tenant: str) -> list[tuple[Any, ...]]:
