@@ -362,6 +362,28 @@ class AsyncEngine(EngineBase):
             raise failed
         return total
 
+    async def write_once(self, anchor: Mapping[str, object],
+                         make: Callable[[core.Context], core.Op[R]], *, actor: str = "agent",
+                         seed: str | None = None) -> R:
+        """Like :meth:`Engine.write_once`: a write in as few messages as it has statements."""
+        resolved = resolve_anchor(self.spec, anchor)
+        seed = seed or f"{self.spec.agent}:{resolved.tenant}"
+        pool = self._pool
+        for attempt in (1, 2):
+            try:
+                ctx = self.context(resolved, actor)
+                conn = await pool.getconn()  # as Engine.observe: not the connection() context
+                try:
+                    result = await _arun_once(conn, ctx.tenant, make(ctx), after_last="refuse")
+                finally:
+                    await pool.putconn(conn)
+                self.note_pending(ctx)
+                return result
+            except RETRYABLE as err:
+                await asyncio.sleep(before_retry(err, attempt=attempt, seed=seed,
+                                                 tenant=resolved.tenant))
+        raise AssertionError("unreachable")
+
     async def write(self, anchor: Mapping[str, object],
                     fn: Callable[[AsyncTenantMemory], Awaitable[T]], *, actor: str = "agent",
                     seed: str | None = None) -> T:

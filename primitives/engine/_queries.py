@@ -438,6 +438,18 @@ def item_get(tables: Tables) -> sql.Composed:
     return item_rows(tables, tier=True, prefix_len=0, where=sql.SQL("TRUE"), key=True)
 
 
+@lru_cache(maxsize=64)
+def item_get_many(tables: Tables) -> sql.Composed:
+    """:func:`item_get` for many keys in one statement: ``items`` is a JSON array of
+    objects (``n``, ``tier``, ``namespace``, ``key``); each found item's ``n`` then its
+    :func:`item_rows` columns. Params: tenant, each further anchor column, items."""
+    return sql.SQL(
+        "SELECT i.n, m.* FROM jsonb_to_recordset(%(items)s::jsonb) AS i(n int, tier text, "
+        "namespace text[], key text) CROSS JOIN LATERAL ({}) AS m").format(
+            item_rows(tables, tier=False, prefix_len=0, where=sql.SQL(
+                "m.tier = i.tier AND m.namespace = i.namespace AND m.key = i.key")))
+
+
 def item_namespaces(tables: Tables, *, tier: bool) -> sql.Composed:
     """Distinct (tier, namespace) of the anchor's active, unexpired items."""
     where: list[sql.Composable] = [_anchor_match(tables.anchor_columns), ACTIVE]
@@ -586,3 +598,101 @@ def read_pii_raw(tables: Tables) -> sql.Composed:
     return sql.SQL(
         "SELECT * FROM {}(%(id)s, %(event_id)s, %(actor)s, %(payload)s)"
     ).format(read_pii_raw_function(tables))
+
+
+@lru_cache(maxsize=64)
+def item_put_many(tables: Tables, *, scoped: bool = True,
+                  resolves: bool = True) -> sql.Composed:
+    """The store's put of items with distinct ``(tier, namespace, key)``, as one statement:
+    each item's current row is locked and compared; a changed one is superseded (the row
+    stays) and the new version inserted with its store metadata (``provenance.store``:
+    ``created_at`` carried over from the current row, and ``meta``) and expiry; every change
+    gets its journal event (``superseded``, ``observed``, then ``conflict_resolved`` where the
+    typology's conflict strategy, ``conflict``, acts on the superseded row, item by item, in
+    one insert whose trigger chains them) and a scoped item its scope's activity mark.
+
+    All or nothing: when any item's current row is expired, invalidated or archived, or an
+    unchanged item would set, push back or clear an expiry, nothing is written (the caller's
+    general path takes the items). Params: ``tenant``, each anchor column, ``actor`` and
+    ``items``, a JSON array of objects (``n``, ``id``, ``sup_event``, ``obs_event``, ``tier``,
+    ``typology``, ``scope_id``, ``namespace``, ``key``, ``content``, ``value``,
+    ``envelope``, ``tags``, ``payload``: the ``observed`` event's, ``meta``, ``ttl``: minutes
+    or null; ``res_event``, ``conflict``: the ``conflict_resolved`` payload's strategy part
+    or null, and what the strategy sets: ``invalidate``, ``archive``, ``confidence``,
+    ``decay_rate``, as :func:`resolve_conflict`). One row per item, in ``n`` order: ``n`` and its outcome, ``written``,
+    ``unchanged``, ``fallback`` (nothing was written) or ``lost`` (a concurrent writer took
+    the new key first; this item wrote nothing). ``scoped=False`` (no item has a scope) leaves
+    out the scope mark, ``resolves=False`` (no item has a conflict strategy) the
+    ``conflict_resolved`` events: a smaller plan for the common put."""
+    t, mem = tables.tenant, tables.memories.ident
+    anchors = tables.anchor_columns
+    columns = (*anchors, "id", "tier", "typology", "scope_id", "namespace", "key", "content",
+               "value", "envelope", "tags", "provenance", "source", "actor", "expires_at")
+    values = [sql.Placeholder(c) for c in anchors]
+    return sql.SQL(
+        "WITH i AS (SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS i(n int, id uuid, "
+        "sup_event uuid, obs_event uuid, tier text, typology text, scope_id text, "
+        "namespace text[], key text, content text, value jsonb, envelope jsonb, tags text[], "
+        "payload jsonb, meta jsonb, ttl float8, res_event uuid, conflict jsonb, "
+        "invalidate boolean, archive boolean, confidence real, decay_rate real)), "
+        "cur AS (SELECT i.n, m.id AS cur_id, m.confidence, "
+        "(m.content, m.value, m.envelope, m.typology, m.tags) "
+        "IS NOT DISTINCT FROM (i.content, i.value, i.envelope, i.typology, i.tags) AS same, "
+        "coalesce((m.provenance #>> '{{store,created_at}}')::timestamptz, m.created_at) "
+        "AS created, "
+        "(m.invalidated_at IS NOT NULL OR m.archived_at IS NOT NULL "
+        "OR coalesce(m.expires_at <= now(), false) "
+        "OR (m.provenance #> '{{store,ttl_minutes}}' IS NOT NULL OR i.ttl IS NOT NULL) "
+        "AND (m.content, m.value, m.envelope, m.typology, m.tags) "
+        "IS NOT DISTINCT FROM (i.content, i.value, i.envelope, i.typology, i.tags)) AS stale "
+        "FROM i CROSS JOIN LATERAL (SELECT * FROM {mem} AS c WHERE c.{t} = %(tenant)s "
+        "AND c.tier = i.tier AND c.namespace = i.namespace AND c.key = i.key "
+        "AND c.superseded_at IS NULL AND c.tombstoned_at IS NULL FOR UPDATE) AS m), "
+        "g AS (SELECT NOT EXISTS (SELECT FROM cur WHERE cur.stale) AS go), "
+        "sup AS (UPDATE {mem} AS m SET superseded_at = now(), superseded_by = i.id, "
+        "updated_at = now(), "
+        "invalidated_at = CASE WHEN i.invalidate THEN coalesce(m.invalidated_at, now()) "
+        "ELSE m.invalidated_at END, "
+        "archived_at = CASE WHEN i.archive THEN coalesce(m.archived_at, now()) "
+        "ELSE m.archived_at END, "
+        "confidence = coalesce(i.confidence, m.confidence), "
+        "decay_rate = coalesce(i.decay_rate, m.decay_rate) FROM cur JOIN i USING (n), g "
+        "WHERE g.go AND NOT cur.same AND m.{t} = %(tenant)s AND m.id = cur.cur_id "
+        "AND m.id = ANY (ARRAY(SELECT cur_id FROM cur WHERE NOT same)) "
+        "RETURNING i.n, m.id AS old_id), "
+        "ins AS (INSERT INTO {mem} ({cols}) SELECT {vals}, i.id, i.tier, i.typology, "
+        "i.scope_id, i.namespace, i.key, i.content, i.value, i.envelope, i.tags, "
+        "CASE WHEN cur.created IS NOT NULL THEN jsonb_build_object('store', "
+        "i.meta || jsonb_build_object('created_at', cur.created)) "
+        "WHEN i.meta <> '{{}}'::jsonb THEN jsonb_build_object('store', i.meta) "
+        "ELSE '{{}}'::jsonb END, "
+        "NULL, %(actor)s, now() + make_interval(secs => i.ttl * 60) "
+        "FROM i CROSS JOIN g LEFT JOIN cur USING (n) LEFT JOIN sup USING (n) "
+        "WHERE g.go AND (cur.n IS NULL OR sup.n IS NOT NULL) "
+        "ON CONFLICT DO NOTHING RETURNING id), "
+        "ev AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
+        "SELECT %(tenant)s, e.event_id, e.kind, e.memory_id, %(actor)s, e.payload FROM ("
+        "SELECT i.n, 0 AS o, i.sup_event AS event_id, 'superseded' AS kind, "
+        "sup.old_id AS memory_id, jsonb_build_object('by', i.id::text) AS payload "
+        "FROM sup JOIN i USING (n) UNION ALL "
+        "SELECT i.n, 1, i.obs_event, {observed}, ins.id, i.payload FROM ins JOIN i USING (id) "
+        "{resolved}) AS e ORDER BY e.n, e.o){scope} "
+        "SELECT i.n, CASE WHEN NOT g.go THEN 'fallback' WHEN ins.id IS NOT NULL THEN 'written' "
+        "WHEN cur.same THEN 'unchanged' ELSE 'lost' END "
+        "FROM i CROSS JOIN g LEFT JOIN cur USING (n) LEFT JOIN ins USING (id) ORDER BY i.n"
+    ).format(
+        mem=mem, t=t, events=tables.events.ident,
+        resolved=sql.SQL(
+            "UNION ALL SELECT i.n, 2, i.res_event, 'conflict_resolved', sup.old_id, "
+            "i.conflict || jsonb_build_object('old', sup.old_id::text, 'new', i.id::text, "
+            "'previous_confidence', cur.confidence::float8) "
+            "FROM sup JOIN i USING (n) JOIN cur USING (n) WHERE i.conflict IS NOT NULL"
+        ) if resolves else sql.SQL(""),
+        scope=sql.SQL(
+            ", s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
+            "SELECT DISTINCT %(tenant)s, i.tier, i.scope_id FROM ins JOIN i USING (id) "
+            "WHERE i.scope_id IS NOT NULL ON CONFLICT ({t}, tier, scope_id) "
+            "DO UPDATE SET last_activity_at = EXCLUDED.last_activity_at)"
+        ).format(scopes=tables.scopes.ident, t=t) if scoped else sql.SQL(""),
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+        vals=sql.SQL(", ").join(values), observed=sql.Literal(OBSERVED_EVENT_KIND))

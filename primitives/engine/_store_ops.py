@@ -33,6 +33,7 @@ from psycopg.types.json import Jsonb
 from primitives.engine import _core as core
 from primitives.engine import _queries as q
 from primitives.engine._core import Context, Op, Step
+from primitives.engine._ids import new_uuid
 from primitives.engine._input import bounded_labels, bounded_text, check_json
 from primitives.engine._records import MEMORY_COLUMNS, Hit, Memory, SearchResult
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
@@ -52,6 +53,7 @@ __all__ = [
     "exempt_memory",
     "filter_conditions",
     "memory_stats",
+    "put_items",
     "run_item_ops",
 ]
 
@@ -209,6 +211,22 @@ def get_item(ctx: Context, op: ItemGet, *, final: bool = False) -> Op[StoredItem
     return item
 
 
+def get_items(ctx: Context, ops: Sequence[ItemGet], *,
+              final: bool = False) -> Op[list[StoredItem | None]]:
+    """:func:`get_item` of each op, in one statement (:func:`q.item_get_many`); then one
+    TTL refresh of the items found that carry a TTL and whose op asks for it."""
+    rows = yield Step(q.item_get_many(ctx.tables), {
+        **_anchor_params(ctx), "items": Jsonb([
+            {"n": n, "tier": op.tier, "namespace": list(op.namespace), "key": op.key}
+            for n, op in enumerate(ops)])}, "all", last=final)
+    found: list[StoredItem | None] = [None] * len(ops)
+    for row in rows:
+        found[row[0]] = StoredItem.from_row(row[1:])
+    yield from _refresh([item for op, item in zip(ops, found, strict=True)
+                         if item is not None and op.refresh_ttl], ctx)
+    return found
+
+
 def put_item(ctx: Context, op: ItemPut) -> Op[None]:
     """Write or tombstone one item (see the module docstring)."""
     check_item_address(ctx, op)
@@ -250,15 +268,93 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
     return None
 
 
+def put_items(ctx: Context, ops: Sequence[ItemPut]) -> Op[list[str] | None]:
+    """The puts ``ops`` as one statement that is the whole transaction
+    (:func:`~primitives.engine._queries.item_put_many`): the same rows, store metadata and
+    journal events as :func:`put_item` run op by op, checked by the same functions before
+    anything is sent. Returns each op's outcome (``written``, ``unchanged``, ``lost``: a
+    concurrent writer took the new key first, this op wrote nothing; ``fallback``: nothing
+    was written), or ``None``, with nothing sent, when an op needs :func:`put_item`: a
+    delete, a key given twice, a vector made inline, personal data redacted, an append-only
+    typology, a graph that records ``supersedes`` edges, a ticked tier, a temporal edge, or
+    the anchor's provenance keys."""
+    spec = ctx.spec
+    if not ops or ctx.embeds or ctx.anchor.provenance:
+        return None
+    graph = spec.graph
+    supersedes_edge = (graph is not None and "supersedes" in graph.edges
+                       and ctx.tables.edges is not None)
+    items: list[dict[str, Any]] = []
+    slots: set[tuple[str, tuple[str, ...], str]] = set()
+    for n, op in enumerate(ops):
+        slot = (op.tier, tuple(op.namespace), op.key)
+        if op.value is None or slot in slots:
+            return None
+        slots.add(slot)
+        check_key(ctx, op)  # the value is checked by the write's own checks, next
+        w, rest = core._checked_observe(
+            ctx, op.tier, op.content, typology=op.typology, key=op.key,
+            namespace=op.namespace, value=op.value, scope_id=op.scope_id,
+            envelope={core.EMBED_CONTEXT: dict(op.context)} if op.context else None)
+        if (w.pii is not None or rest["ttl_ticks"] is not None
+                or core.links_to_previous(spec, w.scope_id)
+                or core.append_only(spec, w.tier, w.typology) or supersedes_edge):
+            return None
+        policy = core._conflict_policy(spec, w.typology)
+        meta: dict[str, Any] = {}
+        if op.ttl_minutes is not None:
+            meta["ttl_minutes"] = float(op.ttl_minutes)
+        if not op.indexed:
+            meta["index"] = False
+        items.append({
+            "n": n, "id": str(new_uuid()), "sup_event": str(q.new_event_id()),
+            "obs_event": str(q.new_event_id()), "tier": w.tier, "typology": w.typology,
+            "scope_id": w.scope_id, "namespace": w.namespace, "key": op.key,
+            "content": w.content, "value": w.value, "envelope": w.envelope, "tags": w.tags,
+            "payload": core.observed_payload(w, op.key, "direct"), "meta": meta,
+            "ttl": meta.get("ttl_minutes"), **_conflict_fields(policy)})
+    rows = yield Step(q.item_put_many(
+        ctx.tables, scoped=any(item["scope_id"] is not None for item in items),
+        resolves=any(item["conflict"] is not None for item in items)), {
+        **ctx.anchor.as_dict(), "tenant": ctx.tenant, "actor": ctx.actor,
+        "items": Jsonb(items)}, "all", last=True)
+    outcomes = [outcome for _, outcome in rows]
+    if ctx.has_embedding and ctx.deferred:  # the rows wait for the embedding worker
+        ctx.left_pending.extend(UUID(item["id"]) for item, outcome in zip(
+            items, outcomes, strict=True) if outcome == "written")
+    return outcomes
+
+
+def _conflict_fields(policy: Any) -> dict[str, Any]:
+    """What :func:`core.resolve_conflict` does to a superseded version, as
+    :func:`put_items`'s item fields (nothing when the typology has no strategy)."""
+    if policy is None:
+        return {"res_event": None, "conflict": None}
+    validity = policy.strategy == "update_with_validity"
+    confidence, decay_rate = policy.contradicted_confidence, policy.contradicted_decay_rate
+    if validity:
+        confidence = core.CONTRADICTED_CONFIDENCE if confidence is None else confidence
+        decay_rate = core.CONTRADICTED_DECAY_RATE if decay_rate is None else decay_rate
+    return {"res_event": str(q.new_event_id()), "invalidate": validity,
+            "archive": not validity, "confidence": confidence, "decay_rate": decay_rate,
+            "conflict": {"strategy": policy.strategy, "detected": "key",
+                         "confidence": confidence, "decay_rate": decay_rate}}
+
+
 def check_item_address(ctx: Context, op: ItemPut) -> None:
     """Refuse a key, namespace or value the write would refuse, before the key is read."""
+    check_key(ctx, op)
+    if op.value is not None:
+        check_json(op.value, "value", depth=ctx.spec.persistence.store.limits.json_depth)
+
+
+def check_key(ctx: Context, op: ItemPut) -> None:
+    """The key and namespace checks of :func:`check_item_address`."""
     limits = ctx.spec.persistence.store.limits
     bounded_text(op.key, "key", limits.key_chars, "key_chars")
     bounded_labels(op.namespace, "namespace", count=limits.namespace_labels,
                    chars=limits.label_chars, count_setting="namespace_labels",
                    chars_setting="label_chars")
-    if op.value is not None:
-        check_json(op.value, "value", depth=limits.json_depth)
 
 
 def search_items(ctx: Context, op: ItemSearch) -> Op[list[StoredItem]]:
@@ -452,6 +548,10 @@ def run_item_ops(ctx: Context, ops: Sequence[ItemOp]) -> Op[list[Any]]:
     """Run item operations in order in the caller's tenant transaction; one result each
     (``StoredItem | None`` for a get, ``None`` for a put, a list for a search or a
     namespace listing)."""
+    if len(ops) > 1 and all(isinstance(op, ItemGet) for op in ops):
+        # gets only: one statement (the store's concurrent gets of one tenant, batched)
+        return list((yield from get_items(ctx, [op for op in ops if isinstance(op, ItemGet)],
+                                          final=True)))
     results: list[Any] = []
     alone = len(ops) == 1
     for op in ops:

@@ -433,6 +433,31 @@ class Engine(EngineBase):
         """The background worker's recent errors (the rows they concern stay waiting)."""
         return list(self._embed_worker.errors) if self._embed_worker is not None else []
 
+    def write_once(self, anchor: Mapping[str, object],
+                   make: Callable[[core.Context], core.Op[R]], *, actor: str = "agent",
+                   seed: str | None = None, sleep: Callable[[float], None] = time.sleep) -> R:
+        """Run the core write ``make(context)`` in one tenant transaction sent with as few
+        messages as it has statements, as :meth:`observe` sends its write: ``BEGIN`` and the
+        bound tenant travel with its first statement, ``COMMIT`` with the one it marks
+        ``last`` (a one-statement write is one round trip). Retried like :meth:`write`;
+        ``make`` is called again for the retry."""
+        resolved = resolve_anchor(self.spec, anchor)
+        seed = seed or f"{self.spec.agent}:{resolved.tenant}"
+        pool = self._pool
+        for attempt in (1, 2):
+            try:
+                ctx = self.context(resolved, actor)
+                conn = pool.getconn()  # see observe: the pool's connection() costs more
+                try:
+                    result = _run_once(conn, ctx.tenant, make(ctx), after_last="refuse")
+                finally:
+                    pool.putconn(conn)
+                self.note_pending(ctx)
+                return result
+            except RETRYABLE as err:
+                sleep(before_retry(err, attempt=attempt, seed=seed, tenant=resolved.tenant))
+        raise AssertionError("unreachable")
+
     def write(self, anchor: Mapping[str, object], fn: Callable[[TenantMemory], T], *,
               actor: str = "agent", seed: str | None = None,
               sleep: Callable[[float], None] = time.sleep) -> T:

@@ -2,9 +2,13 @@
 
 ``batch`` / ``abatch`` are the choke point (DESIGN §8): every op is checked against the
 spec (:mod:`primitives.langgraph._namespaces`), the ops are grouped by anchor, and each
-group runs in one tenant transaction through ``engine.write`` (tenant set with
-the tenant set for the transaction, journal events in the same transaction, one retry on a transient error).
-Ops run in the order given; results come back in that order.
+group runs in one tenant transaction (the tenant set for the transaction, journal events
+in the same transaction, one retry on a transient error). A group of puts is one statement
+sent with ``BEGIN`` and ``COMMIT`` in one round trip (``engine.write_once`` of
+:func:`~primitives.engine._store_ops.put_items`), a group of gets one statement too; any
+other group, and the puts that statement leaves (a delete, a key given twice, an expiry to
+push back, a key a concurrent writer created first...), run op by op through
+``engine.write``. Ops run in the order given; results come back in that order.
 
 Where the audit posture differs from BaseStore (see ``docs/langgraph.md``):
 
@@ -36,6 +40,7 @@ import concurrent.futures
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from langgraph.store.base import (
@@ -355,24 +360,37 @@ class MemoryStore(BaseStore):
         groups, count = self._translator.plan(ops)
         out: list[Result] = [None] * count
         for group in groups:
-            if _reads_only(group.ops):
-                # gets, searches and listings: one round trip for the first statement
-                results = self.engine.read(dict(group.anchor), _reader(group.ops),
-                                           actor=self.actor)
-                self.engine._accessed(resolve_anchor(self.spec, dict(group.anchor)).tenant,
-                                      _found(group.ops, results))
-                self._translator.scatter(group, results, out)
-                continue
-            for attempt in (1, 2):
-                try:
-                    results = self.engine.write(dict(group.anchor), _runner(group.ops),
-                                                actor=self.actor)
-                    break
-                except StorageError as err:
-                    if attempt == 2 or not _lost_race(err):
-                        raise
-            self._translator.scatter(group, results, out)
+            self._translator.scatter(group, self._run_group(group.anchor, group.ops), out)
         return out
+
+    def _run_group(self, anchor: Anchor, ops: list[ItemOp]) -> list[Any]:
+        """The engine's results of one anchor's ops, in one tenant transaction (two when the
+        one-statement put leaves ops to the general path)."""
+        if _reads_only(ops):
+            # gets, searches and listings: one round trip for the first statement
+            results = self.engine.read(dict(anchor), _reader(ops), actor=self.actor)
+            self.engine._accessed(resolve_anchor(self.spec, dict(anchor)).tenant,
+                                  _found(ops, results))
+            return results
+        rest: list[ItemOp] = ops
+        written: list[Any] = [None] * len(ops)  # a put's result is None
+        puts = _puts_only(ops)
+        if puts is not None:
+            # one statement, one round trip (store_ops.put_items); what it leaves to the
+            # general path runs below, op by op, in a transaction of its own
+            rest = _left_over(puts, self.engine.write_once(
+                dict(anchor), partial(store_ops.put_items, ops=puts), actor=self.actor))
+        for attempt in (1, 2):
+            if not rest:
+                break
+            try:
+                done = self.engine.write(dict(anchor), _runner(rest), actor=self.actor)
+                written = done if rest is ops else written
+                break
+            except StorageError as err:
+                if attempt == 2 or not _lost_race(err):
+                    raise
+        return written
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await asyncio.to_thread(self.batch, list(ops))
@@ -389,6 +407,21 @@ class MemoryStore(BaseStore):
 
 def _runner(ops: list[ItemOp]) -> Callable[[TenantMemory], list[Any]]:
     return lambda mem: mem.item_batch(ops)
+
+
+def _puts_only(ops: Sequence[ItemOp]) -> list[ItemPut] | None:
+    """``ops`` when every one puts a value (a write group's common case), else None."""
+    puts = [op for op in ops if isinstance(op, ItemPut) and op.value is not None]
+    return puts if len(puts) == len(ops) else None
+
+
+def _left_over(puts: list[ItemPut], outcomes: list[str] | None) -> list[ItemOp]:
+    """The puts :func:`store_ops.put_items` left to the general path: all of them when it
+    took none (``None``) or wrote nothing (``fallback``), else those that lost the race for
+    a new key (the general path then supersedes the winner: last write wins)."""
+    if outcomes is None or "fallback" in outcomes:
+        return list(puts)
+    return [op for op, outcome in zip(puts, outcomes, strict=True) if outcome == "lost"]
 
 
 def _found(ops: Sequence[ItemOp], results: Sequence[Any]) -> list[Any]:
@@ -464,7 +497,10 @@ class AsyncMemoryStore(BaseStore):
         timeout); queued calls on one anchor run together in one transaction (see
         :meth:`_drain`), different anchors in parallel."""
         call = _Call(list(ops), self._loop.create_future())
-        anchor = self._single_anchor(call.ops)  # an op's own error is raised here
+        groups, count = self._translator.plan(call.ops)  # an op's own error is raised here
+        if len(groups) == 1 and len(groups[0].ops) == count:
+            call.group = groups[0]
+        anchor = None if call.group is None else call.group.anchor
         self._queue.setdefault(anchor, []).append(call)
         if self._drainers < self._max_drainers:
             self._drainers += 1
@@ -473,9 +509,9 @@ class AsyncMemoryStore(BaseStore):
 
     async def _drain(self) -> None:
         """Take the calls queued for the oldest anchor until none is left; they run as one
-        batch (one transaction); if that batch fails, each call runs alone, so one call's
-        refusal is its own (the failed transaction wrote nothing). Calls that span anchors
-        (queued under None) always run alone."""
+        batch (one transaction: the puts one statement, as the gets); if that batch fails,
+        each call runs alone, so one call's refusal is its own (the failed transaction wrote
+        nothing). Calls that span anchors (queued under None) always run alone."""
         try:
             while self._queue:
                 anchor = next(iter(self._queue))
@@ -487,27 +523,28 @@ class AsyncMemoryStore(BaseStore):
                     for call in calls:
                         await self._run_alone(call)
                     continue
+                groups = [call.group for call in calls if call.group is not None]
                 try:
-                    results = await self._execute([op for c in calls for op in c.ops])
+                    results = await self._run_group(anchor,
+                                                    [op for g in groups for op in g.ops])
                 except Exception:  # rerun one by one, below
                     for call in calls:
                         await self._run_alone(call)
                     continue
                 start = 0
-                for call in calls:
-                    _settle(call, results[start:start + len(call.ops)])
-                    start += len(call.ops)
+                for call, group in zip(calls, groups, strict=True):
+                    _settle(call, _converted(group, results[start:start + len(group.ops)]))
+                    start += len(group.ops)
         finally:
             self._drainers -= 1
 
-    def _single_anchor(self, ops: list[Op]) -> Anchor | None:
-        """The one anchor all of ``ops`` address, else None (raises the op's own error)."""
-        groups, _ = self._translator.plan(ops)
-        return groups[0].anchor if len(groups) == 1 else None
-
     async def _run_alone(self, call: _Call) -> None:
         try:
-            _settle(call, await self._execute(call.ops))
+            if call.group is None:
+                _settle(call, await self._execute(call.ops))
+            else:
+                _settle(call, _converted(call.group, await self._run_group(
+                    call.group.anchor, call.group.ops)))
         except Exception as err:  # handed to the caller
             _settle(call, error=err)
 
@@ -515,24 +552,34 @@ class AsyncMemoryStore(BaseStore):
         groups, count = self._translator.plan(ops)
         out: list[Result] = [None] * count
         for group in groups:
-            if _reads_only(group.ops):
-                results = await self.engine.read(dict(group.anchor), _reader(group.ops),
-                                                 actor=self.actor)
-                await self.engine._accessed(
-                    resolve_anchor(self.spec, dict(group.anchor)).tenant,
-                    _found(group.ops, results))
-                self._translator.scatter(group, results, out)
-                continue
-            for attempt in (1, 2):
-                try:
-                    results = await self.engine.write(dict(group.anchor), _arunner(group.ops),
-                                                      actor=self.actor)
-                    break
-                except StorageError as err:
-                    if attempt == 2 or not _lost_race(err):
-                        raise
-            self._translator.scatter(group, results, out)
+            self._translator.scatter(group, await self._run_group(group.anchor, group.ops),
+                                     out)
         return out
+
+    async def _run_group(self, anchor: Anchor, ops: list[ItemOp]) -> list[Any]:
+        """As :meth:`MemoryStore._run_group`, on the async engine."""
+        if _reads_only(ops):
+            results = await self.engine.read(dict(anchor), _reader(ops), actor=self.actor)
+            await self.engine._accessed(resolve_anchor(self.spec, dict(anchor)).tenant,
+                                        _found(ops, results))
+            return results
+        rest: list[ItemOp] = ops
+        written: list[Any] = [None] * len(ops)  # a put's result is None
+        puts = _puts_only(ops)
+        if puts is not None:
+            rest = _left_over(puts, await self.engine.write_once(
+                dict(anchor), partial(store_ops.put_items, ops=puts), actor=self.actor))
+        for attempt in (1, 2):
+            if not rest:
+                break
+            try:
+                done = await self.engine.write(dict(anchor), _arunner(rest), actor=self.actor)
+                written = done if rest is ops else written
+                break
+            except StorageError as err:
+                if attempt == 2 or not _lost_race(err):
+                    raise
+        return written
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         try:
@@ -569,6 +616,13 @@ class _Call:
 
     ops: list[Op]
     future: asyncio.Future[list[Result]]
+    group: _Group | None = None
+    """The call's ops translated, when they address one anchor (else None)."""
+
+
+def _converted(group: _Group, results: Sequence[Any]) -> list[Result]:
+    """A one-anchor call's results, as BaseStore returns them, in its ops' order."""
+    return [convert(result) for convert, result in zip(group.converts, results, strict=True)]
 
 
 def _settle(call: _Call, results: list[Result] | None = None, *,
