@@ -26,7 +26,7 @@ from langgraph.store.base import get_text_at_path, tokenize_path
 
 from primitives.engine import canonical_json
 
-__all__ = ["item_content"]
+__all__ = ["item_content", "item_texts"]
 
 _TEXT_FIELDS = ("content", "text")
 
@@ -37,9 +37,7 @@ def item_content(value: Mapping[str, Any], key: str, index: Literal[False] | lis
     if index is False:
         return (key if key.strip() else "(not indexed)")[:limit]
     if index:
-        texts = [text for path in index for text in get_text_at_path(dict(value),
-                                                                      tokenize_path(path))]
-        joined = "\n".join(t for t in texts if t.strip())
+        joined = "\n".join(item_texts(value, index))
         if joined:
             return joined[:limit]
     for name in _TEXT_FIELDS:
@@ -47,3 +45,14 @@ def item_content(value: Mapping[str, Any], key: str, index: Literal[False] | lis
         if isinstance(field, str) and field.strip():
             return field[:limit]
     return canonical_json(dict(value))[:limit]
+
+
+def item_texts(value: Mapping[str, Any], index: list[str]) -> list[str]:
+    """The non-blank texts at ``index``'s paths, in path order: what the content joins, and,
+    when there are several, what is embedded one by one.
+
+    >>> item_texts({"a": "x", "b": ["y", " "], "c": "z"}, ["a", "b[*]", "missing"])
+    ['x', 'y']
+    """
+    return [text for path in index
+            for text in get_text_at_path(dict(value), tokenize_path(path)) if text.strip()]

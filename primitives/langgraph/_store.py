@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,7 +77,7 @@ from primitives.engine._store_ops import (
     filter_conditions,
 )
 from primitives.errors import PolicyViolation, StorageError, TenancyError
-from primitives.langgraph._content import item_content
+from primitives.langgraph._content import item_content, item_texts
 from primitives.langgraph._namespaces import NamespaceLayout
 from primitives.spec import AgentSpec
 
@@ -104,8 +105,10 @@ class _Translator:
     """
 
     def __init__(self, spec: AgentSpec, only: Anchor | None = None,
-                 fields: list[str] | None = None) -> None:
+                 fields: list[str] | None = None, distance: str = "cosine") -> None:
         self.spec = spec
+        self.distance = distance
+        """The index config's ``distance_type``: how a query hit's ``score`` is given."""
         self.layout = NamespaceLayout(spec)
         self.content_limit = spec.persistence.store.limits.content_chars
         self.only = only
@@ -116,15 +119,16 @@ class _Translator:
         """A translator that refuses every op outside ``anchor``."""
         resolved = resolve_anchor(self.spec, anchor)
         return _Translator(self.spec, tuple((k, v) for k, v in resolved.values if v is not None),
-                           self.fields)
+                           self.fields, self.distance)
 
-    def plan(self, ops: Iterable[Op]) -> tuple[list[_Group], int]:
+    def plan(self, ops: Iterable[Op], *, expired: bool = False) -> tuple[list[_Group], int]:
+        """``expired``: reads return expired items too (``omit_expired=False``)."""
         groups: dict[Anchor, _Group] = {}
         count = 0
         for position, op in enumerate(ops):
             count = position + 1
             validate_op_namespace(op)
-            anchor, item_op, convert = self._translate(op)
+            anchor, item_op, convert = self._translate(op, expired)
             if self.only is not None and anchor != self.only:
                 raise TenancyError(
                     f"this store is bound to {dict(self.only)}; {type(op).__name__} addresses "
@@ -141,33 +145,37 @@ class _Translator:
                                              strict=True):
             out[position] = convert(result)
 
-    def _translate(self, op: Op) -> tuple[Anchor, ItemOp, Convert]:
+    def _translate(self, op: Op, expired: bool) -> tuple[Anchor, ItemOp, Convert]:
         if isinstance(op, GetOp):
             address = self.layout.address(op.namespace)
             return address.anchor, ItemGet(address.tier, address.namespace, op.key,
-                                           op.refresh_ttl), self._to_item(address.anchor)
+                                           op.refresh_ttl, expired), self._to_item(address.anchor)
         if isinstance(op, PutOp):
             address = self.layout.address(op.namespace)
             content = ""
+            texts: tuple[str, ...] = ()
             if op.value is not None:
                 # before item_content, which would recurse into a deep value
                 check_json(op.value, "value", depth=self.spec.persistence.store.limits.json_depth)
                 index = self.fields if op.index is None else op.index
                 content = item_content(op.value, op.key, index, self.content_limit)
+                if index:  # a list of paths
+                    texts = tuple(t[:self.content_limit] for t in item_texts(op.value, index))
             return address.anchor, ItemPut(
                 address.tier, address.typology, address.namespace, op.key,
                 None if op.value is None else dict(op.value), content, address.scope_id,
-                op.ttl, op.index is not False, embed_context(op.value, self.spec)), _nothing
+                op.ttl, op.index is not False, embed_context(op.value, self.spec),
+                texts=texts), _nothing
         if isinstance(op, SearchOp):
             scope = self.layout.scope(op.namespace_prefix)
             search = ItemSearch(scope.tier, scope.prefix, filter_conditions(op.filter),
-                                op.limit, op.offset, op.query, op.refresh_ttl)
+                                op.limit, op.offset, op.query, op.refresh_ttl, expired)
             return scope.anchor, search, self._to_search_items(scope.anchor)
         if isinstance(op, ListNamespacesOp):
-            return self._listing(op)
+            return self._listing(op, expired)
         raise TypeError(f"unknown store op {type(op).__name__}")
 
-    def _listing(self, op: ListNamespacesOp) -> tuple[Anchor, ItemOp, Convert]:
+    def _listing(self, op: ListNamespacesOp, expired: bool) -> tuple[Anchor, ItemOp, Convert]:
         conditions = op.match_conditions or ()
         prefixes = [c.path for c in conditions if c.match_type == "prefix" and c.path]
         if not prefixes:
@@ -186,7 +194,7 @@ class _Translator:
             ordered = sorted(set(matching))
             return ordered[op.offset:op.offset + op.limit]
 
-        return scope.anchor, ItemNamespaces(scope.tier), convert
+        return scope.anchor, ItemNamespaces(scope.tier, expired), convert
 
     def _to_item(self, anchor: Anchor) -> Convert:
         def convert(stored: StoredItem | None) -> Item | None:
@@ -198,12 +206,22 @@ class _Translator:
                         created_at=stored.created_at, updated_at=memory.updated_at)
         return convert
 
+    def _score(self, found: StoredItem) -> float | None:
+        """A hit's score under the index config's ``distance_type``: the cosine similarity
+        (``cosine``, and ``inner_product``: the inner product of the unit-length vectors), or
+        ``l2``: minus the L2 distance between the unit-length vectors, -sqrt(2 - 2 cos). Only
+        a semantic similarity is converted (see :func:`store_ops.relevance`)."""
+        score = found.score
+        if score is None or self.distance != "l2" or "semantic" not in (found.scores or {}):
+            return score
+        return -math.sqrt(max(0.0, 2.0 - 2.0 * score))
+
     def _to_search_items(self, anchor: Anchor) -> Convert:
         def convert(found: list[StoredItem]) -> list[SearchItem]:
             items: list[SearchItem] = [
                 RankedItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
                            s.memory.key, s.memory.value, s.created_at, s.memory.updated_at,
-                           s.score, fused_score=s.fused, ranks=s.ranks, signal_scores=s.scores)
+                           self._score(s), fused_score=s.fused, ranks=s.ranks, signal_scores=s.scores)
                 for s in found]
             if isinstance(found, SearchResult) and (found.abstained or
                                                     found.pending_embeddings is not None):
@@ -277,6 +295,28 @@ def _embedding(spec: AgentSpec, embedder: Any,
     return model, (None if fields is None else list(fields))
 
 
+_DISTANCES = ("cosine", "inner_product", "l2")
+
+
+def _distance(spec: AgentSpec, index: IndexConfig | None) -> str:
+    """The index config's ``distance_type`` (``cosine`` when not given); the vectors are
+    compared by cosine in any case, and the type chooses how a hit's score reads."""
+    distance = "cosine" if index is None else str(index.get("distance_type") or "cosine")
+    if distance not in _DISTANCES:
+        raise PolicyViolation(
+            f"index distance_type {distance!r} is not one this store reports: "
+            f"{', '.join(_DISTANCES)} (items are compared by the cosine of their vectors)",
+            agent=spec.agent, field="distance_type")
+    return distance
+
+
+def _keeps_expired(ttl: TTLConfig | None) -> bool:
+    """Reads return expired items only when the TTL config says ``omit_expired: False``:
+    nothing sweeps them away (the rows stay, as every row does), so by default they are
+    omitted from every read at once."""
+    return ttl is not None and ttl.get("omit_expired") is False
+
+
 def _lost_race(err: StorageError) -> bool:
     """Two transactions wrote the same new key at once: the loser's rerun sees the winner's
     row and supersedes it (BaseStore's last-write-wins), so the group runs once more."""
@@ -309,8 +349,8 @@ class MemoryStore(BaseStore):
         self.ttl_config = ttl
         self.actor = actor
         self.index_config = index
-        self._translator = _Translator(
-            engine.spec, fields=None if index is None else index.get("fields"))
+        self._translator = _Translator(engine.spec, fields=None if index is None else
+                                       index.get("fields"), distance=_distance(engine.spec, index))
 
     @classmethod
     def from_spec(cls, spec: AgentSpec, dsn: str | None = None, *,
@@ -352,7 +392,7 @@ class MemoryStore(BaseStore):
         return bound
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        groups, count = self._translator.plan(ops)
+        groups, count = self._translator.plan(ops, expired=_keeps_expired(self.ttl_config))
         out: list[Result] = [None] * count
         for group in groups:
             if _reads_only(group.ops):
@@ -421,8 +461,8 @@ class AsyncMemoryStore(BaseStore):
         self.ttl_config = ttl
         self.actor = actor
         self.index_config = index
-        self._translator = _Translator(
-            engine.spec, fields=None if index is None else index.get("fields"))
+        self._translator = _Translator(engine.spec, fields=None if index is None else
+                                       index.get("fields"), distance=_distance(engine.spec, index))
         self._loop = asyncio.get_running_loop()
         self._queue: dict[Anchor | None, list[_Call]] = {}
         self._drainers = 0
@@ -512,7 +552,7 @@ class AsyncMemoryStore(BaseStore):
             _settle(call, error=err)
 
     async def _execute(self, ops: Iterable[Op]) -> list[Result]:
-        groups, count = self._translator.plan(ops)
+        groups, count = self._translator.plan(ops, expired=_keeps_expired(self.ttl_config))
         out: list[Result] = [None] * count
         for group in groups:
             if _reads_only(group.ops):
