@@ -464,8 +464,8 @@ class AsyncMemoryStore(BaseStore):
         self._translator = _Translator(engine.spec, fields=None if index is None else
                                        index.get("fields"), distance=_distance(engine.spec, index))
         self._loop = asyncio.get_running_loop()
-        self._queue: dict[Anchor | None, list[_Call]] = {}
-        self._drainers = 0
+        self._work = _Work()
+        """The queue of waiting calls and the tasks running them (shared with bound views)."""
         self._max_drainers = max(1, engine._pool.max_size)
 
     @classmethod
@@ -505,40 +505,79 @@ class AsyncMemoryStore(BaseStore):
         :meth:`_drain`), different anchors in parallel."""
         call = _Call(list(ops), self._loop.create_future())
         anchor = self._single_anchor(call.ops)  # an op's own error is raised here
-        self._queue.setdefault(anchor, []).append(call)
-        if self._drainers < self._max_drainers:
-            self._drainers += 1
-            self._loop.create_task(self._drain())
+        self._work.queue.setdefault(anchor, []).append(call)
+        self._spawn()
         return await call.future
 
+    def _spawn(self) -> None:
+        work = self._work
+        if work.queue and len(work.drainers) < self._max_drainers:
+            work.drainers.add(self._loop.create_task(self._drain()))
+
     async def _drain(self) -> None:
-        """Take the calls queued for the oldest anchor until none is left; they run as one
-        batch (one transaction); if that batch fails, each call runs alone, so one call's
-        refusal is its own (the failed transaction wrote nothing). Calls that span anchors
-        (queued under None) always run alone."""
+        """Take the calls queued for an anchor no other task is running, until none is
+        left; they run as one batch (one transaction), identical reads once when the batch
+        has no write; if that batch fails, each call runs alone, so one call's refusal is its
+        own (the failed transaction wrote nothing). One anchor runs in one task at a time, so
+        two transactions of a tenant never wait on each other's rows. Calls that span
+        anchors (queued under None) always run alone. A cancelled task cancels the calls it
+        took, and hands the rest of the queue to a new task."""
+        work = self._work
+        taken: list[_Call] = []
         try:
-            while self._queue:
-                anchor = next(iter(self._queue))
-                calls = self._queue.pop(anchor)
+            while True:
+                anchor = next((a for a in work.queue if a is None or a not in work.busy),
+                              _NO_ANCHOR)
+                if anchor is _NO_ANCHOR:
+                    return
+                assert not isinstance(anchor, _Nothing)
+                calls = work.queue.pop(anchor)
                 if len(calls) > _TAKE:
-                    self._queue[anchor] = calls[_TAKE:]
+                    work.queue[anchor] = calls[_TAKE:]
                     calls = calls[:_TAKE]
-                if anchor is None or len(calls) == 1:
-                    for call in calls:
-                        await self._run_alone(call)
-                    continue
+                taken = calls
+                if anchor is not None:
+                    work.busy.add(anchor)
                 try:
-                    results = await self._execute([op for c in calls for op in c.ops])
-                except Exception:  # rerun one by one, below
-                    for call in calls:
-                        await self._run_alone(call)
-                    continue
-                start = 0
-                for call in calls:
-                    _settle(call, results[start:start + len(call.ops)])
-                    start += len(call.ops)
+                    await self._run_calls(anchor, calls)
+                finally:
+                    work.busy.discard(anchor)
+                    taken = []
+        except asyncio.CancelledError:
+            for call in taken:
+                call.future.cancel()
+            raise
         finally:
-            self._drainers -= 1
+            task = asyncio.current_task()
+            if task is not None:
+                work.drainers.discard(task)
+            if not self._loop.is_closed():
+                self._spawn()
+
+    async def _run_calls(self, anchor: Anchor | None, calls: list[_Call]) -> None:
+        if anchor is None or len(calls) == 1:
+            for call in calls:
+                await self._run_alone(call)
+            return
+        ops = [op for c in calls for op in c.ops]
+        unique, where = _once(ops)
+        try:
+            results = await self._execute(unique)
+        except Exception:  # rerun one by one, below
+            for call in calls:
+                await self._run_alone(call)
+            return
+        handed: set[int] = set()
+
+        def own(j: int) -> Result:  # a read run once for several callers: a copy each
+            result = results[j] if j not in handed else copy.deepcopy(results[j])
+            handed.add(j)
+            return result
+
+        start = 0
+        for call in calls:
+            _settle(call, [own(where[i]) for i in range(start, start + len(call.ops))])
+            start += len(call.ops)
 
     def _single_anchor(self, ops: list[Op]) -> Anchor | None:
         """The one anchor all of ``ops`` address, else None (raises the op's own error)."""
@@ -601,6 +640,40 @@ async def _no_sweep() -> None:
 
 _TAKE = 256
 """Queued calls one drainer takes at a time."""
+
+
+class _Nothing:
+    """No anchor is free to run (see :meth:`AsyncMemoryStore._drain`)."""
+
+
+_NO_ANCHOR = _Nothing()
+
+
+@dataclass
+class _Work:
+    """An async store's queue: waiting calls by anchor (None: calls spanning anchors), the
+    anchors a task is running, and the running tasks."""
+
+    queue: dict[Anchor | None, list[_Call]] = field(default_factory=dict)
+    busy: set[Anchor] = field(default_factory=set)
+    drainers: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+def _once(ops: list[Op]) -> tuple[list[Op], list[int]]:
+    """The ops to run, each identical read once when none of ``ops`` writes, and where each
+    op's result is among them. With a write, every op runs, in order."""
+    if any(isinstance(op, PutOp) for op in ops):
+        return ops, list(range(len(ops)))
+    unique: list[Op] = []
+    seen: dict[str, int] = {}
+    where: list[int] = []
+    for op in ops:
+        signature = repr(op)
+        if signature not in seen:
+            seen[signature] = len(unique)
+            unique.append(op)
+        where.append(seen[signature])
+    return unique, where
 
 
 @dataclass
