@@ -512,7 +512,25 @@ class AsyncMemoryStore(BaseStore):
     def _spawn(self) -> None:
         work = self._work
         if work.queue and len(work.drainers) < self._max_drainers:
-            work.drainers.add(self._loop.create_task(self._drain()))
+            task = self._loop.create_task(self._drain())
+            work.drainers.add(task)
+            task.add_done_callback(self._drained)
+
+    def _drained(self, task: asyncio.Task[None]) -> None:
+        """A task is done (finished, failed or cancelled, even before it started): the calls
+        it held are cancelled, its anchor is free, and a new task takes the rest of the
+        queue."""
+        work = self._work
+        work.drainers.discard(task)
+        held = work.held.pop(task, None)
+        if held is not None:
+            anchor, calls = held
+            if anchor is not None:
+                work.busy.discard(anchor)
+            for call in calls:
+                call.future.cancel()  # nothing when it was settled already
+        if not self._loop.is_closed():
+            self._spawn()
 
     async def _drain(self) -> None:
         """Take the calls queued for an anchor no other task is running, until none is
@@ -521,38 +539,29 @@ class AsyncMemoryStore(BaseStore):
         own (the failed transaction wrote nothing). One anchor runs in one task at a time, so
         two transactions of a tenant never wait on each other's rows. Calls that span
         anchors (queued under None) always run alone. A cancelled task cancels the calls it
-        took, and hands the rest of the queue to a new task."""
+        took (:meth:`_drained`)."""
         work = self._work
-        taken: list[_Call] = []
-        try:
-            while True:
-                anchor = next((a for a in work.queue if a is None or a not in work.busy),
-                              _NO_ANCHOR)
-                if anchor is _NO_ANCHOR:
-                    return
-                assert not isinstance(anchor, _Nothing)
-                calls = work.queue.pop(anchor)
-                if len(calls) > _TAKE:
-                    work.queue[anchor] = calls[_TAKE:]
-                    calls = calls[:_TAKE]
-                taken = calls
-                if anchor is not None:
-                    work.busy.add(anchor)
-                try:
-                    await self._run_calls(anchor, calls)
-                finally:
+        task = asyncio.current_task()
+        assert task is not None
+        while True:
+            anchor = next((a for a in work.queue if a is None or a not in work.busy),
+                          _NO_ANCHOR)
+            if anchor is _NO_ANCHOR:
+                return
+            assert not isinstance(anchor, _Nothing)
+            calls = work.queue.pop(anchor)
+            if len(calls) > _TAKE:
+                work.queue[anchor] = calls[_TAKE:]
+                calls = calls[:_TAKE]
+            if anchor is not None:
+                work.busy.add(anchor)
+            work.held[task] = (anchor, calls)
+            try:
+                await self._run_calls(anchor, calls)
+            finally:
+                if not task.cancelling():
+                    del work.held[task]
                     work.busy.discard(anchor)
-                    taken = []
-        except asyncio.CancelledError:
-            for call in taken:
-                call.future.cancel()
-            raise
-        finally:
-            task = asyncio.current_task()
-            if task is not None:
-                work.drainers.discard(task)
-            if not self._loop.is_closed():
-                self._spawn()
 
     async def _run_calls(self, anchor: Anchor | None, calls: list[_Call]) -> None:
         if anchor is None or len(calls) == 1:
@@ -657,6 +666,9 @@ class _Work:
     queue: dict[Anchor | None, list[_Call]] = field(default_factory=dict)
     busy: set[Anchor] = field(default_factory=set)
     drainers: set[asyncio.Task[None]] = field(default_factory=set)
+    held: dict[asyncio.Task[None], tuple[Anchor | None, list[_Call]]] = field(
+        default_factory=dict)
+    """The anchor and calls each task is running."""
 
 
 def _once(ops: list[Op]) -> tuple[list[Op], list[int]]:
