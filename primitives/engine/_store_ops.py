@@ -5,8 +5,9 @@ current-key slot and is active and unexpired. Writes go through :func:`core.obse
 (write policy, limits, supersession, journal); deletes are tombstones
 (:func:`core.change_state`), never a DELETE. Store metadata lives in
 ``provenance.store``: ``created_at`` (the first write of the key, kept across updates),
-``ttl_minutes`` (expiry pushed back on write and, when asked, on read) and ``index``
-(``false``: left out of query searches).
+``ttl_minutes`` (expiry pushed back on write and, when asked, on read), ``index``
+(``false``: ranked by no signal, listed after a query search's ranked hits) and
+``vectors`` (one packed vector per indexed text, when there are several: :attr:`ItemPut.texts`).
 
 The operations are generators like every core operation, so the sync and async engines
 run them unchanged (``TenantMemory.item_batch`` / ``AsyncTenantMemory.item_batch``).

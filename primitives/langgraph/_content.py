@@ -3,7 +3,8 @@
 Rule, first match wins:
 
 1. ``index=False``: the key alone; the value stays out of the text index (and out of any
-   embedding), and the item is left out of query searches.
+   embedding), no signal ranks the item, and a query search lists it after its ranked hits
+   (score None) when the page has room.
 2. ``index=[paths]``: the text at those paths (LangGraph's path syntax, e.g.
    ``"facts[*].text"``), one per line.
 3. the value's ``content`` field, else its ``text`` field, when it is a non-empty string;
