@@ -36,6 +36,13 @@ ACTIVE = sql.SQL(
 )
 """Rows that retrieval may return (alias ``m``)."""
 
+KEPT = sql.SQL(
+    "m.superseded_at IS NULL AND m.invalidated_at IS NULL AND m.archived_at IS NULL "
+    "AND m.tombstoned_at IS NULL"
+)
+""":data:`ACTIVE` expired rows included: what a store read with ``omit_expired=False``
+returns (alias ``m``)."""
+
 _WRITE_COLUMNS = (
     "id", "tier", "typology", "scope_id", "namespace", "key", "content", "value", "envelope", "tags",
     "provenance", "event_time", "source", "actor",
@@ -378,13 +385,17 @@ _STORE_META = sql.SQL("m.provenance -> 'store'")
 INDEXED = sql.SQL("coalesce((m.provenance #>> '{store,index}')::boolean, true)")
 """Items written without ``index=False`` (those take part in query searches)."""
 
+UNINDEXED = sql.SQL("NOT coalesce((m.provenance #>> '{store,index}')::boolean, true)")
+"""Items written with ``index=False`` (a query search lists them after its ranked hits)."""
+
 
 def _item_columns() -> sql.Composable:
     return sql.SQL(
         "{}, coalesce(({} ->> 'created_at')::timestamptz, m.created_at), "
         "({} ->> 'ttl_minutes')::float8, "
-        "coalesce(m.expires_at <= now(), false), coalesce(({} ->> 'index')::boolean, true)"
-    ).format(_returning_m(), _STORE_META, _STORE_META, _STORE_META)
+        "coalesce(m.expires_at <= now(), false), coalesce(({} ->> 'index')::boolean, true), "
+        "{} -> 'vectors'"
+    ).format(_returning_m(), _STORE_META, _STORE_META, _STORE_META, _STORE_META)
 
 
 def _anchor_match(anchor_columns: tuple[str, ...]) -> sql.Composable:
@@ -407,12 +418,15 @@ def item_by_key(tables: Tables) -> sql.Composed:
 
 
 def item_rows(tables: Tables, *, tier: bool, prefix_len: int, where: sql.Composable,
-              by_ids: bool = False, key: bool = False, page: bool = False) -> sql.Composed:
-    """Active, unexpired items of the anchor. Params: tenant, each further anchor column,
+              by_ids: bool = False, key: bool = False, page: bool = False,
+              expired: bool = False) -> sql.Composed:
+    """Active, unexpired items of the anchor (``expired``: expired ones too). Params:
+    tenant, each further anchor column,
     ``tier`` (when ``tier``), ``prefix`` (a text[] of ``prefix_len`` segments), ``ids`` (when
     ``by_ids``), ``namespace`` and ``key`` (when ``key``), ``limit`` and ``offset`` (when
     ``page``, newest update first), plus the params of ``where`` (see :func:`value_filter`)."""
-    clauses: list[sql.Composable] = [_anchor_match(tables.anchor_columns), ACTIVE]
+    clauses: list[sql.Composable] = [_anchor_match(tables.anchor_columns),
+                                     KEPT if expired else ACTIVE]
     if tier:
         clauses.append(sql.SQL("m.tier = %(tier)s"))
     if prefix_len:
@@ -432,10 +446,11 @@ def item_rows(tables: Tables, *, tier: bool, prefix_len: int, where: sql.Composa
 
 
 @lru_cache(maxsize=64)
-def item_get(tables: Tables) -> sql.Composed:
+def item_get(tables: Tables, expired: bool = False) -> sql.Composed:
     """:func:`item_rows` for one key (the store's ``get``), built once per agent.
     Params: tenant, each further anchor column, tier, namespace, key."""
-    return item_rows(tables, tier=True, prefix_len=0, where=sql.SQL("TRUE"), key=True)
+    return item_rows(tables, tier=True, prefix_len=0, where=sql.SQL("TRUE"), key=True,
+                     expired=expired)
 
 
 @lru_cache(maxsize=64)
@@ -450,9 +465,11 @@ def item_get_many(tables: Tables) -> sql.Composed:
                 "m.tier = i.tier AND m.namespace = i.namespace AND m.key = i.key")))
 
 
-def item_namespaces(tables: Tables, *, tier: bool) -> sql.Composed:
-    """Distinct (tier, namespace) of the anchor's active, unexpired items."""
-    where: list[sql.Composable] = [_anchor_match(tables.anchor_columns), ACTIVE]
+def item_namespaces(tables: Tables, *, tier: bool, expired: bool = False) -> sql.Composed:
+    """Distinct (tier, namespace) of the anchor's active, unexpired items (``expired``:
+    expired ones too)."""
+    where: list[sql.Composable] = [_anchor_match(tables.anchor_columns),
+                                   KEPT if expired else ACTIVE]
     if tier:
         where.append(sql.SQL("m.tier = %(tier)s"))
     return sql.SQL("SELECT DISTINCT m.tier, m.namespace FROM {} AS m WHERE {}").format(
@@ -474,7 +491,8 @@ def refresh_item_ttl(tables: Tables) -> sql.Composed:
     return sql.SQL(
         "UPDATE {} SET expires_at = now() + make_interval(secs => "
         "(provenance #>> '{{store,ttl_minutes}}')::float8 * 60) WHERE {} = %(tenant)s "
-        "AND id = ANY(%(ids)s::uuid[]) AND provenance #> '{{store,ttl_minutes}}' IS NOT NULL"
+        "AND id = ANY(%(ids)s::uuid[]) AND provenance #> '{{store,ttl_minutes}}' IS NOT NULL "
+        "AND expires_at > now()"
     ).format(tables.memories.ident, tables.tenant)
 
 

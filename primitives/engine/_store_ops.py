@@ -5,8 +5,9 @@ current-key slot and is active and unexpired. Writes go through :func:`core.obse
 (write policy, limits, supersession, journal); deletes are tombstones
 (:func:`core.change_state`), never a DELETE. Store metadata lives in
 ``provenance.store``: ``created_at`` (the first write of the key, kept across updates),
-``ttl_minutes`` (expiry pushed back on write and, when asked, on read) and ``index``
-(``false``: left out of query searches).
+``ttl_minutes`` (expiry pushed back on write and, when asked, on read), ``index``
+(``false``: ranked by no signal, listed after a query search's ranked hits) and
+``vectors`` (one packed vector per indexed text, when there are several: :attr:`ItemPut.texts`).
 
 The operations are generators like every core operation, so the sync and async engines
 run them unchanged (``TenantMemory.item_batch`` / ``AsyncTenantMemory.item_batch``).
@@ -20,7 +21,9 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import math
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -86,12 +89,31 @@ class StoredItem:
     fused: float | None = None
     ranks: Mapping[str, int] | None = None
     scores: Mapping[str, float] | None = None
+    vectors: tuple[tuple[float, ...], ...] = ()
+    """One vector per indexed text, when the item's content came from several
+    (:attr:`ItemPut.texts`); a query's semantic score is the best of them."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> StoredItem:
         n = len(MEMORY_COLUMNS)
-        created, ttl, expired, indexed = row[n:n + 4]
-        return cls(Memory.from_row(tuple(row[:n])), created, ttl, bool(expired), bool(indexed))
+        created, ttl, expired, indexed, vectors = row[n:n + 5]
+        return cls(Memory.from_row(tuple(row[:n])), created, ttl, bool(expired), bool(indexed),
+                   vectors=tuple(unpack_vector(v) for v in vectors or ()))
+
+
+def pack_vector(vector: Sequence[float]) -> str:
+    """A vector as base64 of little-endian float32 (how an item's per-text vectors are kept
+    in its row's ``provenance.store.vectors``: a quarter of their JSON size).
+
+    >>> unpack_vector(pack_vector([0.5, -1.0]))
+    (0.5, -1.0)
+    """
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
+def unpack_vector(packed: str) -> tuple[float, ...]:
+    raw = base64.b64decode(packed)
+    return struct.unpack(f"<{len(raw) // 4}f", raw)
 
 
 @dataclass(frozen=True)
@@ -100,6 +122,8 @@ class ItemGet:
     namespace: tuple[str, ...]
     key: str
     refresh_ttl: bool = True
+    expired: bool = False
+    """Return the item even when it has expired (LangGraph's ``omit_expired=False``)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +146,11 @@ class ItemPut:
     context: Mapping[str, str] | None = None
     """What goes into the item's embedded text after its content (the value's
     ``embed_context``), kept in the row's envelope (:data:`core.EMBED_CONTEXT`)."""
+    texts: tuple[str, ...] = ()
+    """The texts the content joins when it came from several (index paths): with an
+    embedder, each is also embedded alone, the vectors kept with the row
+    (``provenance.store.vectors``), and a query's semantic score for the item is the best
+    of them, as a store that embeds each indexed field does."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +168,8 @@ class ItemSearch:
     offset: int = 0
     query: str | None = None
     refresh_ttl: bool = True
+    expired: bool = False
+    """A listing (no ``query``) includes expired items; a query search never does."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +177,8 @@ class ItemNamespaces:
     """Distinct ``(tier, namespace)`` pairs of active items (of one tier, or all)."""
 
     tier: str | None = None
+    expired: bool = False
+    """Count expired items too."""
 
 
 ItemOp = ItemGet | ItemPut | ItemSearch | ItemNamespaces
@@ -200,7 +233,7 @@ def _anchor_params(ctx: Context) -> dict[str, Any]:
 def get_item(ctx: Context, op: ItemGet, *, final: bool = False) -> Op[StoredItem | None]:
     """One item by key. ``final``: the get is the whole transaction, so its read is ``last``
     (a TTL refresh after it is an independent write of its own)."""
-    row = yield Step(q.item_get(ctx.tables),
+    row = yield Step(q.item_get(ctx.tables, op.expired),
                      {**_anchor_params(ctx), "tier": op.tier, "namespace": list(op.namespace),
                       "key": op.key}, "one", last=final)
     if row is None:
@@ -259,6 +292,14 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
     if not op.indexed:
         meta["index"] = False
     unchanged = current is not None and memory.id == current.memory.id
+    if len(op.texts) > 1 and op.indexed and ctx.embeds:
+        assert ctx.embedder is not None
+        packed = [pack_vector(v) for v in current.vectors] if (
+            unchanged and current is not None) else []
+        if not packed:
+            packed = [pack_vector(v) for v in (yield core.Embed(ctx.embedder, op.texts))]
+        if sum(map(len, packed)) <= ctx.spec.persistence.store.limits.value_bytes // 2:
+            meta["vectors"] = packed  # else the joined text's vector alone stands
     had_ttl = current is not None and current.ttl_minutes is not None
     # An unchanged value writes nothing, except to set, push back or clear its expiry.
     if (had_ttl or op.ttl_minutes is not None) if unchanged else bool(meta):
@@ -367,12 +408,12 @@ def search_items(ctx: Context, op: ItemSearch) -> Op[list[StoredItem]]:
     where = q.value_filter(list(op.conditions))
     if not (op.query and op.query.strip()):
         rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
-                                      prefix_len=len(op.prefix), where=where, page=True),
+                                      prefix_len=len(op.prefix), where=where, page=True,
+                                      expired=op.expired),
                           {**params, "limit": op.limit, "offset": op.offset}, "all")
         items = [StoredItem.from_row(r) for r in rows]
     else:
-        items = yield from _query_search(ctx, op, params, sql.SQL(" AND ").join(
-            [where, q.INDEXED]))
+        items = yield from _query_search(ctx, op, params, where)
     if op.refresh_ttl:
         yield from _refresh(items, ctx)
     return items
@@ -404,7 +445,8 @@ def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
                   where: sql.Composable) -> Op[list[StoredItem]]:
     """Hybrid search over the items the prefix, filter and ``index`` flag admit, in search
     order: the restriction is inside the search statement, so a selective filter still
-    returns ``limit`` items when the tenant has them. When the search abstains
+    returns ``limit`` items when the tenant has them. Items written with ``index=False``
+    follow the ranked ones (score None) when the page has room. When the search abstains
     (``retrieval.abstain``), an empty :class:`SearchResult` that says so."""
     wanted = op.offset + op.limit
     tiers = [op.tier] if op.tier is not None else None
@@ -413,20 +455,59 @@ def _query_search(ctx: Context, op: ItemSearch, params: dict[str, Any],
     hits = yield from core.search(ctx if reranked else _meaning_first(ctx), op.query or "",
                                   tiers=tiers, limit=min(fetched, MAX_SEARCH_CANDIDATES),
                                   restrict=_restriction(ctx, op))
-    if not hits:  # an abstention (retrieval.abstain) says so
+    if not hits and hits.abstained:  # an abstention (retrieval.abstain) says so
         return SearchResult(abstained=hits.abstained, message=hits.message,
                             pending_embeddings=hits.pending_embeddings)
-    ordered = list(hits) if reranked else by_meaning(ctx.spec, hits)
-    ordered = ordered[:wanted]
+    candidates = list(hits)
     rows = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
-                                  prefix_len=len(op.prefix), where=where, by_ids=True),
-                      {**params, "ids": [h.memory.id for h in ordered]}, "all")
+                                  prefix_len=len(op.prefix),
+                                  where=sql.SQL(" AND ").join([where, q.INDEXED]), by_ids=True),
+                      {**params, "ids": [h.memory.id for h in candidates]}, "all")
     found = {item.memory.id: item for item in map(StoredItem.from_row, rows)}
+    candidates = yield from _by_best_text(ctx, op.query or "", candidates, found)
+    ordered = (candidates if reranked else by_meaning(ctx.spec, candidates))[:wanted]
     ran = _ran(hits)
     kept = [replace(found[h.memory.id], score=relevance(h, ran), fused=h.score,
                     ranks=dict(h.ranks), scores=dict(h.scores))
             for h in ordered if h.memory.id in found]
+    if len(kept) < wanted:
+        rest = yield Step(q.item_rows(ctx.tables, tier=op.tier is not None,
+                                      prefix_len=len(op.prefix),
+                                      where=sql.SQL(" AND ").join([where, q.UNINDEXED]),
+                                      page=True),
+                          {**params, "limit": wanted - len(kept), "offset": 0}, "all")
+        kept += [StoredItem.from_row(r) for r in rest]
     return SearchResult(kept[op.offset:wanted], pending_embeddings=hits.pending_embeddings)
+
+
+def _by_best_text(ctx: Context, query: str, hits: list[Hit],
+                  found: Mapping[UUID, StoredItem]) -> Op[list[Hit]]:
+    """The semantic signal over items with one vector per indexed text
+    (:attr:`ItemPut.texts`): such an item's semantic score is its best text's cosine with
+    the query, and the semantic ranks follow the scores. Unchanged when no hit has them."""
+    if ctx.embedder is None or not any(
+            "semantic" in h.ranks and found.get(h.memory.id) is not None
+            and found[h.memory.id].vectors for h in hits):
+        return hits
+    query_vector = (yield core.Embed(ctx.embedder, (query,), query=True))[0]
+    rescored: list[Hit] = []
+    for hit in hits:
+        item = found.get(hit.memory.id)
+        if "semantic" in hit.ranks and item is not None and item.vectors:
+            best = max(_cosine(query_vector, v) for v in item.vectors)
+            hit = replace(hit, scores={**hit.scores, "semantic": best})
+        rescored.append(hit)
+    semantic = sorted((h for h in rescored if "semantic" in h.ranks),
+                      key=lambda h: -h.scores["semantic"])
+    rank = {h.memory.id: i for i, h in enumerate(semantic, 1)}
+    return [replace(h, ranks={**h.ranks, "semantic": rank[h.memory.id]})
+            if h.memory.id in rank else h for h in rescored]
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
 
 
 _MEANING_SPECS: dict[int, tuple[AgentSpec, AgentSpec]] = {}
@@ -533,13 +614,15 @@ def by_meaning(spec: AgentSpec, hits: Sequence[Hit]) -> list[Hit]:
 
 
 def _refresh(items: Sequence[StoredItem], ctx: Context) -> Op[None]:
-    ids = [item.memory.id for item in items if item.ttl_minutes is not None]
+    ids = [item.memory.id for item in items if item.ttl_minutes is not None
+           and not item.expired]  # an expired item read with omit_expired=False stays so
     if ids:
         yield Step(q.refresh_item_ttl(ctx.tables), {"tenant": ctx.tenant, "ids": ids})
 
 
 def list_namespaces(ctx: Context, op: ItemNamespaces) -> Op[list[tuple[str, tuple[str, ...]]]]:
-    rows = yield Step(q.item_namespaces(ctx.tables, tier=op.tier is not None),
+    rows = yield Step(q.item_namespaces(ctx.tables, tier=op.tier is not None,
+                                        expired=op.expired),
                       {**_anchor_params(ctx), "tier": op.tier}, "all")
     return sorted((tier, tuple(namespace)) for tier, namespace in rows)
 

@@ -3,7 +3,8 @@
 Rule, first match wins:
 
 1. ``index=False``: the key alone; the value stays out of the text index (and out of any
-   embedding), and the item is left out of query searches.
+   embedding), no signal ranks the item, and a query search lists it after its ranked hits
+   (score None) when the page has room.
 2. ``index=[paths]``: the text at those paths (LangGraph's path syntax, e.g.
    ``"facts[*].text"``), one per line.
 3. the value's ``content`` field, else its ``text`` field, when it is a non-empty string;
@@ -26,7 +27,7 @@ from langgraph.store.base import get_text_at_path, tokenize_path
 
 from primitives.engine import canonical_json
 
-__all__ = ["item_content"]
+__all__ = ["item_content", "item_texts"]
 
 _TEXT_FIELDS = ("content", "text")
 
@@ -37,9 +38,7 @@ def item_content(value: Mapping[str, Any], key: str, index: Literal[False] | lis
     if index is False:
         return (key if key.strip() else "(not indexed)")[:limit]
     if index:
-        texts = [text for path in index for text in get_text_at_path(dict(value),
-                                                                      tokenize_path(path))]
-        joined = "\n".join(t for t in texts if t.strip())
+        joined = "\n".join(item_texts(value, index))
         if joined:
             return joined[:limit]
     for name in _TEXT_FIELDS:
@@ -47,3 +46,14 @@ def item_content(value: Mapping[str, Any], key: str, index: Literal[False] | lis
         if isinstance(field, str) and field.strip():
             return field[:limit]
     return canonical_json(dict(value))[:limit]
+
+
+def item_texts(value: Mapping[str, Any], index: list[str]) -> list[str]:
+    """The non-blank texts at ``index``'s paths, in path order: what the content joins, and,
+    when there are several, what is embedded one by one.
+
+    >>> item_texts({"a": "x", "b": ["y", " "], "c": "z"}, ["a", "b[*]", "missing"])
+    ['x', 'y']
+    """
+    return [text for path in index
+            for text in get_text_at_path(dict(value), tokenize_path(path)) if text.strip()]

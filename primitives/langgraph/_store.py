@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -81,7 +82,7 @@ from primitives.engine._store_ops import (
     filter_conditions,
 )
 from primitives.errors import PolicyViolation, StorageError, TenancyError
-from primitives.langgraph._content import item_content
+from primitives.langgraph._content import item_content, item_texts
 from primitives.langgraph._namespaces import NamespaceLayout
 from primitives.spec import AgentSpec
 
@@ -109,8 +110,10 @@ class _Translator:
     """
 
     def __init__(self, spec: AgentSpec, only: Anchor | None = None,
-                 fields: list[str] | None = None) -> None:
+                 fields: list[str] | None = None, distance: str = "cosine") -> None:
         self.spec = spec
+        self.distance = distance
+        """The index config's ``distance_type``: how a query hit's ``score`` is given."""
         self.layout = NamespaceLayout(spec)
         self.content_limit = spec.persistence.store.limits.content_chars
         self.only = only
@@ -121,15 +124,16 @@ class _Translator:
         """A translator that refuses every op outside ``anchor``."""
         resolved = resolve_anchor(self.spec, anchor)
         return _Translator(self.spec, tuple((k, v) for k, v in resolved.values if v is not None),
-                           self.fields)
+                           self.fields, self.distance)
 
-    def plan(self, ops: Iterable[Op]) -> tuple[list[_Group], int]:
+    def plan(self, ops: Iterable[Op], *, expired: bool = False) -> tuple[list[_Group], int]:
+        """``expired``: reads return expired items too (``omit_expired=False``)."""
         groups: dict[Anchor, _Group] = {}
         count = 0
         for position, op in enumerate(ops):
             count = position + 1
             validate_op_namespace(op)
-            anchor, item_op, convert = self._translate(op)
+            anchor, item_op, convert = self._translate(op, expired)
             if self.only is not None and anchor != self.only:
                 raise TenancyError(
                     f"this store is bound to {dict(self.only)}; {type(op).__name__} addresses "
@@ -146,33 +150,37 @@ class _Translator:
                                              strict=True):
             out[position] = convert(result)
 
-    def _translate(self, op: Op) -> tuple[Anchor, ItemOp, Convert]:
+    def _translate(self, op: Op, expired: bool) -> tuple[Anchor, ItemOp, Convert]:
         if isinstance(op, GetOp):
             address = self.layout.address(op.namespace)
             return address.anchor, ItemGet(address.tier, address.namespace, op.key,
-                                           op.refresh_ttl), self._to_item(address.anchor)
+                                           op.refresh_ttl, expired), self._to_item(address.anchor)
         if isinstance(op, PutOp):
             address = self.layout.address(op.namespace)
             content = ""
+            texts: tuple[str, ...] = ()
             if op.value is not None:
                 # before item_content, which would recurse into a deep value
                 check_json(op.value, "value", depth=self.spec.persistence.store.limits.json_depth)
                 index = self.fields if op.index is None else op.index
                 content = item_content(op.value, op.key, index, self.content_limit)
+                if index:  # a list of paths
+                    texts = tuple(t[:self.content_limit] for t in item_texts(op.value, index))
             return address.anchor, ItemPut(
                 address.tier, address.typology, address.namespace, op.key,
                 None if op.value is None else dict(op.value), content, address.scope_id,
-                op.ttl, op.index is not False, embed_context(op.value, self.spec)), _nothing
+                op.ttl, op.index is not False, embed_context(op.value, self.spec),
+                texts=texts), _nothing
         if isinstance(op, SearchOp):
             scope = self.layout.scope(op.namespace_prefix)
             search = ItemSearch(scope.tier, scope.prefix, filter_conditions(op.filter),
-                                op.limit, op.offset, op.query, op.refresh_ttl)
+                                op.limit, op.offset, op.query, op.refresh_ttl, expired)
             return scope.anchor, search, self._to_search_items(scope.anchor)
         if isinstance(op, ListNamespacesOp):
-            return self._listing(op)
+            return self._listing(op, expired)
         raise TypeError(f"unknown store op {type(op).__name__}")
 
-    def _listing(self, op: ListNamespacesOp) -> tuple[Anchor, ItemOp, Convert]:
+    def _listing(self, op: ListNamespacesOp, expired: bool) -> tuple[Anchor, ItemOp, Convert]:
         conditions = op.match_conditions or ()
         prefixes = [c.path for c in conditions if c.match_type == "prefix" and c.path]
         if not prefixes:
@@ -191,7 +199,7 @@ class _Translator:
             ordered = sorted(set(matching))
             return ordered[op.offset:op.offset + op.limit]
 
-        return scope.anchor, ItemNamespaces(scope.tier), convert
+        return scope.anchor, ItemNamespaces(scope.tier, expired), convert
 
     def _to_item(self, anchor: Anchor) -> Convert:
         def convert(stored: StoredItem | None) -> Item | None:
@@ -203,12 +211,22 @@ class _Translator:
                         created_at=stored.created_at, updated_at=memory.updated_at)
         return convert
 
+    def _score(self, found: StoredItem) -> float | None:
+        """A hit's score under the index config's ``distance_type``: the cosine similarity
+        (``cosine``, and ``inner_product``: the inner product of the unit-length vectors), or
+        ``l2``: minus the L2 distance between the unit-length vectors, -sqrt(2 - 2 cos). Only
+        a semantic similarity is converted (see :func:`store_ops.relevance`)."""
+        score = found.score
+        if score is None or self.distance != "l2" or "semantic" not in (found.scores or {}):
+            return score
+        return -math.sqrt(max(0.0, 2.0 - 2.0 * score))
+
     def _to_search_items(self, anchor: Anchor) -> Convert:
         def convert(found: list[StoredItem]) -> list[SearchItem]:
             items: list[SearchItem] = [
                 RankedItem(self.layout.full(anchor, s.memory.tier, s.memory.namespace),
                            s.memory.key, s.memory.value, s.created_at, s.memory.updated_at,
-                           s.score, fused_score=s.fused, ranks=s.ranks, signal_scores=s.scores)
+                           self._score(s), fused_score=s.fused, ranks=s.ranks, signal_scores=s.scores)
                 for s in found]
             if isinstance(found, SearchResult) and (found.abstained or
                                                     found.pending_embeddings is not None):
@@ -282,6 +300,28 @@ def _embedding(spec: AgentSpec, embedder: Any,
     return model, (None if fields is None else list(fields))
 
 
+_DISTANCES = ("cosine", "inner_product", "l2")
+
+
+def _distance(spec: AgentSpec, index: IndexConfig | None) -> str:
+    """The index config's ``distance_type`` (``cosine`` when not given); the vectors are
+    compared by cosine in any case, and the type chooses how a hit's score reads."""
+    distance = "cosine" if index is None else str(index.get("distance_type") or "cosine")
+    if distance not in _DISTANCES:
+        raise PolicyViolation(
+            f"index distance_type {distance!r} is not one this store reports: "
+            f"{', '.join(_DISTANCES)} (items are compared by the cosine of their vectors)",
+            agent=spec.agent, field="distance_type")
+    return distance
+
+
+def _keeps_expired(ttl: TTLConfig | None) -> bool:
+    """Reads return expired items only when the TTL config says ``omit_expired: False``:
+    nothing sweeps them away (the rows stay, as every row does), so by default they are
+    omitted from every read at once."""
+    return ttl is not None and ttl.get("omit_expired") is False
+
+
 def _lost_race(err: StorageError) -> bool:
     """Two transactions wrote the same new key at once: the loser's rerun sees the winner's
     row and supersedes it (BaseStore's last-write-wins), so the group runs once more."""
@@ -314,8 +354,8 @@ class MemoryStore(BaseStore):
         self.ttl_config = ttl
         self.actor = actor
         self.index_config = index
-        self._translator = _Translator(
-            engine.spec, fields=None if index is None else index.get("fields"))
+        self._translator = _Translator(engine.spec, fields=None if index is None else
+                                       index.get("fields"), distance=_distance(engine.spec, index))
 
     @classmethod
     def from_spec(cls, spec: AgentSpec, dsn: str | None = None, *,
@@ -357,7 +397,7 @@ class MemoryStore(BaseStore):
         return bound
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        groups, count = self._translator.plan(ops)
+        groups, count = self._translator.plan(ops, expired=_keeps_expired(self.ttl_config))
         out: list[Result] = [None] * count
         for group in groups:
             self._translator.scatter(group, self._run_group(group.anchor, group.ops), out)
@@ -454,11 +494,11 @@ class AsyncMemoryStore(BaseStore):
         self.ttl_config = ttl
         self.actor = actor
         self.index_config = index
-        self._translator = _Translator(
-            engine.spec, fields=None if index is None else index.get("fields"))
+        self._translator = _Translator(engine.spec, fields=None if index is None else
+                                       index.get("fields"), distance=_distance(engine.spec, index))
         self._loop = asyncio.get_running_loop()
-        self._queue: dict[Anchor | None, list[_Call]] = {}
-        self._drainers = 0
+        self._work = _Work()
+        """The queue of waiting calls and the tasks running them (shared with bound views)."""
         self._max_drainers = max(1, engine._pool.max_size)
 
     @classmethod
@@ -497,46 +537,94 @@ class AsyncMemoryStore(BaseStore):
         timeout); queued calls on one anchor run together in one transaction (see
         :meth:`_drain`), different anchors in parallel."""
         call = _Call(list(ops), self._loop.create_future())
-        groups, count = self._translator.plan(call.ops)  # an op's own error is raised here
-        if len(groups) == 1 and len(groups[0].ops) == count:
-            call.group = groups[0]
-        anchor = None if call.group is None else call.group.anchor
-        self._queue.setdefault(anchor, []).append(call)
-        if self._drainers < self._max_drainers:
-            self._drainers += 1
-            self._loop.create_task(self._drain())
+        anchor = self._single_anchor(call.ops)  # an op's own error is raised here
+        self._work.queue.setdefault(anchor, []).append(call)
+        self._spawn()
         return await call.future
 
+    def _spawn(self) -> None:
+        work = self._work
+        if work.queue and len(work.drainers) < self._max_drainers:
+            task = self._loop.create_task(self._drain())
+            work.drainers.add(task)
+            task.add_done_callback(self._drained)
+
+    def _drained(self, task: asyncio.Task[None]) -> None:
+        """A task is done (finished, failed or cancelled, even before it started): the calls
+        it held are cancelled, its anchor is free, and a new task takes the rest of the
+        queue."""
+        work = self._work
+        work.drainers.discard(task)
+        held = work.held.pop(task, None)
+        if held is not None:
+            anchor, calls = held
+            if anchor is not None:
+                work.busy.discard(anchor)
+            for call in calls:
+                call.future.cancel()  # nothing when it was settled already
+        if not self._loop.is_closed():
+            self._spawn()
+
     async def _drain(self) -> None:
-        """Take the calls queued for the oldest anchor until none is left; they run as one
-        batch (one transaction: the puts one statement, as the gets); if that batch fails,
-        each call runs alone, so one call's refusal is its own (the failed transaction wrote
-        nothing). Calls that span anchors (queued under None) always run alone."""
+        """Take the calls queued for an anchor no other task is running, until none is
+        left; they run as one batch (one transaction), identical reads once when the batch
+        has no write; if that batch fails, each call runs alone, so one call's refusal is its
+        own (the failed transaction wrote nothing). One anchor runs in one task at a time, so
+        two transactions of a tenant never wait on each other's rows. Calls that span
+        anchors (queued under None) always run alone. A cancelled task cancels the calls it
+        took (:meth:`_drained`)."""
+        work = self._work
+        task = asyncio.current_task()
+        assert task is not None
+        while True:
+            anchor = next((a for a in work.queue if a is None or a not in work.busy),
+                          _NO_ANCHOR)
+            if anchor is _NO_ANCHOR:
+                return
+            assert not isinstance(anchor, _Nothing)
+            calls = work.queue.pop(anchor)
+            if len(calls) > _TAKE:
+                work.queue[anchor] = calls[_TAKE:]
+                calls = calls[:_TAKE]
+            if anchor is not None:
+                work.busy.add(anchor)
+            work.held[task] = (anchor, calls)
+            try:
+                await self._run_calls(anchor, calls)
+            finally:
+                if not task.cancelling():
+                    del work.held[task]
+                    work.busy.discard(anchor)
+
+    async def _run_calls(self, anchor: Anchor | None, calls: list[_Call]) -> None:
+        if anchor is None or len(calls) == 1:
+            for call in calls:
+                await self._run_alone(call)
+            return
+        ops = [op for c in calls for op in c.ops]
+        unique, where = _once(ops)
         try:
-            while self._queue:
-                anchor = next(iter(self._queue))
-                calls = self._queue.pop(anchor)
-                if len(calls) > _TAKE:
-                    self._queue[anchor] = calls[_TAKE:]
-                    calls = calls[:_TAKE]
-                if anchor is None or len(calls) == 1:
-                    for call in calls:
-                        await self._run_alone(call)
-                    continue
-                groups = [call.group for call in calls if call.group is not None]
-                try:
-                    results = await self._run_group(anchor,
-                                                    [op for g in groups for op in g.ops])
-                except Exception:  # rerun one by one, below
-                    for call in calls:
-                        await self._run_alone(call)
-                    continue
-                start = 0
-                for call, group in zip(calls, groups, strict=True):
-                    _settle(call, _converted(group, results[start:start + len(group.ops)]))
-                    start += len(group.ops)
-        finally:
-            self._drainers -= 1
+            results = await self._execute(unique)
+        except Exception:  # rerun one by one, below
+            for call in calls:
+                await self._run_alone(call)
+            return
+        handed: set[int] = set()
+
+        def own(j: int) -> Result:  # a read run once for several callers: a copy each
+            result = results[j] if j not in handed else copy.deepcopy(results[j])
+            handed.add(j)
+            return result
+
+        start = 0
+        for call in calls:
+            _settle(call, [own(where[i]) for i in range(start, start + len(call.ops))])
+            start += len(call.ops)
+
+    def _single_anchor(self, ops: list[Op]) -> Anchor | None:
+        """The one anchor all of ``ops`` address, else None (raises the op's own error)."""
+        groups, _ = self._translator.plan(ops)
+        return groups[0].anchor if len(groups) == 1 else None
 
     async def _run_alone(self, call: _Call) -> None:
         try:
@@ -549,7 +637,7 @@ class AsyncMemoryStore(BaseStore):
             _settle(call, error=err)
 
     async def _execute(self, ops: Iterable[Op]) -> list[Result]:
-        groups, count = self._translator.plan(ops)
+        groups, count = self._translator.plan(ops, expired=_keeps_expired(self.ttl_config))
         out: list[Result] = [None] * count
         for group in groups:
             self._translator.scatter(group, await self._run_group(group.anchor, group.ops),
@@ -608,6 +696,43 @@ async def _no_sweep() -> None:
 
 _TAKE = 256
 """Queued calls one drainer takes at a time."""
+
+
+class _Nothing:
+    """No anchor is free to run (see :meth:`AsyncMemoryStore._drain`)."""
+
+
+_NO_ANCHOR = _Nothing()
+
+
+@dataclass
+class _Work:
+    """An async store's queue: waiting calls by anchor (None: calls spanning anchors), the
+    anchors a task is running, and the running tasks."""
+
+    queue: dict[Anchor | None, list[_Call]] = field(default_factory=dict)
+    busy: set[Anchor] = field(default_factory=set)
+    drainers: set[asyncio.Task[None]] = field(default_factory=set)
+    held: dict[asyncio.Task[None], tuple[Anchor | None, list[_Call]]] = field(
+        default_factory=dict)
+    """The anchor and calls each task is running."""
+
+
+def _once(ops: list[Op]) -> tuple[list[Op], list[int]]:
+    """The ops to run, each identical read once when none of ``ops`` writes, and where each
+    op's result is among them. With a write, every op runs, in order."""
+    if any(isinstance(op, PutOp) for op in ops):
+        return ops, list(range(len(ops)))
+    unique: list[Op] = []
+    seen: dict[str, int] = {}
+    where: list[int] = []
+    for op in ops:
+        signature = repr(op)
+        if signature not in seen:
+            seen[signature] = len(unique)
+            unique.append(op)
+        where.append(seen[signature])
+    return unique, where
 
 
 @dataclass

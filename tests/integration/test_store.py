@@ -270,8 +270,12 @@ async def test_query_search_uses_hybrid_retrieval_and_honours_filters_and_index_
     await api.put(ns, "other", {"text": "unrelated gardening advice", "n": 3})
     await api.put(ns, "hidden", {"text": "temperature secret"}, index=False)
     hits = await api.search((ws,), query="temperature")
-    assert {h.key for h in hits} == {"temp", "temp2"}
-    assert all(h.score is not None and h.score > 0 for h in hits)
+    # the ranked hits, then the item written with index=False, unranked (score None)
+    assert {h.key for h in hits[:2]} == {"temp", "temp2"}
+    assert all(h.score is not None and h.score > 0 for h in hits[:2])
+    assert [(h.key, h.score) for h in hits[2:]] == [("hidden", None)]
+    assert [h.key for h in await api.search((ws,), query="temperature", limit=2)] == [
+        h.key for h in hits[:2]]
     filtered = await api.search((ws,), query="temperature", filter={"n": {"$gt": 1}})
     assert [h.key for h in filtered] == ["temp2"]
     listed = await api.search((ws,), filter={"text": "temperature secret"})
@@ -392,7 +396,8 @@ async def test_query_search_runs_the_semantic_signal_when_the_store_has_an_embed
         await store.aput(ns, "temp", {"text": "lowering the temperature removed fabrication"})
         await store.aput(ns, "hidden", {"text": "temperature fabrication notes"}, index=False)
         hits = await store.asearch((ws,), query="temperature fabrication")
-        assert hits[0].key == "temp" and "hidden" not in {h.key for h in hits}
+        assert hits[0].key == "temp" and hits[-1].key == "hidden" and hits[-1].score is None
+        assert all(h.score is not None for h in hits[:-1])
         async with store.engine.tenant({"workspace_id": ws}) as mem:
             explained = await mem.search("temperature fabrication", explain=True)
         assert explained.hits and "semantic" in explained.hits[0].ranks
