@@ -628,11 +628,7 @@ class AsyncMemoryStore(BaseStore):
 
     async def _run_alone(self, call: _Call) -> None:
         try:
-            if call.group is None:
-                _settle(call, await self._execute(call.ops))
-            else:
-                _settle(call, _converted(call.group, await self._run_group(
-                    call.group.anchor, call.group.ops)))
+            _settle(call, await self._execute(call.ops))
         except Exception as err:  # handed to the caller
             _settle(call, error=err)
 
@@ -741,13 +737,6 @@ class _Call:
 
     ops: list[Op]
     future: asyncio.Future[list[Result]]
-    group: _Group | None = None
-    """The call's ops translated, when they address one anchor (else None)."""
-
-
-def _converted(group: _Group, results: Sequence[Any]) -> list[Result]:
-    """A one-anchor call's results, as BaseStore returns them, in its ops' order."""
-    return [convert(result) for convert, result in zip(group.converts, results, strict=True)]
 
 
 def _settle(call: _Call, results: list[Result] | None = None, *,
