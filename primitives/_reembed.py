@@ -158,16 +158,22 @@ def _live_dims(conn: psycopg.Connection[Any], spec: AgentSpec, tables: Tables) -
                     "WHERE extname = 'citus')").fetchone() == (True,):
         raise MigrationError("reembed: this database is a Citus cluster, where the engine "
                              "does not run yet (docs/scaling.md)", agent=spec.agent)
-    row = conn.execute(
-        "SELECT a.atttypmod FROM pg_catalog.pg_attribute AS a WHERE a.attrelid = "
-        "to_regclass(%s) AND a.attname = 'embedding' AND NOT a.attisdropped",
-        (tables.memories.qualified,)).fetchone()
-    if row is None:
+    live = _column_dims(conn, tables, "embedding")
+    if live is None:
         raise MigrationError(
             f"reembed: agent '{spec.agent}' has no stored vectors to make again "
             f"({tables.memories.qualified} has no embedding column: not migrated yet, or "
             "the server has no pgvector)", agent=spec.agent)
-    return int(row[0])
+    return live
+
+
+def _column_dims(conn: psycopg.Connection[Any], tables: Tables, column: str) -> int | None:
+    """The dims of the memories table's vector column ``column``; None when there is none."""
+    row = conn.execute(
+        "SELECT a.atttypmod FROM pg_catalog.pg_attribute AS a WHERE a.attrelid = "
+        "to_regclass(%s) AND a.attname = %s AND NOT a.attisdropped",
+        (tables.memories.qualified, column)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _stage(conn: psycopg.Connection[Any], tables: Tables, dims: int) -> None:
@@ -175,11 +181,8 @@ def _stage(conn: psycopg.Connection[Any], tables: Tables, dims: int) -> None:
     mem = tables.memories.ident
     with conn.transaction():
         conn.execute(DDL_XACT_LOCK)
-        row = conn.execute(
-            "SELECT a.atttypmod FROM pg_catalog.pg_attribute AS a WHERE a.attrelid = %s::regclass"
-            " AND a.attname = %s AND NOT a.attisdropped",
-            (tables.memories.qualified, _STAGED)).fetchone()
-        if row is not None and int(row[0]) != dims:
+        staged = _column_dims(conn, tables, _STAGED)
+        if staged is not None and staged != dims:
             conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN {}, DROP COLUMN {}, DROP COLUMN {}")
                          .format(mem, *map(sql.Identifier, (_STAGED, _STAGED_MODEL, _STAGED_AT))))
         conn.execute(sql.SQL(
