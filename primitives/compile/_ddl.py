@@ -204,6 +204,9 @@ class TableDef:
     retired_indexes: tuple[tuple[str, str], ...] = ()
     """``(name, why)`` of indexes an earlier plan built and this one no longer wants: dropped
     if there, so an upgraded database stops paying for them on every write."""
+    retired_triggers: tuple[tuple[str, str], ...] = ()
+    """``(name, why)`` of triggers an earlier plan may have made and this spec does not
+    declare: dropped if there, so a removed declaration stops acting."""
     bounds: tuple[str, ...] = ()
     """When set, the columns the table's CHECK constraints read: the checks are then
     evaluated by one compiled function (:func:`bounds_function_sql`) under one constraint
@@ -406,6 +409,11 @@ def create_index_sql(table: Table, index: Index) -> sql.Composed:
 def drop_index_sql(table: Table, name: str) -> sql.Composed:
     """``DROP INDEX IF EXISTS`` of an index in the table's schema."""
     return sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(table.schema, name))
+
+
+def drop_trigger_sql(table: Table, name: str) -> sql.Composed:
+    """``DROP TRIGGER IF EXISTS`` on the table."""
+    return sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(name), table.ident)
 
 
 def create_trigger_sql(table: Table, trigger: Trigger) -> sql.Composed:

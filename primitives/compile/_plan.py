@@ -35,6 +35,7 @@ from primitives.compile._ddl import (
     create_table_sql,
     create_trigger_sql,
     drop_index_sql,
+    drop_trigger_sql,
     replace_checks_sql,
     validate_checks_sql,
 )
@@ -264,6 +265,8 @@ def _table_steps(tables: Tables, definition: TableDef, *, not_valid: bool = Fals
         yield Step(f"{name}: index {index.name}", create_index_sql(table, index))
     for label, function in definition.functions:
         yield Step(f"{name}: {label}", function)
+    for retired, why in definition.retired_triggers:
+        yield Step(f"{name}: drop trigger {retired} ({why})", drop_trigger_sql(table, retired))
     for trigger in definition.triggers:
         yield Step(f"{name}: trigger {trigger.name}", create_trigger_sql(table, trigger))
     if definition.comment:

@@ -14,7 +14,11 @@ from psycopg import sql
 
 from primitives.compile import _seeded
 from primitives.compile._capabilities import Capabilities
-from primitives.compile._capacity import capacity_functions, capacity_trigger
+from primitives.compile._capacity import (
+    CAPACITY_TRIGGER,
+    capacity_functions,
+    capacity_trigger,
+)
 from primitives.compile._ddl import (
     BIGINT,
     BOOLEAN,
@@ -278,6 +282,8 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
         functions=(*memory_functions(tables), *guard_functions(spec, tables, capabilities),
                    *capacity_functions(spec, tables),
                    *_seeded.seeded_functions(spec, tables)),
+        retired_triggers=() if capacity_trigger(spec, tables) else (
+            (CAPACITY_TRIGGER, "no tier declares a capacity that refuses"),),
         retired_indexes=(
             *((name(n), _UNUSABLE_UNDER_RLS) for n in RETIRED_MEMORY_INDEXES),
             # earlier plans built it for a trigram_trigger defense

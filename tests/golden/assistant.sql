@@ -1,4 +1,4 @@
--- primitives plan for agent 'assistant': 297 statements
+-- primitives plan for agent 'assistant': 298 statements
 -- store memory.assistant_*, tenant column user_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -191,6 +191,9 @@ REVOKE ALL ON FUNCTION "memory"."assistant_delete_transient"(uuid) FROM PUBLIC;
 
 -- memory.assistant_memories: function memory.assistant_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "memory"."assistant_delete_transient"(uuid) TO "primitives_app";
+
+-- memory.assistant_memories: drop trigger primitives_capacity_guard (no tier declares a capacity that refuses)
+DROP TRIGGER IF EXISTS "primitives_capacity_guard" ON "memory"."assistant_memories";
 
 -- memory.assistant_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "memory"."assistant_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"memory"."assistant_action_links"', 'user_id');

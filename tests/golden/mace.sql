@@ -1,4 +1,4 @@
--- primitives plan for agent 'mace': 290 statements
+-- primitives plan for agent 'mace': 291 statements
 -- store mace.mace_*, tenant column user_id; extensions: trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -252,6 +252,9 @@ BEGIN
     RETURN NEW;
 END
 $fn$;
+
+-- mace.mace_memories: drop trigger primitives_capacity_guard (no tier declares a capacity that refuses)
+DROP TRIGGER IF EXISTS "primitives_capacity_guard" ON "mace"."mace_memories";
 
 -- mace.mace_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "mace"."mace_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"mace"."mace_action_links"', 'user_id');

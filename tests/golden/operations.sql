@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 274 statements
+-- primitives plan for agent 'operations': 275 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -405,6 +405,9 @@ $fn$;
 
 -- platform.operations_memories: non-mirror guard platform.operations_non_mirror_guard: not callable by PUBLIC
 REVOKE ALL ON FUNCTION "platform"."operations_non_mirror_guard"() FROM PUBLIC;
+
+-- platform.operations_memories: drop trigger primitives_capacity_guard (no tier declares a capacity that refuses)
+DROP TRIGGER IF EXISTS "primitives_capacity_guard" ON "platform"."operations_memories";
 
 -- platform.operations_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "platform"."operations_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"platform"."operations_action_links"', 'operator_id');

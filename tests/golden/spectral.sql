@@ -1,4 +1,4 @@
--- primitives plan for agent 'spectral': 270 statements
+-- primitives plan for agent 'spectral': 271 statements
 -- store platform.spectral_*, tenant column workspace_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -188,6 +188,9 @@ REVOKE ALL ON FUNCTION "platform"."spectral_delete_transient"(uuid) FROM PUBLIC;
 
 -- platform.spectral_memories: function platform.spectral_delete_transient: callable by the app role
 GRANT EXECUTE ON FUNCTION "platform"."spectral_delete_transient"(uuid) TO "primitives_app";
+
+-- platform.spectral_memories: drop trigger primitives_capacity_guard (no tier declares a capacity that refuses)
+DROP TRIGGER IF EXISTS "primitives_capacity_guard" ON "platform"."spectral_memories";
 
 -- platform.spectral_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "platform"."spectral_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"platform"."spectral_action_links"', 'workspace_id');

@@ -1,4 +1,4 @@
--- primitives plan for agent 'world': 274 statements
+-- primitives plan for agent 'world': 275 statements
 -- store worlds.world_agent_*, tenant column world_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -405,6 +405,9 @@ $fn$;
 
 -- worlds.world_agent_memories: non-mirror guard worlds.world_agent_non_mirror_guard: not callable by PUBLIC
 REVOKE ALL ON FUNCTION "worlds"."world_agent_non_mirror_guard"() FROM PUBLIC;
+
+-- worlds.world_agent_memories: drop trigger primitives_capacity_guard (no tier declares a capacity that refuses)
+DROP TRIGGER IF EXISTS "primitives_capacity_guard" ON "worlds"."world_agent_memories";
 
 -- worlds.world_agent_memories: trigger primitives_guard_delete
 CREATE OR REPLACE TRIGGER "primitives_guard_delete" BEFORE DELETE ON "worlds"."world_agent_memories" FOR EACH ROW EXECUTE FUNCTION "primitives"."guard_memory_delete"('"worlds"."world_agent_action_links"', 'world_id');

@@ -418,3 +418,28 @@ def test_the_app_role_still_reads_its_own_payloads_under_mace_access(engine: Eng
     with engine.tenant(user) as mem:
         assert mem.connection.info.user == "primitives_app"
         assert mem.get(episode.id).value == {"genre": "jazz"}  # type: ignore[union-attr]
+
+
+def test_a_capacity_taken_out_of_the_spec_stops_refusing_after_migrate(
+        pg: PostgresHandle, admin_conn: psycopg.Connection[Any]) -> None:
+    capped_text = CAPPED_TEXT.replace("agent: mace_capped", "agent: mace_uncapped", 1).replace(
+        "prefix: mcap", "prefix: mdrop", 1)
+    capped = _variant(capped_text)
+    migrate([capped], dsn=pg.admin_dsn, progress=lambda _: None)
+    user = _user()
+    with Engine.connect(capped, pg.app_dsn, max_connections=2) as engine:
+        for i in range(3):
+            engine.observe(user, "long_term", f"e{i}", typology="episodic")
+        with pytest.raises(StorageFull):
+            engine.observe(user, "long_term", "e3", typology="episodic")
+    uncapped = _variant(capped_text, **{"    capacity: {rows: 3, tokens: 60}\n": "",
+                                        "    capacity: {rows: 2, per: scope}\n": ""})
+    assert uncapped.tier("long_term").capacity is None and uncapped.tier("wm").capacity is None
+    migrate([uncapped], dsn=pg.admin_dsn, progress=lambda _: None)
+    with Engine.connect(uncapped, pg.app_dsn, max_connections=2) as engine:
+        written = engine.observe(user, "long_term", "e3", typology="episodic")
+    assert written.content == "e3"
+    assert admin_conn.execute(
+        "SELECT count(*) FROM pg_trigger WHERE tgrelid = %s::regclass AND tgname = %s",
+        (agent_tables(uncapped).memories.qualified, "primitives_capacity_guard"),
+    ).fetchone() == (0,)
