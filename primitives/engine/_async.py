@@ -310,7 +310,8 @@ class AsyncEngine(EngineBase):
                     conn = await pool.getconn()  # as Engine.observe: not the connection() context
                     try:
                         call = observe_call(self, conn, resolved, tier, content, actor, fields)
-                        if call is not None:
+                        checked = call if isinstance(call, core.WriteInput) else None
+                        if isinstance(call, ObserveCall):
                             memory = await _arun_call(conn, call)
                             if memory is not None:
                                 if self.defers_embedding:
@@ -318,7 +319,8 @@ class AsyncEngine(EngineBase):
                                 return memory
                         ctx = self.context(resolved, actor)
                         memory = await _arun_once(
-                            conn, ctx.tenant, core.observe(ctx, tier, content, final=True, **fields),
+                            conn, ctx.tenant, core.observe(ctx, tier, content, final=True,
+                                                          checked=checked, **fields),
                             after_last="refuse")
                         self.note_pending(ctx)
                         return memory

@@ -491,7 +491,7 @@ def observe(
     source: str | None = None, memory_id: UUID | str | None = None,
     embedding: Sequence[float] | None = None, final: bool = False,
     consent: UUID | str | None = None, ttl_ticks: int | None = None,
-    references: Sequence[Any] = (), **unknown: Any,
+    references: Sequence[Any] = (), checked: WriteInput | None = None, **unknown: Any,
 ) -> Op[Memory]:
     """Write a memory. With ``key``, the write is an atomic supersession: an unchanged write
     returns the current row (no event), a changed one supersedes it (the old row stays,
@@ -511,12 +511,15 @@ def observe(
     row, a note longer than the category's ``note_chars``) writes nothing. Under an ``auto``
     write policy with ``sampling`` below 1, an unkeyed observation the sampling leaves out is
     journalled ``sampled_out`` and not written (:func:`sampled_in`); the memory returned is
-    marked :attr:`~Memory.sampled_out`. Any other argument is refused (``via`` among them)."""
+    marked :attr:`~Memory.sampled_out`. ``checked``: these same fields as
+    :func:`checked_write` already returned them (the engines' one-message path hands its
+    result over when the write must take this path), so the spec's checks and the PII scan
+    do not run twice. Any other argument is refused (``via`` among them)."""
     w, rest = _checked_observe(ctx, tier, content, typology=typology, key=key,
                                namespace=namespace, value=value, envelope=envelope, tags=tags,
                                scope_id=scope_id, event_time=event_time, source=source,
                                memory_id=memory_id, consent=consent, ttl_ticks=ttl_ticks,
-                               **unknown)
+                               checked=checked, **unknown)
     from primitives.engine import _canonical
     refs = _canonical.checked_references(ctx, references) if references else []
     share = write_sampling(ctx.spec, w.typology)
@@ -575,7 +578,8 @@ def _checked_observe(
     value: Mapping[str, Any] | None = None, envelope: Mapping[str, Any] | None = None,
     tags: Sequence[str] = (), scope_id: str | None = None, event_time: datetime | None = None,
     source: str | None = None, memory_id: UUID | str | None = None,
-    consent: UUID | str | None = None, ttl_ticks: int | None = None, **unknown: Any,
+    consent: UUID | str | None = None, ttl_ticks: int | None = None,
+    checked: WriteInput | None = None, **unknown: Any,
 ) -> tuple[WriteInput, dict[str, Any]]:
     """:func:`observe`'s fields checked (and redacted where the PII policy says): the write
     input, and the rest of what :func:`_write` takes from them."""
@@ -583,9 +587,9 @@ def _checked_observe(
     if event_time is not None and not isinstance(event_time, datetime):
         raise PolicyViolation(f"event_time must be a datetime, not {type(event_time).__name__}",
                               field="event_time")
-    w = checked_write(ctx.spec, tier, content, typology=typology, key=key, namespace=namespace,
-                      value=value, envelope=envelope, tags=tags, scope_id=scope_id,
-                      source=source)
+    w = checked if checked is not None else checked_write(
+        ctx.spec, tier, content, typology=typology, key=key, namespace=namespace,
+        value=value, envelope=envelope, tags=tags, scope_id=scope_id, source=source)
     from primitives.engine import _ticks
     return w, {"event_time": event_time, "source": source, "memory_id": memory_id,
                "consent": consent, "ttl_ticks": _ticks.write_ttl(ctx.spec, w.tier, ttl_ticks)}

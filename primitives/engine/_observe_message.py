@@ -39,6 +39,7 @@ from primitives.engine import _queries as q
 from primitives.engine._anchor import Anchor
 from primitives.engine._base import EngineBase, render
 from primitives.engine._core import (
+    WriteInput,
     _memory_id,
     checked_write,
     links_to_previous,
@@ -137,10 +138,12 @@ def _form(conn: Any, text: str, base: str, order: tuple[str, ...]) -> tuple[str,
 
 
 def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, content: str,
-                 actor: str, fields: Mapping[str, Any]) -> ObserveCall | None:
+                 actor: str, fields: Mapping[str, Any]) -> ObserveCall | WriteInput | None:
     """``engine.observe(anchor, tier, content, actor=actor, **fields)`` as its prepared call
-    on ``conn``, or ``None`` when the general path must take it (module docstring). The
-    spec's checks run here and raise as they do on the general path."""
+    on ``conn``, or, when the general path must take it (module docstring), the fields as the
+    spec's checks left them (hand them to ``core.observe(..., checked=)``: the checks and the
+    PII scan then run once), or ``None`` when they did not run yet. The spec's checks run
+    here and raise as they do on the general path."""
     if (not _FIELDS.issuperset(fields) or fields.get("key") is not None
             or (engine.embedder is not None and engine.has_embedding
                 and engine.spec.retrieval.embedding.embed == "inline")
@@ -159,7 +162,7 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
     if (links_to_previous(spec, w.scope_id) or similarity_detects(spec, w.typology)
             or w.pii is not None or spec.tier(w.tier).ttl_ticks is not None
             or anchor.provenance or write_sampling(spec, w.typology) < 1.0):
-        return None  # a temporal edge, the conflict lookup of detect: similarity, or redacted
+        return w  # a temporal edge, the conflict lookup of detect: similarity, or redacted
         # personal data (its pii_redacted event), a ticked tier (its ttl_ticks), or the
         # anchor's provenance keys (recorded in the row's provenance), or a write policy
         # that samples (its sampled_out event instead of the row)

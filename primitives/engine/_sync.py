@@ -352,7 +352,8 @@ class Engine(EngineBase):
                     conn = pool.getconn()
                     try:
                         call = observe_call(self, conn, resolved, tier, content, actor, fields)
-                        if call is not None:
+                        checked = call if isinstance(call, core.WriteInput) else None
+                        if isinstance(call, ObserveCall):
                             memory = _run_call(conn, call)
                             if memory is not None:
                                 if self.defers_embedding:
@@ -360,7 +361,8 @@ class Engine(EngineBase):
                                 return memory
                         ctx = self.context(resolved, actor)
                         memory = _run_once(conn, ctx.tenant,
-                                           core.observe(ctx, tier, content, final=True, **fields),
+                                           core.observe(ctx, tier, content, final=True,
+                                                        checked=checked, **fields),
                                            after_last="refuse")
                         self.note_pending(ctx)
                         return memory

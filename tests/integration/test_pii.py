@@ -164,6 +164,32 @@ def test_each_kind_is_redacted_and_no_non_admin_read_returns_the_value(
     assert redacted[0]["action"] == "redacted"
 
 
+def test_engine_observe_scans_a_redacted_write_once(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-message path checks the fields, finds personal data and hands its checked
+    fields to the general path, which writes them without scanning again."""
+    from primitives.engine import _core, _observe_message
+
+    scans: list[str] = []
+    original = _core.checked_write
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        scans.append(args[2])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_core, "checked_write", counted)
+    monkeypatch.setattr(_observe_message, "checked_write", counted)
+    tenant = {"user_id": f"u-{uuid.uuid4().hex[:8]}"}
+    written = engine.observe(tenant, "profile", SAMPLES["email"], typology="episodic")
+    assert scans == [SAMPLES["email"]]
+    assert VALUES["email"] not in written.content
+    with engine.tenant(tenant) as mem:
+        kinds = mem.connection.execute(sql.SQL(
+            "SELECT kind FROM {} WHERE memory_id = %s ORDER BY seq").format(
+            mem.ctx.tables.events.ident), (written.id,)).fetchall()
+    assert kinds == [("observed",), ("pii_redacted",)]
+
+
 def test_the_hash_of_each_value_is_kept_in_provenance(engine: Engine) -> None:
     import hashlib
     with engine.tenant({"user_id": f"u-{uuid.uuid4().hex[:8]}"}) as mem:
