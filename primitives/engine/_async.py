@@ -544,6 +544,24 @@ class AsyncTenantMemory:
         return await arun_op(self._conn, consolidation.consolidate(self.ctx, scope_id,
                                                                    extractor=extractor))
 
+    async def save_extracted(self, scope_id: str, decisions: Sequence[Any], *,
+                   extractor: str = consolidation.AGENT_EXTRACTOR,
+                   ) -> list[consolidation.Consolidation]:
+        """A write-path agent's extracted memories from session ``scope_id``, applied as
+        consolidation's are, without marking the session consolidated (see
+        :func:`primitives.engine._consolidate.save_extracted`)."""
+        return await arun_op(self._conn, consolidation.save_extracted(
+            self.ctx, scope_id, decisions, extractor=extractor))
+
+    async def mark_consolidated(self, scope_id: str, *,
+                          extractor: str = consolidation.AGENT_EXTRACTOR,
+                          ) -> list[consolidation.Consolidation]:
+        """Claim session ``scope_id``'s unconsolidated rows for a write-path agent that has
+        saved what it extracted (see :func:`primitives.engine._consolidate.mark_consolidated`);
+        a second call claims nothing."""
+        return await arun_op(self._conn, consolidation.mark_consolidated(
+            self.ctx, scope_id, extractor=extractor))
+
     async def erase(self, subject: str, *, approvals: list[str], reason: str,
                     memory_ids: list[UUID] | None = None,
                     thread_ids: list[str] | None = None) -> int:

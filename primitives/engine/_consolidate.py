@@ -28,12 +28,16 @@ extractor call per scope. :func:`consolidate_scope`, in the caller's transaction
    declared) and, in graph specs, ``derived_from`` edges to the episodes and entity
    mentions. A causal pair across two chunks is seen by neither call.
 4. Records the entities each episode mentions (graph specs) and one ``consolidated`` event.
+
+A write-path agent (seed 002 §10) does the extractor's part itself, through two operations:
+:func:`save_extracted` applies its decisions as step 3 does, without claiming, and
+:func:`mark_consolidated` claims the session's rows (step 1) once all is saved.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import lru_cache
 from typing import Any
@@ -75,12 +79,16 @@ from primitives.lifecycle._boundary import BOUNDARY_CRITERIA_AT, DEFAULT_DEDUP
 from primitives.spec import AgentSpec
 from primitives.spec._common import split_ref
 
-__all__ = ["CONSOLIDATED_EVENT", "Consolidation", "Extract", "ExtractionRule",
-           "consolidate", "consolidate_scope", "default_extractor", "extraction_rules",
-           "missed_scopes_statement"]
+__all__ = ["AGENT_EXTRACTOR", "CONSOLIDATED_EVENT", "NODES_SAVED_EVENT", "Consolidation",
+           "Extract", "ExtractionRule", "consolidate", "consolidate_scope", "default_extractor",
+           "extraction_rules", "mark_consolidated", "missed_scopes_statement", "save_extracted"]
 
 CONSOLIDATED_EVENT = "consolidated"
 """The journal event closing one scope's consolidation (its counts)."""
+NODES_SAVED_EVENT = "nodes_saved"
+"""The journal event closing one batch of a write-path agent's extracted memories."""
+AGENT_EXTRACTOR = "write_path_agent"
+"""The extractor name the write-path agent's own decisions are journalled with."""
 VIA = "consolidation"
 """The write path consolidation's writes are journalled with."""
 EXISTING_LIMIT = 200
@@ -245,6 +253,17 @@ def _claim(tables: Tables) -> sql.Composed:
 
 
 @lru_cache(maxsize=64)
+def _scope_sources(tables: Tables) -> sql.Composed:
+    """The scope's active, unerased source rows (id, content, event_time) in event order,
+    claimed or not: what a write-path agent's decisions may name as evidence."""
+    return sql.SQL(
+        "SELECT m.id, m.content, m.event_time FROM {mem} AS m WHERE m.{t} = %(tenant)s "
+        "AND m.tier = %(tier)s AND m.typology = %(typology)s AND m.scope_id = %(scope_id)s "
+        "AND m.erased_at IS NULL AND {active} ORDER BY m.event_time, m.created_at, m.id"
+    ).format(mem=tables.memories.ident, t=tables.tenant, active=active_predicate("m"))
+
+
+@lru_cache(maxsize=64)
 def _existing(tables: Tables) -> sql.Composed:
     return sql.SQL(
         "SELECT m.id, m.typology, m.key, m.content, m.confidence FROM {mem} AS m "
@@ -313,15 +332,100 @@ def consolidate(ctx: Context, scope_id: str, *,
                 extractor: Extractor | None = None) -> Op[list[Consolidation]]:
     """Consolidate one scope by every extraction rule of the spec, whatever its ``at``
     (what ``primitives maintain`` does for a missed session)."""
+    rules = _rules(ctx, scope_id)
+    done = []
+    for rule in rules:
+        done.append((yield from consolidate_scope(ctx, rule, scope_id, extractor)))
+    return done
+
+
+def _rules(ctx: Context, scope_id: str) -> list[ExtractionRule]:
     if not isinstance(scope_id, str) or not scope_id:
         raise PolicyViolation("scope_id must be a non-empty string", field="scope_id")
     rules = extraction_rules(ctx.spec)
     if not rules:
         raise PolicyViolation(f"agent '{ctx.spec.agent}' has no extraction rules "
                               "(behavior.promotion with criteria: extraction)")
-    done = []
+    return rules
+
+
+def save_extracted(ctx: Context, scope_id: str, decisions: Sequence[Decision], *,
+                   extractor: str = AGENT_EXTRACTOR) -> Op[list[Consolidation]]:
+    """A write-path agent's own extraction from session ``scope_id`` (seed 002 §10.3
+    ``save_nodes_batch``): each decision, which must name its ``typology``, is applied as
+    consolidation applies an extractor's (module docstring, step 3: thresholds, merge,
+    supersession, ``conflict.min_confidence``, ``derived_from`` edges to its evidence, entity
+    mentions), journalled ``extracted`` / ``merged`` with ``extractor``, and one
+    ``nodes_saved`` event per extraction rule closes the batch. Evidence must be active
+    episodes of the scope (claimed or not). Nothing is claimed: the session stays
+    unconsolidated until :func:`mark_consolidated`. A refused decision refuses the batch
+    (the caller's transaction rolls back; nothing of it is kept)."""
+    rules = _rules(ctx, scope_id)
+    if not decisions:
+        raise PolicyViolation("no decisions to save", field="decisions")
+    groups: dict[str, list[tuple[int, Decision]]] = {}
+    for index, decision in enumerate(decisions):
+        rule = next((r for r in rules if decision.typology in r.typologies), None)
+        if rule is None:
+            written = sorted({t for r in rules for t in r.typologies})
+            raise PolicyViolation(
+                f"decision {index}: typology {decision.typology!r} is not one consolidation "
+                f"writes ({', '.join(written)}); nothing of this batch was written",
+                field=f"decisions[{index}]")
+        groups.setdefault(rule.name, []).append((index, decision))
+    done: list[Consolidation] = []
     for rule in rules:
-        done.append((yield from consolidate_scope(ctx, rule, scope_id, extractor)))
+        if rule.name not in groups:
+            continue
+        rows = yield Step(_scope_sources(ctx.tables), {
+            "tenant": ctx.tenant, "tier": rule.source_tier, "typology": rule.source_typology,
+            "scope_id": scope_id}, "all")
+        if not rows:
+            raise PolicyViolation(f"session '{scope_id}' has no active "
+                                  f"{rule.source_tier}.{rule.source_typology} rows to derive "
+                                  "memories from; nothing of this batch was written",
+                                  field="scope_id")
+        apply = _Apply(ctx, rule, scope_id, extractor,
+                       [Episode(r[0], r[1], r[2]) for r in rows])
+        for index, decision in groups[rule.name]:
+            yield from apply.decision(index, decision)
+        result = replace(apply.result(), episodes=0, calls=0)
+        yield _event(ctx, NODES_SAVED_EVENT, None, {
+            "rule": rule.name, "scope_id": scope_id, "extractor": extractor,
+            **result.counts(), "memory_ids": [str(i) for i in result.memory_ids]})
+        done.append(result)
+    return done
+
+
+def mark_consolidated(ctx: Context, scope_id: str, *,
+                      extractor: str = AGENT_EXTRACTOR) -> Op[list[Consolidation]]:
+    """Mark session ``scope_id`` consolidated by a write-path agent (seed 002 §10.1 step 7,
+    ``mark_session_consolidated``): for each extraction rule, the scope's active source rows
+    not yet consolidated are claimed in the ledger, as :func:`consolidate_scope` claims them,
+    with no extractor call, and a ``consolidated`` event (``extractor``, ``episodes``
+    claimed) is journalled. A second call claims nothing and journals nothing (``episodes``
+    0); rows written to the session later are unclaimed again. A session with no source rows
+    at all is refused."""
+    rules = _rules(ctx, scope_id)
+    done: list[Consolidation] = []
+    seen = False
+    for rule in rules:
+        rows = yield Step(_claim(ctx.tables), {
+            "tenant": ctx.tenant, "rule": rule.name, "tier": rule.source_tier,
+            "typology": rule.source_typology, "scope_id": scope_id}, "all")
+        result = Consolidation(rule.name, scope_id, extractor, episodes=len(rows), calls=0)
+        if rows:
+            yield _event(ctx, CONSOLIDATED_EVENT, None, {
+                "rule": rule.name, "scope_id": scope_id, "extractor": extractor,
+                **result.counts(), "calls": 0, "memory_ids": []})
+        seen = seen or bool(rows) or bool((yield Step(_scope_sources(ctx.tables), {
+            "tenant": ctx.tenant, "tier": rule.source_tier, "typology": rule.source_typology,
+            "scope_id": scope_id}, "all")))
+        done.append(result)
+    if not seen:
+        sources = ", ".join(f"{r.source_tier}.{r.source_typology}" for r in rules)
+        raise PolicyViolation(f"session '{scope_id}' has no active {sources} rows: nothing "
+                              "to mark consolidated", field="scope_id")
     return done
 
 

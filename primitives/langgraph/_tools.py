@@ -39,8 +39,10 @@ from primitives.engine import (
     SearchResult,
     resolve_anchor,
 )
+from primitives.engine._consolidate import Consolidation
 from primitives.engine._insight import FactProvenance, SessionEpisodes, WeakFact
 from primitives.errors import GovernanceError, PolicyViolation, PrimitivesError, TenancyError
+from primitives.extraction import Decision, EntityMention
 from primitives.langgraph._timestamps import event_time_fields
 
 __all__ = ["GRAPH_TOOL_NAMES", "REFUSALS", "TOOL_NAMES", "WRITE_PATH_TOOL_NAMES",
@@ -59,13 +61,17 @@ TOOL_NAMES = ("search_memory", "remember_fact", "correct_fact", "confirm_fact",
 GRAPH_TOOL_NAMES = ("explain_fact", "weak_facts", "forget_fact")
 """Added for specs with ``graph:`` (seed 002 phase 6 and the user's "forget that"): a fact's
 provenance chain, the weak facts report, and invalidating a fact (kept in history)."""
-WRITE_PATH_TOOL_NAMES = ("get_session_episodes", "save_causal_edges")
+WRITE_PATH_TOOL_NAMES = ("get_session_episodes", "save_nodes_batch", "detect_conflicts",
+                         "save_causal_edges", "mark_session_consolidated")
 """The write-path agent's own tools (seed 002 §10.3), not the orchestrator's: a session's
-episodes page by page, and causal edges between episodes it infers."""
+episodes page by page (with whether it is consolidated), the memories it extracts saved with
+``derived_from`` edges, the active facts a new one may contradict, causal edges between
+episodes it infers, and the session marked consolidated once all is saved."""
 DEFAULT_INFERENCE = 0.6
 """An inferred edge's confidence where ``graph.confidence`` declares none (seed 002 §12.1)."""
 R = TypeVar("R")
 Type = Literal["episodic", "semantic", "procedural", "opinion"]
+Extracted = Literal["semantic", "procedural", "opinion"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,42 @@ class SaveCausalEdgesArgs(BaseModel):
                                     "where an episode says so explicitly")
 
 
+class NodeEntity(BaseModel):
+    name: str = Field(min_length=1, description="the entity's name as said")
+    type: str = Field(description="one of the memory's entity types (person, place, ...)")
+
+
+class ExtractedNode(BaseModel):
+    type: Extracted = Field(description="semantic: a durable fact; procedural: how something "
+                            "is done; opinion: a preference or judgement")
+    content: str = Field(min_length=1, description="the memory, as one self-contained sentence")
+    evidence: list[str] = Field(min_length=1, description="ids of the session's episodes it "
+                                "rests on (derived_from)")
+    entities: list[NodeEntity] = Field(default_factory=list,
+                                       description="people, places or things it is about")
+    confidence: float = Field(0.8, ge=0, le=1, description="how sure the episodes make it")
+    key: str | None = Field(None, description="a stable name; a later memory under it "
+                            "supersedes this one")
+    replaces: str | None = Field(None, description="the id of an active memory this one "
+                                 "corrects (from detect_conflicts)")
+
+
+class SaveNodesBatchArgs(BaseModel):
+    session_id: str = Field(description="the session the memories were extracted from")
+    nodes: list[ExtractedNode] = Field(min_length=1, max_length=50,
+                                       description="the memories to save; all or none are kept")
+
+
+class DetectConflictsArgs(BaseModel):
+    content: str = Field(min_length=1, description="the new memory, as it would be saved")
+    type: Extracted | None = Field(None, description="only memories of this kind")
+    limit: int = Field(5, ge=1, le=50, description="at most this many candidates")
+
+
+class SessionArgs(BaseModel):
+    session_id: str = Field(description="the session whose extraction is complete")
+
+
 class ForgetFactArgs(BaseModel):
     fact_id: str = Field(description="the id of the memory the user wants forgotten")
     reason: str | None = Field(None, description="why it no longer holds")
@@ -177,11 +219,11 @@ def _time(text: str | None, name: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _memory_id(text: str) -> UUID:
+def _memory_id(text: str, name: str = "fact_id") -> UUID:
     try:
         return UUID(text)
     except ValueError as err:
-        raise ToolException(f"fact_id {text!r} is not a memory id (a UUID from "
+        raise ToolException(f"{name} {text!r} is not a memory id (a UUID from "
                             "search_memory or remember_fact)") from err
 
 
@@ -345,6 +387,42 @@ class _Bodies:
                           "effect_id": str(ids[1]), "confidence": edge.confidence})
         return {"status": "saved", "edges": saved}
 
+    def save_nodes_batch(self, session_id: str,
+                         nodes: list[ExtractedNode]) -> Body[dict[str, Any]]:
+        decisions = []
+        for n, given in enumerate(nodes):
+            node = ExtractedNode.model_validate(given)
+            decisions.append(Decision(
+                "UPDATE" if node.replaces else "ADD", typology=node.type, content=node.content,
+                key=node.key, confidence=node.confidence,
+                target_id=_memory_id(node.replaces, f"nodes[{n}].replaces")
+                if node.replaces else None,
+                entities=tuple(EntityMention(e.name, e.type) for e in node.entities),
+                evidence=tuple(_memory_id(e, f"nodes[{n}].evidence") for e in node.evidence)))
+        # one transaction: a refused node refuses the batch (seed 002 §10.1: partial work
+        # is never left behind by this tool)
+        done: list[Consolidation] = yield _Call("save_extracted", (session_id, decisions))
+        counts = {k: sum(getattr(d, k) for d in done)
+                  for k in ("added", "updated", "merged", "unchanged", "skipped", "edges",
+                            "mentions")}
+        return {"status": "saved", "session_id": session_id, **counts,
+                "memory_ids": [str(i) for d in done for i in d.memory_ids]}
+
+    def detect_conflicts(self, content: str, type: Extracted | None = None,
+                         limit: int = 5) -> Body[dict[str, Any]]:
+        hits: SearchResult[Hit] = yield _Call("search", (content,),
+                                              {"limit": _candidates(limit)})
+        found = [memory_dict(h.memory, h.score, confidence=h.confidence) for h in hits
+                 if h.memory.typology != "episodic" and (type is None
+                                                         or h.memory.typology == type)]
+        return {"content": content, "candidates": found[:limit]}
+
+    def mark_session_consolidated(self, session_id: str) -> Body[dict[str, Any]]:
+        done: list[Consolidation] = yield _Call("mark_consolidated", (session_id,))
+        claimed = sum(d.episodes for d in done)
+        return {"status": "consolidated" if claimed else "already_consolidated",
+                "session_id": session_id, "episodes": claimed}
+
     def memory_stats(self) -> Body[dict[str, Any]]:
         stats: dict[str, Any] = yield _Call("stats")
         last = stats.pop("last_write")
@@ -415,6 +493,13 @@ _DESCRIPTIONS: dict[str, tuple[type[BaseModel], str]] = {
                    "from a single episode, or about to be forgotten by decay."),
     "get_session_episodes": (SessionEpisodesArgs, "Read a finished session's episodes in "
                              "order, a page at a time, and whether it is consolidated."),
+    "save_nodes_batch": (SaveNodesBatchArgs, "Save the facts, procedures and opinions "
+                         "extracted from a session, each with the episodes it rests on; "
+                         "all are saved or, on a refusal, none."),
+    "detect_conflicts": (DetectConflictsArgs, "Find active memories a new one may "
+                         "contradict (hybrid search), to pass as its replaces."),
+    "mark_session_consolidated": (SessionArgs, "Mark a session consolidated, only after "
+                                  "everything extracted from it is saved."),
     "save_causal_edges": (SaveCausalEdgesArgs, "Record that one episode caused another, "
                           "only where an episode says so; inferred edges carry the inference "
                           "confidence."),
@@ -450,7 +535,8 @@ def write_path_tools(engine: Engine | AsyncEngine, anchor: Mapping[str, object],
     resolve_anchor(spec, anchor)
     if spec.graph is None or "causal" not in spec.graph.edges:
         raise PolicyViolation(f"agent '{spec.agent}' declares no causal edges (graph.edges): "
-                              "the write-path tools read sessions and record causal edges")
+                              "the write-path tools read sessions, save what is extracted "
+                              "from them and record causal edges")
     bodies = _Bodies(spec.persistent_tier.name, graph=True,
                      inference="inference" in spec.graph.confidence)
     return _bind(engine, anchor, bodies, actor, WRITE_PATH_TOOL_NAMES)

@@ -426,3 +426,115 @@ def test_write_path_tools_page_a_session_and_save_causal_edges_all_or_nothing(
     with engine.tenant(user) as mem:
         mem.end_scope("session", "s-w")
     assert tools["get_session_episodes"].invoke({"session_id": "s-w"})["consolidated"] is True
+
+
+def test_write_path_tools_save_nodes_detect_conflicts_and_mark_the_session(
+        engine: Engine, assistant: AgentSpec, admin_conn: psycopg.Connection[Any]) -> None:
+    """Seed 002 §10.1 through the write-path agent's tools: episodes read, a conflict found,
+    the extracted memories saved with derived_from edges (one correcting the old fact), the
+    session marked consolidated once; every refusal is the tool's text, nothing half-kept."""
+    from langchain_core.messages import ToolMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    user = _user()
+    with engine.tenant(user) as mem:
+        moved, _sister, seats = (
+            mem.observe("long_term", text, typology="episodic", scope_id="s-n").id
+            for text in ("I moved to Porto last month.", "My sister Ana still lives in Lisbon.",
+                         "I always take a window seat."))
+        lisbon = mem.observe("long_term", "The user lives in Lisbon", typology="semantic",
+                             key="home").id
+    tools = {t.name: t for t in write_path_tools(engine, user)}
+    assert tuple(tools) == WRITE_PATH_TOOL_NAMES
+    tables = agent_tables(assistant)
+    assert tables.edges is not None
+
+    def journal() -> list[tuple[str, str, dict[str, Any]]]:
+        return admin_conn.execute(sql.SQL(
+            "SELECT kind, actor, payload FROM {} WHERE {} = %s ORDER BY seq").format(
+            tables.events.ident, tables.tenant), (user["user_id"],)).fetchall()
+
+    before = len(journal())
+    conflicts = tools["detect_conflicts"].invoke({"content": "The user lives in Porto",
+                                                  "type": "semantic"})
+    assert str(lisbon) in [c["id"] for c in conflicts["candidates"]]
+    assert all(c["type"] == "semantic" for c in conflicts["candidates"])
+    porto = {"type": "semantic", "content": "The user lives in Porto", "confidence": 0.9,
+             "evidence": [str(moved)], "replaces": str(lisbon),
+             "entities": [{"name": "Porto", "type": "place"}]}
+    seat = {"type": "opinion", "content": "The user prefers window seats",
+            "evidence": [str(seats)]}
+    # refusals reach the model as the tool's text, and the batch is all or nothing
+    not_episode = tools["save_nodes_batch"].invoke({"session_id": "s-n", "nodes": [
+        seat, {**porto, "evidence": [str(lisbon)]}]})
+    assert isinstance(not_episode, str) and "decision 1" in not_episode
+    assert "not an episode of scope 's-n'" in not_episode
+    bad_id = tools["save_nodes_batch"].invoke({"session_id": "s-n", "nodes": [
+        {**seat, "evidence": ["the third turn"]}]})
+    assert isinstance(bad_id, str) and "nodes[0].evidence" in bad_id
+    other = tools["save_nodes_batch"].invoke({"session_id": "s-other", "nodes": [seat]})
+    assert isinstance(other, str) and "session 's-other' has no active" in other
+    assert len(journal()) == before                    # nothing of a refused call was kept
+    # in a LangGraph run the refusal is an error ToolMessage, the run goes on
+    run = StateGraph(MessagesState)
+    run.add_node("tools", ToolNode(list(tools.values())))
+    run.add_edge(START, "tools")
+    call = {"name": "save_nodes_batch", "id": "call-1", "type": "tool_call",
+            "args": {"session_id": "s-n", "nodes": [{**seat, "evidence": [str(lisbon)]}]}}
+    out = run.compile().invoke({"messages": [AIMessage("", tool_calls=[call])]})
+    reply = out["messages"][-1]
+    assert isinstance(reply, ToolMessage) and reply.status == "error"
+    assert "not an episode of scope 's-n'" in str(reply.content)
+
+    saved = tools["save_nodes_batch"].invoke({"session_id": "s-n", "nodes": [porto, seat]})
+    assert saved["status"] == "saved" and (saved["updated"], saved["added"]) == (1, 1)
+    new_home, opinion = (uuid.UUID(i) for i in saved["memory_ids"])
+    with engine.tenant(user) as mem:
+        old = mem.get(lisbon)
+        chain = mem.explain_fact(new_home)
+        assert mem.get(opinion) is not None
+    assert old is not None and not old.active and old.confidence == pytest.approx(0.3)
+    assert {(r, m.id) for _, r, m in chain.chain} >= {("derived_from", moved),
+                                                      ("supersedes", lisbon)}
+    assert chain.memory.confidence == pytest.approx(0.8)   # graph.confidence.extraction
+    # saving does not consolidate: the agent marks the session once everything is saved
+    page = tools["get_session_episodes"].invoke({"session_id": "s-n"})
+    assert page["consolidated"] is False
+    assert tools["mark_session_consolidated"].invoke({"session_id": "s-n"}) == {
+        "status": "consolidated", "session_id": "s-n", "episodes": 3}
+    assert tools["get_session_episodes"].invoke({"session_id": "s-n"})["consolidated"] is True
+    assert tools["mark_session_consolidated"].invoke({"session_id": "s-n"}) == {
+        "status": "already_consolidated", "session_id": "s-n", "episodes": 0}
+    missing = tools["mark_session_consolidated"].invoke({"session_id": "s-none"})
+    assert isinstance(missing, str) and "session 's-none' has no active" in missing
+    kinds = [(k, a, p.get("extractor")) for k, a, p in journal()[before:]
+             if k in ("extracted", "nodes_saved", "consolidated")]
+    assert kinds == [("extracted", "memory_agent", "write_path_agent")] * 2 + [
+        ("nodes_saved", "memory_agent", "write_path_agent"),
+        ("consolidated", "memory_agent", "write_path_agent")]
+    with engine.tenant(user) as mem:
+        stats = mem.stats()
+        assert mem.consolidate("s-n")[0].episodes == 0   # the ledger took them: no rerun
+    assert stats["unconsolidated_sessions"] == 0 and stats["last_consolidation"] is not None
+
+
+async def test_the_async_write_path_tools_save_and_mark(pg: PostgresHandle,
+                                                         assistant: AgentSpec) -> None:
+    user = _user()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = await AsyncEngine.connect(assistant, pg.app_dsn)
+    async with eng:
+        async with eng.tenant(user) as mem:
+            turn = (await mem.observe("long_term", "I started learning Spanish.",
+                                      typology="episodic", scope_id="s-a")).id
+        tools = {t.name: t for t in write_path_tools(eng, user)}
+        saved = await tools["save_nodes_batch"].ainvoke({"session_id": "s-a", "nodes": [
+            {"type": "semantic", "content": "The user is learning Spanish",
+             "evidence": [str(turn)]}]})
+        assert saved["added"] == 1 and saved["edges"] == 1
+        marked = await tools["mark_session_consolidated"].ainvoke({"session_id": "s-a"})
+        assert marked["episodes"] == 1
+        refused = await tools["mark_session_consolidated"].ainvoke({"session_id": "nope"})
+        assert isinstance(refused, str) and "has no active" in refused
