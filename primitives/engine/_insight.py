@@ -52,9 +52,11 @@ def graph_stats_statement(tables: Tables) -> sql.Composed:
     """One row of the tenant's graph metrics: edges valid now by relation type (jsonb),
     entities, active memories with no valid edge and no entity mention (orphans), active
     memories, sessions with source rows the consolidation ledger has not seen, the last
-    ``consolidated`` and ``decay_archived`` events, and the bytes of the tenant's rows.
-    Params: ``tenant``, ``rules``, ``tiers``, ``typologies`` (the extraction rules and their
-    sources, parallel text arrays)."""
+    ``consolidated`` and ``decay_archived`` events, the bytes of the tenant's rows, and when
+    maintain last completed a decay pass over all the agent's tenants
+    (``primitives.last_maintenance_run``: the runtime role reads no other maintenance data).
+    Params: ``tenant``, ``agent``, ``rules``, ``tiers``, ``typologies`` (the extraction rules
+    and their sources, parallel text arrays)."""
     assert tables.edges is not None and tables.entities is not None
     assert tables.node_entities is not None
     t = tables.tenant
@@ -84,7 +86,8 @@ def graph_stats_statement(tables: Tables) -> sql.Composed:
         "+ (SELECT coalesce(sum(pg_column_size(x.*)), 0) FROM {entities} AS x "
         "WHERE x.{t} = %(tenant)s) "
         "+ (SELECT coalesce(sum(pg_column_size(j.*)), 0) FROM {events} AS j "
-        "WHERE j.{t} = %(tenant)s)"
+        "WHERE j.{t} = %(tenant)s), "
+        "primitives.last_maintenance_run(%(agent)s, 'decay')"
     ).format(t=t, edges=tables.edges.ident, entities=tables.entities.ident,
              mem=tables.memories.ident, ne=tables.node_entities.ident,
              led=tables.promotions.ident, events=tables.events.ident, valid=_VALID_EDGE,
@@ -103,21 +106,26 @@ def graph_stats(ctx: Context) -> Op[dict[str, Any]]:
     relation type, every declared type present), ``entities``, ``orphan_nodes``,
     ``avg_edges_per_node`` (each edge counted at both ends, over active memories),
     ``unconsolidated_sessions`` (sessions with episodes consolidation has not taken, the
-    open one included), ``last_consolidation``, ``last_decay_archive`` (the latest row the
-    decay pass archived: decay itself is computed at read time, so there is no other run to
-    date) and ``storage_bytes`` / ``storage_size_mb`` (the tenant's rows: memories, edges,
-    entities, journal)."""
+    open one included), ``last_consolidation`` (this tenant's latest ``consolidated`` event:
+    a session consolidated, by the engine or marked by a write-path agent),
+    ``last_decay_run`` (when ``primitives maintain`` last completed a decay pass over all the
+    agent's tenants, recorded in ``primitives.maintenance_runs``; None before the first),
+    ``last_decay_archive`` (the latest row the decay pass archived for this tenant) and
+    ``storage_bytes`` / ``storage_size_mb`` (the tenant's rows: memories, edges, entities,
+    journal)."""
     graph = ctx.spec.graph
     assert graph is not None
     row = yield Step(graph_stats_statement(ctx.tables),
-                     {"tenant": ctx.tenant, **_rule_params(ctx.spec)}, "one")
-    by_type, entities, orphans, active, pending, consolidated, archived, size = row
+                     {"tenant": ctx.tenant, "agent": ctx.spec.agent, **_rule_params(ctx.spec)},
+                     "one")
+    by_type, entities, orphans, active, pending, consolidated, archived, size, decayed = row
     edges = {**dict.fromkeys(graph.edges, 0), **{k: int(v) for k, v in by_type.items()}}
     return {
         "edges": edges, "entities": int(entities), "orphan_nodes": int(orphans),
         "avg_edges_per_node": round(2 * sum(edges.values()) / active, 2) if active else 0.0,
         "unconsolidated_sessions": int(pending),
-        "last_consolidation": _iso(consolidated), "last_decay_archive": _iso(archived),
+        "last_consolidation": _iso(consolidated), "last_decay_run": _iso(decayed),
+        "last_decay_archive": _iso(archived),
         "storage_bytes": int(size), "storage_size_mb": round(int(size) / 1_048_576, 3),
     }
 

@@ -227,7 +227,10 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                     time.sleep((time.perf_counter() - batch_started) * (1 / duty - 1))
                 if progress is not None:
                     progress(spec.agent, start + len(batch), len(tenants))
-            ran = sorted({(t, p.schedule) for p in passes if p.schedule for t in p.typologies})
+            # every decay pass that ran to completion, scheduled or not (memory_stats reads
+            # the latest through primitives.last_maintenance_run)
+            ran = sorted({(t, p.schedule) for p in passes for t in p.typologies},
+                         key=lambda r: r[0])
             if ran:
                 with conn.transaction():
                     conn.execute(sql.SQL("SET LOCAL ROLE {}").format(

@@ -156,6 +156,40 @@ def test_memory_stats_reports_edges_entities_orphans_and_sessions(
         0, 0, 0)
 
 
+def test_memory_stats_reports_the_last_complete_decay_run_and_nothing_else_of_maintain(
+        pg: PostgresHandle, assistant: AgentSpec, app_conn: psycopg.Connection[Any]) -> None:
+    """``last_decay_run`` is when maintain last completed a decay pass over the agent's
+    tenants (primitives.maintenance_runs), read through primitives.last_maintenance_run: the
+    same for every tenant, and the runtime role cannot read the table itself."""
+    from primitives.lifecycle import maintain
+
+    spec = assistant.model_copy(update={"agent": f"stats_{uuid.uuid4().hex[:6]}"})
+    migrate([spec], dsn=pg.admin_dsn)
+    users = [_user(), _user()]
+    with _connect(spec, pg) as eng:
+        for user in users:
+            with eng.tenant(user) as mem:
+                mem.observe("long_term", "I like tea", typology="opinion")
+        with eng.tenant(users[0]) as mem:
+            assert mem.stats()["last_decay_run"] is None        # maintain never ran
+        nightly = datetime.now(UTC).replace(hour=3, minute=30, second=0, microsecond=0)
+        maintain([spec], pg.admin_dsn, now=nightly)             # the nightly decay is due
+        later = nightly + timedelta(hours=2)                    # not due: decay passes skipped
+        report = maintain([spec], pg.admin_dsn, now=later)
+        assert [s["pass"] for s in report.skipped[spec.agent]] == ["decay_archive"]
+        seen = []
+        for user in users:
+            with eng.tenant(user) as mem:
+                seen.append(mem.stats()["last_decay_run"])
+        forced = later + timedelta(minutes=5)
+        maintain([spec], pg.admin_dsn, now=forced, force=True)
+        with eng.tenant(users[1]) as mem:
+            assert mem.stats()["last_decay_run"] == forced.isoformat()
+    assert seen == [nightly.isoformat()] * 2                    # the run, not a tenant's data
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app_conn.execute("SELECT * FROM primitives.maintenance_runs")
+
+
 # 2. explain_fact: the provenance chain ------------------------------------------------------------
 def test_explain_fact_follows_supersedes_and_derived_from_to_the_episodes(
         engine: Engine) -> None:

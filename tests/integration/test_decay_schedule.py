@@ -74,7 +74,9 @@ def test_a_scheduled_decay_pass_runs_only_when_due_and_force_runs_it(
     assert "dispositions" in first.agents["sched_nightly"]
     assert first.reported["sched_nightly"]["dispositions"] == 1
     assert first.skipped == {}
-    assert _last_runs(auditor_conn, "sched_nightly") == {"episodic": day}
+    # every completed decay pass is recorded; an unscheduled one each run (memory_stats's
+    # last_decay_run), a scheduled one when it ran
+    assert _last_runs(auditor_conn, "sched_nightly") == {"episodic": day, "semantic": day}
 
     later = maintain([spec], pg.admin_dsn, now=day + timedelta(hours=20))  # 00:00: not due
     assert "dispositions" not in later.agents["sched_nightly"]
@@ -85,16 +87,18 @@ def test_a_scheduled_decay_pass_runs_only_when_due_and_force_runs_it(
         "last_run": day.isoformat(),
         "next_due": (day + timedelta(hours=23)).isoformat()}]}
     assert later.as_dict()["skipped"] == later.skipped
-    assert _last_runs(auditor_conn, "sched_nightly") == {"episodic": day}
+    assert _last_runs(auditor_conn, "sched_nightly") == {
+        "episodic": day, "semantic": day + timedelta(hours=20)}
 
     forced = maintain([spec], pg.admin_dsn, now=day + timedelta(hours=20), force=True)
     assert forced.skipped == {} and forced.reported["sched_nightly"]["dispositions"] == 1
-    assert _last_runs(auditor_conn, "sched_nightly") == {"episodic": day + timedelta(hours=20)}
+    assert _last_runs(auditor_conn, "sched_nightly") == dict.fromkeys(
+        ("episodic", "semantic"), day + timedelta(hours=20))
 
     night = day + timedelta(hours=23, minutes=30)             # 03:30 next day: 03:00 fired
     due = maintain([spec], pg.admin_dsn, now=night)
     assert due.skipped == {} and due.reported["sched_nightly"]["dispositions"] == 1
-    assert _last_runs(auditor_conn, "sched_nightly") == {"episodic": night}
+    assert _last_runs(auditor_conn, "sched_nightly") == {"episodic": night, "semantic": night}
 
 
 def test_cli_maintain_json_names_the_passes_not_due_and_force_runs_them(
