@@ -185,6 +185,7 @@ def test_the_assistant_lives_through_sessions_correction_and_decay(
     assert stats["edges"]["temporal"] == 4 and stats["entities"] >= 3
     assert stats["unconsolidated_sessions"] == 0
     assert stats["last_consolidation"] is not None and stats["last_decay_archive"] is not None
+    assert stats["last_decay_run"] is not None                     # the maintain run above
 
     [chain] = verify_chains(admin_conn, assistant, tenants=[tenant])
     assert chain.intact
