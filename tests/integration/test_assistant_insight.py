@@ -331,6 +331,24 @@ def test_a_when_question_keeps_the_timeline_to_the_window_it_names(engine: Engin
     assert isinstance(backwards, str) and "must be before" in backwards
 
 
+@pytest.mark.parametrize(("question", "days_back"), [
+    ("Wann haben wir gestern die Tomaten gepflanzt?", 1),
+    ("¿Cuándo plantamos los tomates hace 3 días?", 3),
+    ("Quand avons-nous planté les tomates avant-hier ?", 2),
+])
+def test_a_when_question_in_another_language_names_its_window(
+        engine: Engine, question: str, days_back: int) -> None:
+    user = _user()
+    with engine.tenant(user) as mem:
+        mem.observe("long_term", "we planted the tomatoes", typology="episodic", scope_id="s-x")
+    now = datetime.now(UTC)
+    day = datetime.combine(now.date(), datetime.min.time(), tzinfo=UTC) - timedelta(
+        days=days_back)
+    found = engine.search(user, question, as_of=now, explain=True)
+    assert found.intent == "when"
+    assert found.window == (day, day + timedelta(days=1))
+
+
 # 7. the manifest's keys: episodes per consolidation chunk, conflict minimum confidence ------------
 class _Counting:
     """The rule-based extractor, recording what each call was given."""
