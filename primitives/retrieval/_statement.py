@@ -440,24 +440,30 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
                        None if bm25 or "lexical" not in used else match)
         matched.append("graph")
     if "recency" in used:
-        scope: sql.Composable = sql.SQL("TRUE")
+        # The rows recency ranks: with no query and no envelope, every live row; else the
+        # rows the other signals matched. Two branches, exactly one of them open (a test of
+        # parameters only, a one-time filter): an OR of the two would be a filter on each
+        # row of a scan of the tenant, whichever held.
+        rows: sql.Composable = sql.SQL("live")
         if matched:
-            scope = sql.SQL("(%(query)s = '' AND %(envelope)s::jsonb = '{{}}'::jsonb "
-                            "OR m.id IN ({}))").format(
-                sql.SQL(" UNION ").join(
-                    sql.SQL("SELECT id FROM {}").format(sql.Identifier(s)) for s in matched))
+            everything = sql.SQL("%(query)s = '' AND %(envelope)s::jsonb = '{}'::jsonb")
+            rows = sql.SQL(
+                "(SELECT * FROM live AS m WHERE {everything} UNION ALL "
+                "SELECT * FROM live AS m WHERE NOT ({everything}) AND m.id IN ({ids}))"
+            ).format(everything=everything, ids=sql.SQL(" UNION ").join(
+                sql.SQL("SELECT id FROM {}").format(sql.Identifier(s)) for s in matched))
         by_decay = decay.weight_sql(tables, now, TENANT) if decay is not None else None
         if by_decay is None:
             ctes.append(sql.SQL(
                 "recency AS (SELECT m.id, extract(epoch FROM m.event_time)::float8 AS score, "
-                "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM live AS m "
-                "WHERE {} ORDER BY rank LIMIT %(cap)s)").format(scope))
+                "row_number() OVER (ORDER BY m.event_time DESC, m.id) AS rank FROM {} AS m "
+                "ORDER BY rank LIMIT %(cap)s)").format(rows))
         else:  # the spec's decay models: the decay weight ranks, event time breaks ties
             ctes.append(sql.SQL(
                 "recency AS (SELECT m.id, w.weight AS score, row_number() OVER (ORDER BY "
-                "w.weight DESC, m.event_time DESC, m.id) AS rank FROM live AS m "
+                "w.weight DESC, m.event_time DESC, m.id) AS rank FROM {} AS m "
                 "CROSS JOIN LATERAL (SELECT {} AS weight) AS w "
-                "WHERE {} ORDER BY rank LIMIT %(cap)s)").format(by_decay, scope))
+                "ORDER BY rank LIMIT %(cap)s)").format(rows, by_decay))
     ranked = sql.SQL(" UNION ALL ").join(
         sql.SQL("SELECT id, {} AS signal, rank, score FROM {}").format(
             sql.Literal(s), sql.Identifier(s))
