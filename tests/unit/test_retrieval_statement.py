@@ -41,7 +41,22 @@ def test_semantic_cte_scans_small_tenants_exactly_and_large_ones_by_index() -> N
     assert text.startswith("WITH scope AS NOT MATERIALIZED (SELECT * FROM "
                            "\"platform\".\"spectral_memories\" AS m WHERE "
                            "m.\"workspace_id\" = %(tenant)s AND m.tier = ANY(%(tiers)s)")
-    assert text.count("FROM live AS m") == 4  # ann, exact, lexical, recency
+    # ann, exact, lexical, and recency's two branches (every row / the matched rows)
+    assert text.count("FROM live AS m") == 5
+
+
+def test_recency_reads_the_matched_rows_by_id_or_every_row_never_both() -> None:
+    """Recency's rows: two branches under parameter-only conditions, exactly one of which
+    holds (the planner runs the other as a one-time filter that is false), instead of an OR
+    that filtered a scan of every one of the tenant's rows."""
+    text = _render(("semantic", "lexical", "recency"))
+    assert ("(SELECT * FROM live AS m WHERE %(query)s = '' AND %(envelope)s::jsonb = "
+            "'{}'::jsonb UNION ALL SELECT * FROM live AS m WHERE NOT (%(query)s = '' AND "
+            "%(envelope)s::jsonb = '{}'::jsonb) AND m.id IN (SELECT id FROM \"semantic\" "
+            "UNION SELECT id FROM \"lexical\")) AS m") in text
+    assert " OR m.id IN (" not in text
+    assert "recency AS (SELECT m.id" in _render(("recency",))
+    assert "UNION ALL SELECT * FROM live" not in _render(("recency",))  # alone: every row
 
 
 def test_scope_is_the_active_row_index_predicate_and_live_adds_expiry() -> None:
