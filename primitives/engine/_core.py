@@ -559,10 +559,13 @@ def _sampled_out(ctx: Context, w: WriteInput, new_id: UUID, share: float,
                  event_time: datetime | None, final: bool) -> Op[Memory]:
     """Journal an observation sampling leaves out (``sampled_out``: where it would have gone,
     the share, the content's sha256, never the text) and return the memory it would have
-    been, marked :attr:`~Memory.sampled_out`; no row is written."""
+    been, marked :attr:`~Memory.sampled_out`; no row is written. A retry (the same
+    ``memory_id``, so the same decision) journals nothing new: the event is appended only
+    where the tenant's journal holds no ``sampled_out`` event of that id yet, as a retried
+    write that did commit writes nothing again."""
     payload = {**observed_payload(w, str(new_id), "direct"), "sampling": share}
     step = _event(ctx, SAMPLED_OUT_EVENT, new_id, payload)
-    yield Step(step.statement, step.params, last=final)
+    yield Step(q.insert_event_once(ctx.tables), step.params, last=final)
     now = datetime.now(UTC)
     return Memory(id=new_id, tier=w.tier, typology=w.typology, scope_id=w.scope_id,
                   namespace=tuple(w.namespace), key=str(new_id), content=w.content,
