@@ -64,7 +64,9 @@ __all__ = [
     "end_scopes_statement",
     "idle_scopes_statement",
     "ledger_rules",
+    "maintain_lock_scope",
     "rule_name",
+    "scope_end_lock_statement",
 ]
 
 BOUNDARY_CRITERIA_AT = ("tier_boundary", "session_end", "job_end")
@@ -135,6 +137,21 @@ class BoundaryRule:
     exclusive: bool = False
     """Keyed ``source_id``: where several such compounding rules read the same rows at one
     boundary, the first in spec order takes a row and the later ones do not."""
+
+
+def maintain_lock_scope(tables: Tables) -> str:
+    """The scope of the per-tenant lock (``primitives.tenant_xact_lock(tenant, scope)``) that
+    each ``maintain`` batch takes for its tenants and ``end_scope`` for its own, so the
+    boundary work of one tenant runs one transaction at a time and each reads what the one
+    before it committed."""
+    return f"maintain:{tables.memories.qualified}"
+
+
+def scope_end_lock_statement(tables: Tables) -> sql.Composed:
+    """Take the tenant's maintain lock (:func:`maintain_lock_scope`) for ``%(tenant)s``, the
+    tenant of the transaction, until it ends."""
+    return sql.SQL("SELECT primitives.tenant_xact_lock(%(tenant)s, {})").format(
+        sql.Literal(maintain_lock_scope(tables)))
 
 
 def rule_name(source: str, target: str) -> str:

@@ -25,6 +25,7 @@ from psycopg import sql
 from primitives.compile import Tables, agent_tables
 from primitives.compile._non_mirror import refresh_function
 from primitives.db._names import MAINTAINER_ROLE
+from primitives.lifecycle._boundary import maintain_lock_scope
 from primitives.lifecycle._decay import dispositions_statement
 from primitives.lifecycle._passes import (
     JobContext,
@@ -110,12 +111,13 @@ def tenant_lock_statement(tables: Tables) -> sql.Composed:
     maintainers never deadlock. A second ``maintain`` over the same tenants waits for the
     first one's batch to commit, then its passes read what that batch did (READ COMMITTED:
     each statement sees what committed before it began), so no scope is closed, compounded
-    or promoted twice. Live writers never take it."""
+    or promoted twice. ``end_scope`` takes the same lock for its tenant
+    (:func:`~primitives.lifecycle._boundary.scope_end_lock_statement`); writers never do."""
     return sql.SQL(
         "SELECT primitives.tenant_xact_lock(k.tenant, {scope}) FROM ("
         "SELECT DISTINCT u.t COLLATE \"C\" AS tenant FROM unnest(%(tenants)s::text[]) AS u(t) "
         "ORDER BY 1) AS k"
-    ).format(scope=sql.Literal(f"maintain:{tables.memories.qualified}"))
+    ).format(scope=sql.Literal(maintain_lock_scope(tables)))
 
 
 _LAST_RUNS = sql.SQL(

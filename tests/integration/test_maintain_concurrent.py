@@ -157,3 +157,50 @@ def test_two_maintains_at_once_close_compound_and_promote_each_tenant_once(
     assert len(reports) == 2
     assert sum(r.agents[spec.agent]["idle_scopes"] for r in reports) == 12
     assert _outcome(admin_conn, spec, operators) == {op: (1, 1, 1, 2) for op in operators}
+
+
+def test_an_end_scope_beside_a_maintain_batch_of_its_tenant_compounds_nothing_twice(
+        pg: PostgresHandle, tmp_path: Path, admin_conn: psycopg.Connection[Any]) -> None:
+    """A maintain batch closes an idle session holding an action-linked row (it compounds
+    the row upward; the row stays) while the application ends the same session. The
+    application's ``end_scope`` waits for the batch's tenant lock, then finds the row in the
+    ledger: it compounds and corroborates nothing."""
+    spec = _spec(tmp_path, pg)
+    [op] = _idle_sessions(pg, spec, admin_conn, 1)
+    tables = agent_tables(spec)
+    ended: list[Any] = []
+    with Engine.connect(spec, pg.app_dsn, max_connections=2) as engine:
+        with engine.tenant({"operator_id": op}) as mem:
+            rows = admin_conn.execute(sql.SQL(
+                "SELECT id FROM {} WHERE {} = %s ORDER BY created_at").format(
+                tables.memories.ident, tables.tenant), (op,)).fetchall()
+            mem.link_action("review-1", [r[0] for r in rows], "published_decision")
+        with psycopg.connect(pg.admin_dsn) as first:
+            first.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(MAINTAINER_ROLE)))
+            first.execute(tenant_lock_statement(tables), {"tenants": [op]})
+
+            def end() -> None:
+                with engine.tenant({"operator_id": op}) as mem:
+                    ended.append(mem.end_scope("session", "s1"))
+
+            app = threading.Thread(target=end, daemon=True)
+            app.start()
+            deadline = time.monotonic() + 20
+            waiting = False
+            while time.monotonic() < deadline and not waiting:
+                waiting = admin_conn.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND NOT granted").fetchone() == (1,)
+                time.sleep(0.05)
+            assert waiting and app.is_alive(), "end_scope did not wait for the batch"
+            params = {"tenants": [op], "now": datetime.now(UTC), "actor": "first"}
+            for step in passes_for(spec, tables, embedding=False, similarity="trigram"):
+                first.execute(step.statement, params)
+            first.commit()
+        app.join(timeout=60)
+    [result] = ended
+    assert (result.promoted, result.corroborated, result.compounded) == (0, 0, 0)
+    assert _outcome(admin_conn, spec, [op]) == {op: (1, 1, 1, 2)}
+    assert admin_conn.execute(sql.SQL(
+        "SELECT count(*) FROM {} WHERE {} = %s AND kind IN ('compounded', 'corroborated')"
+    ).format(tables.events.ident, tables.tenant), (op,)).fetchone() == (2,)
