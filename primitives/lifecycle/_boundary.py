@@ -8,7 +8,9 @@ maintain job closing it), one statement does, for every closing scope at once:
    row of its scope and typology at or above the rule's similarity threshold (embedding cosine
    where both rows have vectors, trigram similarity of the content otherwise, exact text
    without pg_trgm). Typologies whose consolidation method is not ``compounding`` keep one
-   group per row.
+   group per row. A row the rule's ledger rules already hold (:func:`ledger_rules`, the
+   rule's ``idempotency_key``) is not compounded again: an action-linked row stays in its
+   closed scope, and ending that scope again finds it there.
 2. **Promotion upward.** Each group is matched against the active rows of the rule's target
    tier and typology. A match at or above the threshold is *corroborated*: its
    ``provenance.corroborated_by`` gains the group's independent evidence keys, its
