@@ -559,10 +559,13 @@ def _sampled_out(ctx: Context, w: WriteInput, new_id: UUID, share: float,
                  event_time: datetime | None, final: bool) -> Op[Memory]:
     """Journal an observation sampling leaves out (``sampled_out``: where it would have gone,
     the share, the content's sha256, never the text) and return the memory it would have
-    been, marked :attr:`~Memory.sampled_out`; no row is written."""
+    been, marked :attr:`~Memory.sampled_out`; no row is written. A retry (the same
+    ``memory_id``, so the same decision) journals nothing new: the event is appended only
+    where the tenant's journal holds no ``sampled_out`` event of that id yet, as a retried
+    write that did commit writes nothing again."""
     payload = {**observed_payload(w, str(new_id), "direct"), "sampling": share}
     step = _event(ctx, SAMPLED_OUT_EVENT, new_id, payload)
-    yield Step(step.statement, step.params, last=final)
+    yield Step(q.insert_event_once(ctx.tables), step.params, last=final)
     now = datetime.now(UTC)
     return Memory(id=new_id, tier=w.tier, typology=w.typology, scope_id=w.scope_id,
                   namespace=tuple(w.namespace), key=str(new_id), content=w.content,
@@ -1009,7 +1012,9 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
     action-linked rows stay. Corroboration promotions then run for the tenant. Every change is
     a journal event. ``into_scope`` names the scope of the next tier that compounded rows land
     in, needed when that tier is transient. Returns a :class:`ScopeEnd`, a ``(removed, kept)``
-    pair with the other counts as attributes.
+    pair with the other counts as attributes. It first takes the tenant's maintain lock
+    (:func:`~primitives.lifecycle._boundary.scope_end_lock_statement`), so it never runs
+    beside a ``maintain`` batch of the same tenant.
 
     Where the spec's extraction rules (``behavior.promotion`` criteria ``extraction``) run
     at this tier's end, the scope's episodes are consolidated first, before any leave
@@ -1039,6 +1044,9 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
         into_scope = _text(into_scope, "into_scope")
     if reflective_log_id is not None:
         reflective_log_id = _text(reflective_log_id, "reflective_log_id")
+    # one boundary at a time per tenant: a maintain batch closing the same scope as idle
+    # commits first (or waits for this one), and each then reads what the other did
+    yield Step(boundary.scope_end_lock_statement(ctx.tables), {"tenant": ctx.tenant}, "one")
     from primitives.engine import _ticks
     yield from _ticks.job_summaries(ctx, tier, scope_id, reflective_log_id=reflective_log_id)
     from primitives.engine import _consolidate

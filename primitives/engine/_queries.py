@@ -130,6 +130,21 @@ def new_event_id() -> UUID:
 
 
 @lru_cache(maxsize=64)
+def insert_event_once(tables: Tables) -> sql.Composed:
+    """Append one journal event unless the tenant's journal already holds an event of this
+    kind for this memory id (a retry of a write that journals instead of writing a row,
+    such as ``sampled_out``); returns no row then. Found through the journal's index on
+    (tenant, memory_id)."""
+    return sql.SQL(
+        "INSERT INTO {ev} ({t}, event_id, kind, memory_id, actor, payload) "
+        "SELECT %(tenant)s, %(event_id)s, %(kind)s, %(memory_id)s, %(actor)s, %(payload)s "
+        "WHERE NOT EXISTS (SELECT 1 FROM {ev} AS e WHERE e.{t} = %(tenant)s "
+        "AND e.memory_id = %(memory_id)s AND e.kind = %(kind)s) "
+        "RETURNING seq, hash"
+    ).format(ev=tables.events.ident, t=tables.tenant)
+
+
+@lru_cache(maxsize=64)
 def insert_event(tables: Tables) -> sql.Composed:
     """Append one journal event; the database fills seq, prev_hash and hash. ``event_id`` comes
     from the caller (:func:`new_event_id`)."""

@@ -16,8 +16,10 @@ the core work on such rows, each journalled:
   referenced ``min_references`` times within its last ``window_ticks`` ticks becomes a new
   row of the target tier with that tier's full ``ttl_ticks`` (``provenance.derived_from``
   names it; a ``promoted`` event), leaves its own tier (``removed_at_promotion``), and the
-  promotion ledger records it, so a row is promoted at most once (idempotent per source
-  id). One ``ticked`` event closes the tick.
+  promotion ledger records it, so a row is promoted at most once: once between the
+  ``references`` rules of its source keyed ``source_id`` (the default), once per rule keyed
+  ``source_and_target`` (``behavior.promotion[].idempotency_key``; an action-linked row
+  stays in its tier, and the ledger keeps a later tick from promoting it again). One ``ticked`` event closes the tick.
 * :func:`ticked_rows` reads a ticked tier's rows, newest first.
 
 Rows of a tier that a ``references`` promotion fills are written only by that promotion: a
@@ -41,6 +43,7 @@ from primitives.compile._seeded import SEED_SETTING, uuid_fn
 from primitives.engine._core import Context, Op, Step, _event, _memory_id
 from primitives.engine._ids import seeded_uuid
 from primitives.errors import PolicyViolation
+from primitives.lifecycle._boundary import ledger_rules, rule_name
 from primitives.spec import AgentSpec
 from primitives.spec._common import split_ref
 
@@ -65,6 +68,11 @@ class ReferenceRule:
     to_typology: str
     min_references: int
     window_ticks: int
+    ledger: tuple[str, ...] = ()
+    """The ledger rules whose record of a row refuses this rule's promotion of it
+    (``behavior.promotion[].idempotency_key``, :func:`~primitives.lifecycle._boundary.
+    ledger_rules`): this rule alone (``source_and_target``), or every ``references`` rule of
+    the same source keyed ``source_id``."""
 
 
 class TickResult(NamedTuple):
@@ -97,8 +105,9 @@ def reference_rules(spec: AgentSpec) -> list[ReferenceRule]:
             continue
         assert rule.min_references is not None and rule.window_ticks is not None
         (ft, fy), (tt, ty) = split_ref(rule.from_), split_ref(rule.to)
-        rules.append(ReferenceRule(f"{rule.from_}->{rule.to}", ft, fy, tt, ty,
-                                   rule.min_references, rule.window_ticks))
+        rules.append(ReferenceRule(rule_name(rule.from_, rule.to), ft, fy, tt, ty,
+                                   rule.min_references, rule.window_ticks,
+                                   ledger_rules(spec, rule)))
     return rules
 
 
@@ -199,8 +208,8 @@ WITH candidates AS (
     AND {active} AND cardinality(c.reference_ticks) >= {n}
     AND (SELECT count(*) FROM unnest(c.reference_ticks) AS r(age)
          WHERE r.age > coalesce(c.age_ticks, 0) - {window}) >= {n}
-    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t} AND p.rule = {rule}
-                    AND p.source_id = c.id)
+    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}
+                    AND p.rule IN ({ledger}) AND p.source_id = c.id)
   ORDER BY c.id
   FOR UPDATE OF c),
 promoted AS (
@@ -244,6 +253,7 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
         from_tier=sql.Literal(rule.from_tier), from_typ=sql.Literal(rule.from_typology),
         to_tier=sql.Literal(rule.to_tier), to_typ=sql.Literal(rule.to_typology),
         to_ttl=sql.Literal(to_ttl), rule=sql.Literal(rule.name),
+        ledger=sql.SQL(", ").join(map(sql.Literal, rule.ledger or (rule.name,))),
         n=sql.Literal(rule.min_references), window=sql.Literal(rule.window_ticks),
         scope=sql.SQL(" AND c.scope_id = %(scope_id)s") if scoped else sql.SQL(""),
         active=active_predicate("c"), anchor_cols=anchor_cols, anchor_select=anchor_select,

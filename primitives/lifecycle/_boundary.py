@@ -8,7 +8,9 @@ maintain job closing it), one statement does, for every closing scope at once:
    row of its scope and typology at or above the rule's similarity threshold (embedding cosine
    where both rows have vectors, trigram similarity of the content otherwise, exact text
    without pg_trgm). Typologies whose consolidation method is not ``compounding`` keep one
-   group per row.
+   group per row. A row the rule's ledger rules already hold (:func:`ledger_rules`, the
+   rule's ``idempotency_key``) is not compounded again: an action-linked row stays in its
+   closed scope, and ending that scope again finds it there.
 2. **Promotion upward.** Each group is matched against the active rows of the rule's target
    tier and typology. A match at or above the threshold is *corroborated*: its
    ``provenance.corroborated_by`` gains the group's independent evidence keys, its
@@ -47,6 +49,7 @@ from primitives.compile._names import Tables
 from primitives.compile._views import SANITIZED_EVENT_KIND
 from primitives.lifecycle._passes import MaintenancePass, Similarity
 from primitives.spec import AgentSpec
+from primitives.spec._behavior import PromotionRule
 from primitives.spec._common import split_ref
 
 __all__ = [
@@ -62,7 +65,10 @@ __all__ = [
     "corroboration_statement",
     "end_scopes_statement",
     "idle_scopes_statement",
+    "ledger_rules",
+    "maintain_lock_scope",
     "rule_name",
+    "scope_end_lock_statement",
 ]
 
 BOUNDARY_CRITERIA_AT = ("tier_boundary", "session_end", "job_end")
@@ -126,11 +132,49 @@ class BoundaryRule:
     """Every anchor column the promoted row clears (anchor escalation): ``from`` and, when
     ``to`` is an anchor key, each key listed after ``to`` (narrower than it), so the row
     lands in the scope ``to`` names."""
+    ledger: tuple[str, ...] = ()
+    """The ledger rules whose record of a row refuses this rule's compounding of it
+    (:func:`ledger_rules`): a row compounded once is never compounded again (an
+    action-linked row stays in its closed scope, and ending the scope again finds it)."""
+    exclusive: bool = False
+    """Keyed ``source_id``: where several such compounding rules read the same rows at one
+    boundary, the first in spec order takes a row and the later ones do not."""
+
+
+def maintain_lock_scope(tables: Tables) -> str:
+    """The scope of the per-tenant lock (``primitives.tenant_xact_lock(tenant, scope)``) that
+    each ``maintain`` batch takes for its tenants and ``end_scope`` for its own, so the
+    boundary work of one tenant runs one transaction at a time and each reads what the one
+    before it committed."""
+    return f"maintain:{tables.memories.qualified}"
+
+
+def scope_end_lock_statement(tables: Tables) -> sql.Composed:
+    """Take the tenant's maintain lock (:func:`maintain_lock_scope`) for ``%(tenant)s``, the
+    tenant of the transaction, until it ends."""
+    return sql.SQL("SELECT primitives.tenant_xact_lock(%(tenant)s, {})").format(
+        sql.Literal(maintain_lock_scope(tables)))
 
 
 def rule_name(source: str, target: str) -> str:
     """The ledger's name of a promotion rule: ``<tier>.<typology>-><tier>.<typology>``."""
     return f"{source}->{target}"
+
+
+def ledger_rules(spec: AgentSpec, rule: PromotionRule) -> tuple[str, ...]:
+    """The ledger rules whose record of a source refuses ``rule``'s promotion of it
+    (``behavior.promotion[].idempotency_key``): ``source_and_target``, ``rule`` alone (a
+    source is promoted once per target); ``source_id``, every rule of the same source and
+    criteria keyed ``source_id`` (a source is promoted once between them), ``rule`` first.
+
+    The key binds rules of one criteria: a session episode that corroboration promotes into
+    a fact is still compounded upward when its session ends."""
+    own = rule_name(rule.from_, rule.to)
+    if rule.idempotency_key == "source_and_target":
+        return (own,)
+    return (own, *(rule_name(o.from_, o.to) for o in spec.behavior.promotion
+                   if o.from_ == rule.from_ and o.criteria == rule.criteria
+                   and o.idempotency_key == "source_id" and rule_name(o.from_, o.to) != own))
 
 
 def _leave(spec: AgentSpec, typology: str) -> str:
@@ -180,7 +224,8 @@ def boundary_rules(spec: AgentSpec) -> list[BoundaryRule]:
             name=rule_name(rule.from_, rule.to), from_tier=from_tier, from_typology=from_typ,
             to_tier=to_tier, to_typology=to_typ, threshold=threshold,
             group_threshold=threshold if groups else 2.0, leave=_leave(spec, from_typ),
-            escalate_from=escalate, escalate_clear=clear))
+            escalate_from=escalate, escalate_clear=clear, ledger=ledger_rules(spec, rule),
+            exclusive=rule.idempotency_key == "source_id"))
     return rules
 
 
@@ -265,7 +310,8 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     mem, events, links = tables.memories.ident, tables.events.ident, tables.action_links.ident
     rules = boundary_rules(spec)
     rule_rows = [(r.name, r.from_tier, r.from_typology, r.to_tier, r.to_typology, r.threshold,
-                  r.group_threshold, list(r.escalate_clear)) for r in rules]
+                  r.group_threshold, list(r.escalate_clear), n, list(r.ledger or (r.name,)),
+                  r.exclusive) for n, r in enumerate(rules)]
     leave_rows = [(typ, _leave(spec, typ)) for typ in spec.typologies]
     persistent = spec.persistent_tier.name
     anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
@@ -291,7 +337,7 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     return sql.SQL("""\
 WITH closing (tenant, tier, scope_id, into_scope) AS ({closing}),
 rules (rule, from_tier, from_typology, to_tier, to_typology, threshold, group_threshold,
-       escalate_clear) AS (VALUES {rule_rows}),
+       escalate_clear, ord, ledger, exclusive) AS (VALUES {rule_rows}),
 leaving (typology, leave) AS (VALUES {leave_rows}),
 closing_rows AS (
   SELECT c.*, s.into_scope, ({active}) AS is_active,
@@ -308,7 +354,13 @@ grouped AS (
           ORDER BY o.event_time, o.created_at, o.id LIMIT 1) AS head
   FROM closing_rows AS c
   JOIN rules AS r ON r.from_tier = c.tier AND r.from_typology = c.typology
-  WHERE c.is_active AND (c.into_scope IS NOT NULL OR r.to_tier = {persistent})),
+  WHERE c.is_active AND (c.into_scope IS NOT NULL OR r.to_tier = {persistent})
+    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}
+                    AND p.rule = ANY(r.ledger) AND p.source_id = c.id)
+    AND NOT (r.exclusive AND EXISTS (
+      SELECT 1 FROM rules AS r2 WHERE r2.exclusive AND r2.ord < r.ord
+        AND r2.from_tier = r.from_tier AND r2.from_typology = r.from_typology
+        AND (c.into_scope IS NOT NULL OR r2.to_tier = {persistent})))),
 groups AS (
   SELECT g.tenant, g.head, g.rule, array_agg(g.id ORDER BY g.id) AS members,
          (SELECT jsonb_agg(DISTINCT k ORDER BY k) FROM closing_rows AS e,
@@ -439,7 +491,7 @@ journal AS (
 {result}""").format(
         closing=closing or _CLOSING_ARRAYS, event=sql.Literal(event), result=_SUMMARY if summary else _PER_SCOPE,
         rule_rows=_values(rule_rows, ("text", "text", "text", "text", "text", "float8",
-                                      "float8", "text[]")),
+                                      "float8", "text[]", "int4", "text[]", "bool")),
         leave_rows=_values(leave_rows, ("text", "text")),
         links=links, t=t, mem=mem, events=events, scopes=tables.scopes.ident,
         promotions=tables.promotions.ident,
@@ -566,10 +618,7 @@ def corroboration_rules(spec: AgentSpec) -> list[CorroborationRule]:
             at=rule.at, patterns=resolved.patterns if resolved and stripping else (),
             replacement=resolved.replacement if resolved else "",
             from_ref=rule.from_, to_ref=rule.to,
-            ledger_rules=(rule_name(rule.from_, rule.to),)
-            if rule.idempotency_key == "source_and_target" else tuple(
-                rule_name(other.from_, other.to) for other in corroborating
-                if other.from_ == rule.from_ and other.idempotency_key == "source_id")))
+            ledger_rules=ledger_rules(spec, rule)))
     return rules
 
 

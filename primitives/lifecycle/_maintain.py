@@ -6,7 +6,9 @@ batch is one short READ COMMITTED transaction as ``primitives_maintainer`` (the 
 hash chain appends under READ COMMITTED only), so live writers wait at most one batch for a
 tenant's journal lock. Every pass journals its own changes and is idempotent: a second run
 changes nothing, and a run that was stopped is finished by running it again (tenants are
-visited in order; what the stopped run committed stays done).
+visited in order; what the stopped run committed stays done). Two runs at once over the same
+tenants take turns per batch (:func:`tenant_lock_statement`), so they never close, compound or
+promote anything twice.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from psycopg import sql
 from primitives.compile import Tables, agent_tables
 from primitives.compile._non_mirror import refresh_function
 from primitives.db._names import MAINTAINER_ROLE
+from primitives.lifecycle._boundary import maintain_lock_scope
 from primitives.lifecycle._decay import dispositions_statement
 from primitives.lifecycle._passes import (
     JobContext,
@@ -34,7 +37,7 @@ from primitives.lifecycle._passes import (
 from primitives.spec import AgentSpec
 from primitives.spec import _cron as cron
 
-__all__ = ["MaintainReport", "maintain"]
+__all__ = ["MaintainReport", "maintain", "tenant_lock_statement"]
 
 
 @dataclass
@@ -99,6 +102,22 @@ def _refresh_canonical_index(conn: psycopg.Connection[Any], tables: Tables) -> i
         return 0
     changed = conn.execute(sql.SQL("SELECT {}()").format(function)).fetchone()
     return int(changed[0]) if changed else 0
+
+
+def tenant_lock_statement(tables: Tables) -> sql.Composed:
+    """Take the maintain lock of each tenant of ``%(tenants)s`` for the rest of the
+    transaction: ``primitives.tenant_xact_lock(tenant, 'maintain:<memories table>')`` (the
+    runtime roles may not take advisory locks themselves), in tenant order so two
+    maintainers never deadlock. A second ``maintain`` over the same tenants waits for the
+    first one's batch to commit, then its passes read what that batch did (READ COMMITTED:
+    each statement sees what committed before it began), so no scope is closed, compounded
+    or promoted twice. ``end_scope`` takes the same lock for its tenant
+    (:func:`~primitives.lifecycle._boundary.scope_end_lock_statement`); writers never do."""
+    return sql.SQL(
+        "SELECT primitives.tenant_xact_lock(k.tenant, {scope}) FROM ("
+        "SELECT DISTINCT u.t COLLATE \"C\" AS tenant FROM unnest(%(tenants)s::text[]) AS u(t) "
+        "ORDER BY 1) AS k"
+    ).format(scope=sql.Literal(maintain_lock_scope(tables)))
 
 
 _LAST_RUNS = sql.SQL(
@@ -187,6 +206,7 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
             listing = dispositions_statement(spec, tables, listed=list_dispositions) \
                 if list_dispositions > 0 else None
             jobs = jobs_for(spec, tables)
+            lock = tenant_lock_statement(tables)
             counts = report.agents.setdefault(
                 spec.agent, {name: 0 for name in [p.name for p in passes] +
                              [j.name for j in jobs]})
@@ -206,6 +226,8 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                 with conn.transaction():
                     conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
                         sql.Identifier(MAINTAINER_ROLE)))
+                    # another maintain on these tenants finishes its batch first
+                    conn.execute(lock, params)
                     for step in passes:
                         changed = conn.execute(step.statement, params).fetchone()
                         counts[step.name] += int(changed[0]) if changed else 0

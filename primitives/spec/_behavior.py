@@ -220,8 +220,10 @@ class PromotionRule(SpecModel):
     )
     idempotency_key: Literal["source_id", "source_and_target"] = Field(
         default="source_id",
-        description="corroboration: source_id, a row is promoted once between the rules of "
-        "its source keyed so; source_and_target, once into this rule's target")
+        description="source_id: a row is promoted once between the rules of its source "
+        "and criteria keyed so (compounding, corroboration, references; extraction claims "
+        "an episode once for every target of its source); source_and_target: once into "
+        "this rule's target (refused on extraction rules)")
     justification: str | None = _Justification
 
     @model_validator(mode="after")
@@ -238,6 +240,13 @@ class PromotionRule(SpecModel):
         missing = [name for name in needed if getattr(self, name) is None]
         if missing:
             raise ValueError(f"promotion criteria '{self.criteria}' needs {', '.join(missing)}")
+        if self.criteria == "extraction" and self.idempotency_key == "source_and_target":
+            raise ValueError(
+                "idempotency_key: source_and_target cannot be honoured by an extraction rule: "
+                "consolidation claims a source episode once for every typology extracted "
+                "from its source (one extractor call derives them all), so an episode is "
+                "never consolidated again for one target; leave idempotency_key out or set "
+                "it to source_id")
         return self
 
 

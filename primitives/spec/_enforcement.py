@@ -92,6 +92,7 @@ _DT = "tests/unit/test_determinism.py::"
 _AL = "tests/integration/test_assistant_life.py::"
 _AI = "tests/integration/test_assistant_insight.py::"
 _PM = "tests/integration/test_persistent_modes.py::"
+_PX = "tests/integration/test_promotion_idempotency.py::"
 
 REGISTRY: dict[str, tuple[str, ...]] = {
     # 6. lifecycle ------------------------------------------------------------------------------
@@ -248,9 +249,17 @@ REGISTRY: dict[str, tuple[str, ...]] = {
         _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",),
     "behavior.promotion[].idempotency_key=source_id": (
         _LB + "test_ending_a_closed_archived_session_again_promotes_nothing_twice", _LB + "test_three_independent_observations_promote_a_semantic_row_stripped_of_the_workspace",
-        _LV + "test_the_idempotency_key_decides_whether_one_source_reaches_two_targets"),
+        _LV + "test_the_idempotency_key_decides_whether_one_source_reaches_two_targets",
+        _PX + "test_ending_a_scope_again_never_compounds_an_action_linked_row_twice",
+        _PX + "test_the_idempotency_key_decides_how_many_compounding_targets_a_row_reaches",
+        _PX + "test_the_idempotency_key_decides_how_many_references_targets_a_row_reaches",
+        _CN + "test_a_fake_model_run_creates_facts_entities_and_edges_once_and_a_rerun_changes_"
+              "nothing"),
     "behavior.promotion[].idempotency_key=source_and_target": (
-        _LV + "test_the_idempotency_key_decides_whether_one_source_reaches_two_targets",),
+        _LV + "test_the_idempotency_key_decides_whether_one_source_reaches_two_targets",
+        _PX + "test_the_idempotency_key_decides_how_many_compounding_targets_a_row_reaches",
+        _PX + "test_the_idempotency_key_decides_how_many_references_targets_a_row_reaches",
+        _PX + "test_an_extraction_rule_keyed_on_source_and_target_is_refused_at_load"),
     # 10. conflict ------------------------------------------------------------------------------
     "behavior.conflict.*.strategy=noop": (
         _CF + "test_an_episodic_rewrite_is_a_plain_new_version",),

@@ -214,6 +214,8 @@ def test_auto_write_sampling_writes_the_share_seeded_by_row_id_and_journals_the_
         with engine.tenant({"workspace_id": ws}) as mem:  # the tenant path decides alike
             again = mem.observe("cycle", "scan 0 finished clean", scope_id="c1",
                                 memory_id=ids[0])
+        retried = [engine.observe({"workspace_id": ws}, "cycle", f"scan {i} finished clean",
+                                  scope_id="c1", memory_id=mid) for i, mid in enumerate(ids)]
     tables = agent_tables(spec)
     stored = {r[0] for r in admin_conn.execute(sql.SQL(
         "SELECT id FROM {} WHERE {} = %s").format(tables.memories.ident, tables.tenant),
@@ -224,14 +226,15 @@ def test_auto_write_sampling_writes_the_share_seeded_by_row_id_and_journals_the_
     out = [r.id for r in results if r.sampled_out]
     assert stored == {r.id for r in results if not r.sampled_out}
     assert again.sampled_out == results[0].sampled_out
+    assert [r.sampled_out for r in retried] == [r.sampled_out for r in results]
     if sampling == 1.0:
         assert len(stored) == 80 and journal == []
         return
     # seeded by the row id: the same ids give the same share every run, near the declared one
     assert out == [i for i in ids if not sampled_in(i, sampling)]
     assert 0.1 < len(stored) / 80 < 0.4
-    assert sorted(r[0] for r in journal) == sorted(out + ([ids[0]] if again.sampled_out
-                                                          else []))
+    # a retry (the same id, so the same decision) journals nothing new: one event per id
+    assert sorted(r[0] for r in journal) == sorted(out)
     payload = journal[0][1]
     assert payload["sampling"] == sampling and payload["tier"] == "cycle"
     assert "content" not in payload and len(payload["content_sha256"]) == 64
