@@ -119,3 +119,24 @@ def test_the_command_refuses_bad_counts(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit):
         main(["--writes", "0"])
     assert "at least 1" in capsys.readouterr().err
+
+
+def test_the_store_puts_land_on_both_copies(
+    pg: PostgresHandle, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+    new = measure(variant=None, write="put_new", writes=6, rounds=1, warmup=3, tenants=2,
+                  out=None, progress=lambda _: None)
+    assert new["parameters"]["write"] == "put_new"
+    # 3 warm-up keys and 6 new ones per copy: a row and an observed event each
+    assert new["rows"] == {name: {"memories": 9, "memory_events": 9} for name in COPIES}
+    update = measure(variant=None, write="put_update", writes=6, rounds=1, warmup=3,
+                     tenants=2, out=None, progress=lambda _: None)
+    # each update supersedes a warm-up key's version: a row more, and its superseded,
+    # observed and conflict_resolved events (the typology's update_with_supersession)
+    assert update["rows"] == {name: {"memories": 9, "memory_events": 3 + 6 * 3}
+                              for name in COPIES}
+    assert all(row[c]["server_us"] > 0 for row in update["rounds"] for c in COPIES)
+    with pytest.raises(SystemExit, match="weighs the observe write only"):
+        measure(variant=None, message="implicit", write="put_new", writes=1, rounds=1,
+                out=None, progress=lambda _: None)
