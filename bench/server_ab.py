@@ -47,10 +47,12 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from langgraph.store.base import PutOp
 from psycopg import sql
 
 from bench._env import (
@@ -71,6 +73,7 @@ from primitives._project import migrate
 from primitives.db._oneshot import OnceTransaction, _commands
 from primitives.db._pipeline import SET_TENANT, Command, exchange
 from primitives.engine import Engine
+from primitives.engine import _store_ops as store_ops
 from primitives.langgraph import MemoryStore
 from primitives.spec import AgentSpec, load_spec_text
 
@@ -113,12 +116,14 @@ def variant_sql(path: Path) -> str:
     return filled
 
 
-MESSAGES = ("engine", "implicit", "no-reset")
+MESSAGES = ("engine", "implicit", "no-reset", "items-array")
 """How the variant copy's writes are sent: ``engine``, as ``Engine.observe`` sends them
 (``BEGIN``; the bound tenant; the prepared insert; ``COMMIT``; ``RESET ALL``, in one
 pipeline); ``implicit``, without ``BEGIN`` and ``COMMIT`` (PostgreSQL runs a pipeline's
 commands up to its sync as one implicit transaction); ``no-reset``, the engine's without
-``RESET ALL``. Measurement only: the base copy always sends the engine's."""
+``RESET ALL``; ``items-array`` (with a store ``--write`` only), the store's one-item put as
+the JSON array of items a group of puts sends (``store_ops.put_items(..., one=False)``).
+Measurement only: the base copy always sends the engine's."""
 
 
 WRITES = ("observe", "put_new", "put_update")
@@ -133,6 +138,8 @@ def _form(commands: list[Command], form: str) -> list[Command]:
     """The engine's one-round-trip write (``_commands``) in ``form`` (:data:`MESSAGES`)."""
     if form == "engine":
         return commands
+    if form not in ("implicit", "no-reset"):
+        raise AssertionError(f"'{form}' is not a form of the observe write's message")
     texts = [c.text for c in commands]
     if texts[:2] != [b"BEGIN", SET_TENANT] or texts[-2:] != [b"COMMIT", b"RESET ALL"]:
         raise AssertionError(f"the engine's commands no longer have the shape the '{form}' "
@@ -183,8 +190,8 @@ class _Copy:
 class _StoreCopy:
     """One copy's LangGraph store on one connection, and that connection's backend."""
 
-    def __init__(self, name: str, spec: AgentSpec, app_dsn: str) -> None:
-        self.name = name
+    def __init__(self, name: str, spec: AgentSpec, app_dsn: str, form: str = "engine") -> None:
+        self.name, self.form = name, form
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # no embedder: expected
             self.store = MemoryStore.from_spec(spec, app_dsn, max_connections=1)
@@ -204,9 +211,19 @@ class _StoreCopy:
                              "(unset PRIMITIVES_DSN to use the embedded one)") from None
 
     def put(self, tenant: str, key: str, version: int) -> None:
-        self.store.put((tenant, "workspace", "procedural", "bench"), key,
-                       {"text": f"observation {key} v{version}: lowering temperature removed "
-                                "fabrication", "version": version})
+        namespace = (tenant, "workspace", "procedural", "bench")
+        value = {"text": f"observation {key} v{version}: lowering temperature removed "
+                         "fabrication", "version": version}
+        if self.form == "engine":
+            self.store.put(namespace, key, value)
+            return
+        # items-array: the same put, the statement as a group of puts sends it
+        [group], _ = self.store._translator.plan([PutOp(namespace, key, value)])
+        outcomes = self.store.engine.write_once(
+            dict(group.anchor), partial(store_ops.put_items, ops=group.ops, one=False),
+            actor=self.store.actor)
+        if outcomes is None or outcomes[0] not in ("written", "unchanged"):
+            raise AssertionError(f"the items-array put of {key} went {outcomes}")
 
     def close(self) -> None:
         self.store.close()
@@ -264,9 +281,10 @@ def measure(*, variant: Path | None, message: str = "engine", write: str = "obse
             command: str = "python -m bench.server_ab",
             progress: Callable[[str], object] = log) -> dict[str, Any]:
     """Measure (module docstring); the result, also written to ``out``."""
-    if write not in WRITES or (write != "observe" and message != "engine"):
-        raise SystemExit(f"--write {write} with --message {message}: a message form weighs "
-                         "the observe write only")
+    if write not in WRITES or (write == "observe" and message == "items-array") or (
+            write != "observe" and message not in ("engine", "items-array")):
+        raise SystemExit(f"--write {write} with --message {message}: 'items-array' weighs a "
+                         "store put, the other message forms the observe write")
     if write == "put_update" and warmup < 1:
         raise SystemExit("--write put_update updates the keys each round's warm-up writes: "
                          "it needs a warm-up")
@@ -292,7 +310,7 @@ def measure(*, variant: Path | None, message: str = "engine", write: str = "obse
             for name, spec in specs.items():
                 form = message if name == "variant" else "engine"
                 copies.append(_Copy(name, spec, dbs.engine_app_dsn, form) if write == "observe"
-                              else _StoreCopy(name, spec, dbs.engine_app_dsn))
+                              else _StoreCopy(name, spec, dbs.engine_app_dsn, form))
             for n in range(rounds):
                 first = n * (warmup + writes)
                 row = (_round(copies, names, first, writes, warmup) if write == "observe"

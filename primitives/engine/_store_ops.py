@@ -310,7 +310,8 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
     return None
 
 
-def put_items(ctx: Context, ops: Sequence[ItemPut]) -> Op[list[str] | None]:
+def put_items(ctx: Context, ops: Sequence[ItemPut], *,
+              one: bool = True) -> Op[list[str] | None]:
     """The puts ``ops`` as one statement that is the whole transaction
     (:func:`~primitives.engine._queries.item_put_many`): the same rows, store metadata and
     journal events as :func:`put_item` run op by op, checked by the same functions before
@@ -319,7 +320,9 @@ def put_items(ctx: Context, ops: Sequence[ItemPut]) -> Op[list[str] | None]:
     was written), or ``None``, with nothing sent, when an op needs :func:`put_item`: a
     delete, a key given twice, a vector made inline, personal data redacted, an append-only
     typology, a graph that records ``supersedes`` edges, a ticked tier, a temporal edge, or
-    the anchor's provenance keys."""
+    the anchor's provenance keys. A single op goes as :func:`q.item_put_one` (``one=False``:
+    as the array of :func:`q.item_put_many`, which ``python -m bench.server_ab`` weighs it
+    against)."""
     spec = ctx.spec
     if not ops or ctx.embeds or ctx.anchor.provenance:
         return None
@@ -359,7 +362,7 @@ def put_items(ctx: Context, ops: Sequence[ItemPut]) -> Op[list[str] | None]:
     scoped = any(item["scope_id"] is not None for item in items)
     resolves = any(item["conflict"] is not None for item in items)
     params: dict[str, Any] = {**ctx.anchor.as_dict(), "tenant": ctx.tenant, "actor": ctx.actor}
-    if len(items) == 1:  # the common put: its fields as parameters (q.item_put_one)
+    if one and len(items) == 1:  # the common put: its fields as parameters (q.item_put_one)
         statement = q.item_put_one(ctx.tables, scoped=scoped, resolves=resolves)
         params.update(_one_item_params(items[0], value_json))
     else:
