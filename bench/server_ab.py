@@ -28,6 +28,12 @@ agent's table prefix and ``{schema}`` for its schema, e.g.::
 ``--message`` sends the variant copy's writes in another form (:data:`MESSAGES`), to weigh
 the message rather than the schema.
 
+``--write put_new`` or ``--write put_update`` weighs the LangGraph store's ``put``
+(``MemoryStore.put`` on each copy, one connection each) instead: a new key per write, or a
+changed value for one of the keys the warm-up wrote (:data:`WRITES`)::
+
+    python -m bench.server_ab --write put_update --variant bench/variants/no_event_hash.sql
+
 It measures only; nothing it finds changes a goal.
 """
 
@@ -41,10 +47,12 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from langgraph.store.base import PutOp
 from psycopg import sql
 
 from bench._env import (
@@ -65,9 +73,11 @@ from primitives._project import migrate
 from primitives.db._oneshot import OnceTransaction, _commands
 from primitives.db._pipeline import SET_TENANT, Command, exchange
 from primitives.engine import Engine
+from primitives.engine import _store_ops as store_ops
+from primitives.langgraph import MemoryStore
 from primitives.spec import AgentSpec, load_spec_text
 
-__all__ = ["COPIES", "MESSAGES", "copy_spec", "main", "measure", "render_table"]
+__all__ = ["COPIES", "MESSAGES", "WRITES", "copy_spec", "main", "measure", "render_table"]
 
 COPIES = ("base", "variant")
 SCHEMA = "platform"
@@ -106,18 +116,30 @@ def variant_sql(path: Path) -> str:
     return filled
 
 
-MESSAGES = ("engine", "implicit", "no-reset")
+MESSAGES = ("engine", "implicit", "no-reset", "items-array")
 """How the variant copy's writes are sent: ``engine``, as ``Engine.observe`` sends them
 (``BEGIN``; the bound tenant; the prepared insert; ``COMMIT``; ``RESET ALL``, in one
 pipeline); ``implicit``, without ``BEGIN`` and ``COMMIT`` (PostgreSQL runs a pipeline's
 commands up to its sync as one implicit transaction); ``no-reset``, the engine's without
-``RESET ALL``. Measurement only: the base copy always sends the engine's."""
+``RESET ALL``; ``items-array`` (with a store ``--write`` only), the store's one-item put as
+the JSON array of items a group of puts sends (``store_ops.put_items(..., one=False)``).
+Measurement only: the base copy always sends the engine's."""
+
+
+WRITES = ("observe", "put_new", "put_update")
+"""What each copy is sent: ``observe``, ``Engine.observe``'s message for the bench write;
+``put_new``, ``MemoryStore.put`` of a new key; ``put_update``, ``MemoryStore.put`` of a
+changed value for a key the round's warm-up wrote (a superseded version and its events).
+The store writes go to the bench spec's workspace tier (the procedural typology), as
+``python -m bench.store_speed`` sends them."""
 
 
 def _form(commands: list[Command], form: str) -> list[Command]:
     """The engine's one-round-trip write (``_commands``) in ``form`` (:data:`MESSAGES`)."""
     if form == "engine":
         return commands
+    if form not in ("implicit", "no-reset"):
+        raise AssertionError(f"'{form}' is not a form of the observe write's message")
     texts = [c.text for c in commands]
     if texts[:2] != [b"BEGIN", SET_TENANT] or texts[-2:] != [b"COMMIT", b"RESET ALL"]:
         raise AssertionError(f"the engine's commands no longer have the shape the '{form}' "
@@ -165,6 +187,72 @@ class _Copy:
         self.engine.close()
 
 
+class _StoreCopy:
+    """One copy's LangGraph store on one connection, and that connection's backend."""
+
+    def __init__(self, name: str, spec: AgentSpec, app_dsn: str, form: str = "engine") -> None:
+        self.name, self.form = name, form
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # no embedder: expected
+            self.store = MemoryStore.from_spec(spec, app_dsn, max_connections=1)
+        pool = self.store.engine._pool
+        conn = pool.getconn()
+        try:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        finally:
+            pool.putconn(conn)
+        self.pid = int(row[0]) if row else 0
+        try:
+            backend_cpu_ns(self.pid)
+        except OSError:
+            self.close()
+            raise SystemExit("bench.server_ab reads each backend's CPU time from "
+                             "/proc/<pid>/schedstat: the server must run on this machine "
+                             "(unset PRIMITIVES_DSN to use the embedded one)") from None
+
+    def put(self, tenant: str, key: str, version: int) -> None:
+        namespace = (tenant, "workspace", "procedural", "bench")
+        value = {"text": f"observation {key} v{version}: lowering temperature removed "
+                         "fabrication", "version": version}
+        if self.form == "engine":
+            self.store.put(namespace, key, value)
+            return
+        # items-array: the same put, the statement as a group of puts sends it
+        [group], _ = self.store._translator.plan([PutOp(namespace, key, value)])
+        outcomes = self.store.engine.write_once(
+            dict(group.anchor), partial(store_ops.put_items, ops=group.ops, one=False),
+            actor=self.store.actor)
+        if outcomes is None or outcomes[0] not in ("written", "unchanged"):
+            raise AssertionError(f"the items-array put of {key} went {outcomes}")
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _store_round(copies: Sequence[_StoreCopy], tenants: Sequence[str], first: int,
+                 writes: int, warmup: int, write: str) -> dict[str, dict[str, float]]:
+    """:func:`_round` for the store's put (:data:`WRITES`): ``warmup`` new keys, then
+    ``writes`` puts to each copy, interleaved, each timed alone on the server."""
+    for k in range(warmup):
+        for c in copies:
+            c.put(tenants[k % len(tenants)], f"w{first + k}", 0)
+    spent = {c.name: 0 for c in copies}
+    wall = {c.name: 0.0 for c in copies}
+    for k in range(writes):
+        if write == "put_new":
+            tenant, key, version = tenants[k % len(tenants)], f"n{first + k}", 0
+        else:  # a changed value for a key of this round's warm-up (with its tenant)
+            j = k % warmup
+            tenant, key, version = tenants[j % len(tenants)], f"w{first + j}", k + 1
+        for c in (copies if k % 2 else tuple(reversed(copies))):
+            cpu, t0 = backend_cpu_ns(c.pid), time.perf_counter()
+            c.put(tenant, key, version)
+            wall[c.name] += time.perf_counter() - t0
+            spent[c.name] += backend_cpu_ns(c.pid) - cpu
+    return {c.name: {"server_us": round(spent[c.name] / writes / 1000, 1),
+                     "wall_us": round(wall[c.name] / writes * 1e6, 1)} for c in copies}
+
+
 def _round(copies: Sequence[_Copy], tenants: Sequence[str], first: int, writes: int,
            warmup: int) -> dict[str, dict[str, float]]:
     """``warmup`` then ``writes`` writes to each copy, interleaved; per copy the server's
@@ -187,11 +275,19 @@ def _round(copies: Sequence[_Copy], tenants: Sequence[str], first: int, writes: 
                      "wall_us": round(wall[c.name] / writes * 1e6, 1)} for c in copies}
 
 
-def measure(*, variant: Path | None, message: str = "engine", writes: int = 4000,
+def measure(*, variant: Path | None, message: str = "engine", write: str = "observe",
+            writes: int = 4000,
             rounds: int = 3, warmup: int = 200, tenants: int = 100, out: Path | None = None,
             command: str = "python -m bench.server_ab",
             progress: Callable[[str], object] = log) -> dict[str, Any]:
     """Measure (module docstring); the result, also written to ``out``."""
+    if write not in WRITES or (write == "observe" and message == "items-array") or (
+            write != "observe" and message not in ("engine", "items-array")):
+        raise SystemExit(f"--write {write} with --message {message}: 'items-array' weighs a "
+                         "store put, the other message forms the observe write")
+    if write == "put_update" and warmup < 1:
+        raise SystemExit("--write put_update updates the keys each round's warm-up writes: "
+                         "it needs a warm-up")
     started = time.monotonic()
     sql_text = variant_sql(variant) if variant is not None else None
     names = tenant_ids(tenants)
@@ -209,13 +305,16 @@ def measure(*, variant: Path | None, message: str = "engine", writes: int = 4000
                 except psycopg.Error as err:
                     raise SystemExit(f"the variant {variant} failed: {err}") from None
             progress(f"variant {variant} applied to the 'variant' copy")
-        copies: list[_Copy] = []
+        copies: list[Any] = []
         try:
             for name, spec in specs.items():
                 form = message if name == "variant" else "engine"
-                copies.append(_Copy(name, spec, dbs.engine_app_dsn, form))
+                copies.append(_Copy(name, spec, dbs.engine_app_dsn, form) if write == "observe"
+                              else _StoreCopy(name, spec, dbs.engine_app_dsn, form))
             for n in range(rounds):
-                row = _round(copies, names, n * (warmup + writes), writes, warmup)
+                first = n * (warmup + writes)
+                row = (_round(copies, names, first, writes, warmup) if write == "observe"
+                       else _store_round(copies, names, first, writes, warmup, write))
                 results.append(row)
                 progress(f"round {n + 1}/{rounds}: base {row['base']['server_us']:.0f} us, "
                          f"variant {row['variant']['server_us']:.0f} us of server CPU per "
@@ -228,6 +327,7 @@ def measure(*, variant: Path | None, message: str = "engine", writes: int = 4000
     result = {
         **result_header("server_ab", command, started, machine),
         "parameters": {"variant": shown(variant) if variant else None, "message": message,
+                       "write": write,
                        "writes_per_round": writes,
                        "warmup_per_round": warmup, "rounds": rounds, "tenants": tenants,
                        "spec": str(BENCH_SPEC.relative_to(ROOT)), "tier": BENCH_TIER},
@@ -265,7 +365,8 @@ def render_table(result: dict[str, Any]) -> str:
     """The result as a markdown table: server CPU per write per copy and round, the ratios."""
     params = result["parameters"]
     variant = f"`{params['variant']}`" if params["variant"] else "none"
-    lines = [f"variant {variant}, message `{params['message']}`; {params['rounds']} round(s) "
+    lines = [f"variant {variant}, message `{params['message']}`, write "
+             f"`{params.get('write', 'observe')}`; {params['rounds']} round(s) "
              f"of {params['writes_per_round']:,} interleaved writes per copy "
              f"(`{result['command']}`, {result['started_at']})", "",
              "| round | base: server us/write | variant: server us/write | variant / base |",
@@ -284,6 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="SQL run as the owner on the variant copy (default: none, A/A)")
     parser.add_argument("--message", choices=MESSAGES, default="engine",
                         help="how the variant copy's writes are sent (default: as the engine)")
+    parser.add_argument("--write", choices=WRITES, default="observe",
+                        help="what each copy is sent (default: the engine's observe write)")
     parser.add_argument("--writes", type=int, default=4000, help="writes per copy and round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds")
     parser.add_argument("--out", type=Path, default=None,
@@ -294,10 +397,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not sys.platform.startswith("linux") or not os.path.exists("/proc/self/schedstat"):
         parser.error("this tool reads /proc/<pid>/schedstat: it runs on Linux only")
     label = "-".join([*([args.variant.stem] if args.variant else []),
-                      *([args.message] if args.message != "engine" else [])]) or "aa"
+                      *([args.message] if args.message != "engine" else []),
+                      *([args.write.replace("_", "-")] if args.write != "observe" else [])]) or "aa"
     out = args.out or RESULTS / f"server_ab-{label}.json"
     argv_text = list(sys.argv[1:] if argv is None else argv)
-    result = measure(variant=args.variant, message=args.message, writes=args.writes,
+    result = measure(variant=args.variant, message=args.message, write=args.write,
+                     writes=args.writes,
                      rounds=args.rounds, out=out,
                      command=shlex.join(["python", "-m", "bench.server_ab", *argv_text]))
     print(render_table(result))

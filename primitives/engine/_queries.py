@@ -634,6 +634,88 @@ def read_pii_raw(tables: Tables) -> sql.Composed:
 
 
 @lru_cache(maxsize=64)
+def item_put_one(tables: Tables, *, scoped: bool = True,
+                 resolves: bool = True) -> sql.Composed:
+    """:func:`item_put_many` of one item, its fields as parameters of their own (``put_``
+    and the field's name, each cast to its column's type) instead of a JSON array: the same
+    lock, comparison, supersession, insert, journal events, scope mark and outcome, in a plan
+    without the array's decoding and the joins on ``n`` (the store's common put, one item).
+    ``put_value``, ``put_envelope``, ``put_payload``, ``put_meta`` and ``put_conflict`` are
+    JSON texts; ``put_ttl``, ``put_invalidate``, ``put_archive``, ``put_confidence``,
+    ``put_decay_rate``, ``put_res_event`` and ``put_conflict`` may be NULL. One row: ``0``
+    and the outcome."""
+    t, mem = tables.tenant, tables.memories.ident
+    anchors = tables.anchor_columns
+    columns = (*anchors, "id", "tier", "typology", "scope_id", "namespace", "key", "content",
+               "value", "envelope", "tags", "provenance", "source", "actor", "expires_at")
+    same = sql.SQL(
+        "(m.content, m.value, m.envelope, m.typology, m.tags) IS NOT DISTINCT FROM "
+        "(%(put_content)s::text, %(put_value)s::jsonb, %(put_envelope)s::jsonb, "
+        "%(put_typology)s::text, %(put_tags)s::text[])")
+    return sql.SQL(
+        "WITH cur AS (SELECT m.id AS cur_id, m.confidence, {same} AS same, "
+        "coalesce((m.provenance #>> '{{store,created_at}}')::timestamptz, m.created_at) "
+        "AS created, "
+        "(m.invalidated_at IS NOT NULL OR m.archived_at IS NOT NULL "
+        "OR coalesce(m.expires_at <= now(), false) "
+        "OR (m.provenance #> '{{store,ttl_minutes}}' IS NOT NULL "
+        "OR %(put_ttl)s::float8 IS NOT NULL) AND {same}) AS stale "
+        "FROM {mem} AS m WHERE m.{t} = %(tenant)s AND m.tier = %(put_tier)s::text "
+        "AND m.namespace = %(put_namespace)s::text[] AND m.key = %(put_key)s::text "
+        "AND m.superseded_at IS NULL AND m.tombstoned_at IS NULL FOR UPDATE), "
+        "g AS (SELECT NOT EXISTS (SELECT FROM cur WHERE cur.stale) AS go), "
+        "sup AS (UPDATE {mem} AS m SET superseded_at = now(), "
+        "superseded_by = %(put_id)s::uuid, updated_at = now(), "
+        "invalidated_at = CASE WHEN %(put_invalidate)s::boolean "
+        "THEN coalesce(m.invalidated_at, now()) ELSE m.invalidated_at END, "
+        "archived_at = CASE WHEN %(put_archive)s::boolean "
+        "THEN coalesce(m.archived_at, now()) ELSE m.archived_at END, "
+        "confidence = coalesce(%(put_confidence)s::real, m.confidence), "
+        "decay_rate = coalesce(%(put_decay_rate)s::real, m.decay_rate) "
+        "WHERE m.{t} = %(tenant)s AND m.id = (SELECT cur_id FROM cur WHERE NOT cur.same) "
+        "AND (SELECT go FROM g) RETURNING m.id AS old_id), "
+        "ins AS (INSERT INTO {mem} ({cols}) SELECT {vals}, %(put_id)s::uuid, "
+        "%(put_tier)s::text, %(put_typology)s::text, %(put_scope_id)s::text, "
+        "%(put_namespace)s::text[], %(put_key)s::text, %(put_content)s::text, "
+        "%(put_value)s::jsonb, %(put_envelope)s::jsonb, %(put_tags)s::text[], "
+        "CASE WHEN c.created IS NOT NULL THEN jsonb_build_object('store', "
+        "%(put_meta)s::jsonb || jsonb_build_object('created_at', c.created)) "
+        "WHEN %(put_meta)s::jsonb <> '{{}}'::jsonb "
+        "THEN jsonb_build_object('store', %(put_meta)s::jsonb) ELSE '{{}}'::jsonb END, "
+        "NULL, %(actor)s, now() + make_interval(secs => %(put_ttl)s::float8 * 60) "
+        "FROM g LEFT JOIN cur AS c ON true LEFT JOIN sup ON true "
+        "WHERE g.go AND (c.cur_id IS NULL OR sup.old_id IS NOT NULL) "
+        "ON CONFLICT DO NOTHING RETURNING id), "
+        "ev AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
+        "SELECT %(tenant)s, e.event_id, e.kind, e.memory_id, %(actor)s, e.payload FROM ("
+        "SELECT 0 AS o, %(put_sup_event)s::uuid AS event_id, 'superseded' AS kind, "
+        "sup.old_id AS memory_id, jsonb_build_object('by', %(put_id)s::text) AS payload "
+        "FROM sup UNION ALL "
+        "SELECT 1, %(put_obs_event)s::uuid, {observed}, ins.id, %(put_payload)s::jsonb "
+        "FROM ins{resolved}) AS e ORDER BY e.o){scope} "
+        "SELECT 0, CASE WHEN NOT g.go THEN 'fallback' WHEN ins.id IS NOT NULL THEN 'written' "
+        "WHEN c.same THEN 'unchanged' ELSE 'lost' END "
+        "FROM g LEFT JOIN cur AS c ON true LEFT JOIN ins ON true"
+    ).format(
+        mem=mem, t=t, events=tables.events.ident, same=same,
+        resolved=sql.SQL(
+            " UNION ALL SELECT 2, %(put_res_event)s::uuid, 'conflict_resolved', sup.old_id, "
+            "%(put_conflict)s::jsonb || jsonb_build_object('old', sup.old_id::text, "
+            "'new', %(put_id)s::text, 'previous_confidence', c.confidence::float8) "
+            "FROM sup CROSS JOIN cur AS c WHERE %(put_conflict)s::jsonb IS NOT NULL"
+        ) if resolves else sql.SQL(""),
+        scope=sql.SQL(
+            ", s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
+            "SELECT %(tenant)s, %(put_tier)s::text, %(put_scope_id)s::text FROM ins "
+            "WHERE %(put_scope_id)s::text IS NOT NULL ON CONFLICT ({t}, tier, scope_id) "
+            "DO UPDATE SET last_activity_at = EXCLUDED.last_activity_at)"
+        ).format(scopes=tables.scopes.ident, t=t) if scoped else sql.SQL(""),
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+        vals=sql.SQL(", ").join(sql.Placeholder(c) for c in anchors),
+        observed=sql.Literal(OBSERVED_EVENT_KIND))
+
+
+@lru_cache(maxsize=64)
 def item_put_many(tables: Tables, *, scoped: bool = True,
                   resolves: bool = True) -> sql.Composed:
     """The store's put of items with distinct ``(tier, namespace, key)``, as one statement:

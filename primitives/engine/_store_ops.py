@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import base64
+import json
 import math
 import struct
 from collections.abc import Mapping, Sequence
@@ -309,7 +310,8 @@ def put_item(ctx: Context, op: ItemPut) -> Op[None]:
     return None
 
 
-def put_items(ctx: Context, ops: Sequence[ItemPut]) -> Op[list[str] | None]:
+def put_items(ctx: Context, ops: Sequence[ItemPut], *,
+              one: bool = True) -> Op[list[str] | None]:
     """The puts ``ops`` as one statement that is the whole transaction
     (:func:`~primitives.engine._queries.item_put_many`): the same rows, store metadata and
     journal events as :func:`put_item` run op by op, checked by the same functions before
@@ -318,7 +320,9 @@ def put_items(ctx: Context, ops: Sequence[ItemPut]) -> Op[list[str] | None]:
     was written), or ``None``, with nothing sent, when an op needs :func:`put_item`: a
     delete, a key given twice, a vector made inline, personal data redacted, an append-only
     typology, a graph that records ``supersedes`` edges, a ticked tier, a temporal edge, or
-    the anchor's provenance keys."""
+    the anchor's provenance keys. A single op goes as :func:`q.item_put_one` (``one=False``:
+    as the array of :func:`q.item_put_many`, which ``python -m bench.server_ab`` weighs it
+    against)."""
     spec = ctx.spec
     if not ops or ctx.embeds or ctx.anchor.provenance:
         return None
@@ -354,16 +358,42 @@ def put_items(ctx: Context, ops: Sequence[ItemPut]) -> Op[list[str] | None]:
             "content": w.content, "value": w.value, "envelope": w.envelope, "tags": w.tags,
             "payload": core.observed_payload(w, op.key, "direct"), "meta": meta,
             "ttl": meta.get("ttl_minutes"), **_conflict_fields(policy)})
-    rows = yield Step(q.item_put_many(
-        ctx.tables, scoped=any(item["scope_id"] is not None for item in items),
-        resolves=any(item["conflict"] is not None for item in items)), {
-        **ctx.anchor.as_dict(), "tenant": ctx.tenant, "actor": ctx.actor,
-        "items": Jsonb(items)}, "all", last=True)
+        value_json = w.value_json
+    scoped = any(item["scope_id"] is not None for item in items)
+    resolves = any(item["conflict"] is not None for item in items)
+    params: dict[str, Any] = {**ctx.anchor.as_dict(), "tenant": ctx.tenant, "actor": ctx.actor}
+    if one and len(items) == 1:  # the common put: its fields as parameters (q.item_put_one)
+        statement = q.item_put_one(ctx.tables, scoped=scoped, resolves=resolves)
+        params.update(_one_item_params(items[0], value_json))
+    else:
+        statement = q.item_put_many(ctx.tables, scoped=scoped, resolves=resolves)
+        params["items"] = Jsonb(items)
+    rows = yield Step(statement, params, "all", last=True)
     outcomes = [outcome for _, outcome in rows]
     if ctx.has_embedding and ctx.deferred:  # the rows wait for the embedding worker
         ctx.left_pending.extend(UUID(item["id"]) for item, outcome in zip(
             items, outcomes, strict=True) if outcome == "written")
     return outcomes
+
+
+def _one_item_params(item: Mapping[str, Any], value_json: str) -> dict[str, Any]:
+    """:func:`put_items`'s item as :func:`q.item_put_one`'s parameters: JSON fields as
+    text (the value's canonical JSON, computed by the write's checks, as it is), the
+    conflict strategy's fields NULL when the typology has none."""
+    conflict = item["conflict"]
+    return {
+        "put_id": item["id"], "put_sup_event": item["sup_event"],
+        "put_obs_event": item["obs_event"], "put_tier": item["tier"],
+        "put_typology": item["typology"], "put_scope_id": item["scope_id"],
+        "put_namespace": list(item["namespace"]), "put_key": item["key"],
+        "put_content": item["content"], "put_value": value_json,
+        "put_envelope": core.canonical_json(item["envelope"]), "put_tags": list(item["tags"]),
+        "put_payload": json.dumps(item["payload"], separators=(",", ":"), default=str),
+        "put_meta": core.canonical_json(item["meta"]), "put_ttl": item["ttl"],
+        "put_res_event": item["res_event"],
+        "put_conflict": None if conflict is None else json.dumps(conflict),
+        "put_invalidate": item.get("invalidate"), "put_archive": item.get("archive"),
+        "put_confidence": item.get("confidence"), "put_decay_rate": item.get("decay_rate")}
 
 
 def _conflict_fields(policy: Any) -> dict[str, Any]:

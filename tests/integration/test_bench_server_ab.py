@@ -95,7 +95,7 @@ def test_each_message_form_rewrites_the_engines_message() -> None:
     execute = Command(b"primitives_once_x", (b"1",), prepared=True)
     assert engine == [Command(b"BEGIN"), Command(SET_TENANT, (b"t",)), execute,
                       Command(b"COMMIT"), Command(b"RESET ALL")]
-    forms = {form: _form(engine, form) for form in MESSAGES}
+    forms = {form: _form(engine, form) for form in MESSAGES if form != "items-array"}
     assert forms == {
         "engine": engine,
         "implicit": [Command(SET_TENANT, (b"t",)), execute, Command(b"RESET ALL")],
@@ -119,3 +119,30 @@ def test_the_command_refuses_bad_counts(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit):
         main(["--writes", "0"])
     assert "at least 1" in capsys.readouterr().err
+
+
+def test_the_store_puts_land_on_both_copies(
+    pg: PostgresHandle, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+    new = measure(variant=None, write="put_new", writes=6, rounds=1, warmup=3, tenants=2,
+                  out=None, progress=lambda _: None)
+    assert new["parameters"]["write"] == "put_new"
+    # 3 warm-up keys and 6 new ones per copy: a row and an observed event each
+    assert new["rows"] == {name: {"memories": 9, "memory_events": 9} for name in COPIES}
+    update = measure(variant=None, write="put_update", writes=6, rounds=1, warmup=3,
+                     tenants=2, out=None, progress=lambda _: None)
+    # each update supersedes a warm-up key's version: a row more, and its superseded,
+    # observed and conflict_resolved events (the typology's update_with_supersession)
+    assert update["rows"] == {name: {"memories": 9, "memory_events": 3 + 6 * 3}
+                              for name in COPIES}
+    assert all(row[c]["server_us"] > 0 for row in update["rounds"] for c in COPIES)
+    # the variant copy's one-item put as the array of items a group of puts sends
+    array = measure(variant=None, message="items-array", write="put_update", writes=4,
+                    rounds=1, warmup=2, tenants=2, out=None, progress=lambda _: None)
+    assert array["rows"] == {name: {"memories": 6, "memory_events": 2 + 4 * 3}
+                             for name in COPIES}
+    for message, write in (("implicit", "put_new"), ("items-array", "observe")):
+        with pytest.raises(SystemExit, match="'items-array' weighs a store put"):
+            measure(variant=None, message=message, write=write, writes=1, rounds=1,
+                    out=None, progress=lambda _: None)

@@ -245,3 +245,68 @@ def test_a_batch_of_gets_is_one_statement_that_returns_each_key_in_place(
     assert [None if item is None else item.value["text"] for item in found] == [
         "second", None, "first", None]
     assert [tuple(item.namespace) for item in found if item is not None] == [ns] * 2
+
+
+def test_a_one_item_put_that_loses_the_race_for_a_new_key_writes_nothing_then_supersedes(
+        store: MemoryStore, spectral: AgentSpec, pg: PostgresHandle) -> None:
+    """Two first writes of one key: the one-item statement of the second waits for the
+    first's transaction, then reports ``lost`` (nothing written); the store's general path
+    then supersedes the winner, so the last write is current and the journal chained."""
+    import threading
+
+    from primitives.engine._store_ops import ItemPut
+
+    tenant = f"ws-race-{uuid.uuid4().hex[:8]}"
+    outcomes: list[Any] = []
+    write_once = store.engine.write_once
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        outcomes.append(write_once(*args, **kwargs))
+        return outcomes[-1]
+
+    store.engine.write_once = once  # type: ignore[method-assign]
+    other = Engine.connect(spectral, pg.app_dsn)
+    try:
+        with other.tenant({"workspace_id": tenant}) as mem:
+            # the first writer holds its new row, uncommitted, while the second puts
+            mem.item_batch([ItemPut("workspace", "procedural", ("procedural", "style"), "k",
+                                    {"text": "first"}, content="first")])
+            second = threading.Thread(
+                target=store.put, args=(_ns(tenant), "k", {"text": "second"}))
+            second.start()
+            assert _lock_waiters(pg.app_dsn, mem.connection) == 1  # it waits for the key
+        second.join(timeout=30)
+        assert not second.is_alive()
+    finally:
+        other.close()
+    assert outcomes == [["lost"]]
+    item = store.get(_ns(tenant), "k")
+    assert item is not None and item.value == {"text": "second"}
+    rows = _rows(store.engine, spectral, tenant)
+    assert [(r[5], r[10]) for r in rows] == [({"text": "first"}, True),
+                                             ({"text": "second"}, False)]
+    kinds = [e[1] for e in _events(store.engine, spectral, tenant)]
+    assert kinds == ["observed", "superseded", "observed", "conflict_resolved"]
+    with connect_auditor(pg.auditor_dsn) as conn:
+        [report] = verify_chains(conn, spectral, tenants=[tenant])
+    assert (report.events, report.intact) == (4, True)
+
+
+def _lock_waiters(dsn: str, holder: Any, timeout: float = 30.0) -> int:
+    """Sessions of the application role waiting for a lock (``pg_stat_activity``), other
+    than ``holder``'s: polled until one waits or ``timeout`` seconds pass."""
+    import time
+
+    import psycopg
+
+    pid = holder.info.backend_pid
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE usename = current_user "
+                "AND wait_event_type = 'Lock' AND pid <> %s", (pid,)).fetchone()
+            waiting = int(row[0]) if row else 0
+            if waiting or time.monotonic() > deadline:
+                return waiting
+            time.sleep(0.02)
