@@ -535,9 +535,13 @@ class AsyncMemoryStore(BaseStore):
         """Concurrent calls are queued by anchor and run by at most one task per pool
         connection, so any number of them wait in the queue, never for a connection (no pool
         timeout); queued calls on one anchor run together in one transaction (see
-        :meth:`_drain`), different anchors in parallel."""
-        call = _Call(list(ops), self._loop.create_future())
-        anchor = self._single_anchor(call.ops)  # an op's own error is raised here
+        :meth:`_drain`), different anchors in parallel. Each call's ops are translated once,
+        here (an op's own error is raised here)."""
+        listed = list(ops)
+        plan = self._translator.plan(listed, expired=_keeps_expired(self.ttl_config))
+        groups = plan[0]
+        anchor = groups[0].anchor if len(groups) == 1 else None
+        call = _Call(listed, self._loop.create_future(), plan)
         self._work.queue.setdefault(anchor, []).append(call)
         self._spawn()
         return await call.future
@@ -602,9 +606,15 @@ class AsyncMemoryStore(BaseStore):
                 await self._run_alone(call)
             return
         ops = [op for c in calls for op in c.ops]
-        unique, where = _once(ops)
+        unique, where, firsts = _once(ops)
+        # each call of one anchor is one group of its ops, in order: the batch's group is
+        # the calls' groups end to end, less the repeated reads
+        item_ops = [op for c in calls for op in c.plan[0][0].ops]
+        converts = [convert for c in calls for convert in c.plan[0][0].converts]
+        merged = _Group(anchor, list(range(len(firsts))), [item_ops[i] for i in firsts],
+                        [converts[i] for i in firsts])
         try:
-            results = await self._execute(unique)
+            results = await self._execute(unique, plan=([merged], len(unique)))
         except Exception:  # rerun one by one, below
             for call in calls:
                 await self._run_alone(call)
@@ -621,19 +631,17 @@ class AsyncMemoryStore(BaseStore):
             _settle(call, [own(where[i]) for i in range(start, start + len(call.ops))])
             start += len(call.ops)
 
-    def _single_anchor(self, ops: list[Op]) -> Anchor | None:
-        """The one anchor all of ``ops`` address, else None (raises the op's own error)."""
-        groups, _ = self._translator.plan(ops)
-        return groups[0].anchor if len(groups) == 1 else None
-
     async def _run_alone(self, call: _Call) -> None:
         try:
-            _settle(call, await self._execute(call.ops))
+            _settle(call, await self._execute(call.ops, plan=call.plan))
         except Exception as err:  # handed to the caller
             _settle(call, error=err)
 
-    async def _execute(self, ops: Iterable[Op]) -> list[Result]:
-        groups, count = self._translator.plan(ops, expired=_keeps_expired(self.ttl_config))
+    async def _execute(self, ops: Iterable[Op],
+                       plan: tuple[list[_Group], int] | None = None) -> list[Result]:
+        """The results of ``ops`` (``plan``: their translation, when made already)."""
+        groups, count = plan if plan is not None else self._translator.plan(
+            ops, expired=_keeps_expired(self.ttl_config))
         out: list[Result] = [None] * count
         for group in groups:
             self._translator.scatter(group, await self._run_group(group.anchor, group.ops),
@@ -714,21 +722,33 @@ class _Work:
     """The anchor and calls each task is running."""
 
 
-def _once(ops: list[Op]) -> tuple[list[Op], list[int]]:
-    """The ops to run, each identical read once when none of ``ops`` writes, and where each
-    op's result is among them. With a write, every op runs, in order."""
+def _once(ops: list[Op]) -> tuple[list[Op], list[int], list[int]]:
+    """The ops to run, each identical read once when none of ``ops`` writes; where each op's
+    result is among them; and where each of them is in ``ops``. With a write, every op runs,
+    in order."""
     if any(isinstance(op, PutOp) for op in ops):
-        return ops, list(range(len(ops)))
+        every = list(range(len(ops)))
+        return ops, every, every
     unique: list[Op] = []
-    seen: dict[str, int] = {}
+    firsts: list[int] = []
+    seen: dict[Any, int] = {}
     where: list[int] = []
-    for op in ops:
-        signature = repr(op)
+    for n, op in enumerate(ops):
+        signature = _signature(op)
         if signature not in seen:
             seen[signature] = len(unique)
             unique.append(op)
+            firsts.append(n)
         where.append(seen[signature])
-    return unique, where
+    return unique, where, firsts
+
+
+def _signature(op: Op) -> Any:
+    """What makes two reads the same: a get's fields, else the op's ``repr`` (a search's
+    filter is a dict)."""
+    if type(op) is GetOp:
+        return GetOp, tuple(op.namespace), op.key, op.refresh_ttl
+    return repr(op)
 
 
 @dataclass
@@ -737,6 +757,8 @@ class _Call:
 
     ops: list[Op]
     future: asyncio.Future[list[Result]]
+    plan: tuple[list[_Group], int]
+    """The ops translated (:meth:`_Translator.plan`), in groups by anchor, and their count."""
 
 
 def _settle(call: _Call, results: list[Result] | None = None, *,
