@@ -639,13 +639,20 @@ class AsyncMemoryStore(BaseStore):
         ready: list[_Batch] = []
         later: list[tuple[Anchor | None, list[_Call]]] = []
         for anchor, calls in taken:
-            batch = self._first_step(anchor, calls) if anchor is not None else None
+            try:
+                batch = self._first_step(anchor, calls) if anchor is not None else None
+            except Exception:  # the general way gives each call its own error
+                batch = None
             if batch is None:
                 later.append((anchor, calls))
             else:
                 ready.append(batch)
         if ready:
-            later.extend(await self._send_many(ready))
+            try:
+                later.extend(await self._send_many(ready))
+            except Exception:  # the round trip failed (a lost connection): the general way
+                later.extend((batch.anchor, batch.calls) for batch in ready
+                             if not all(call.future.done() for call in batch.calls))
         for anchor, calls in later:
             await self._run_calls(anchor, calls)
 
