@@ -34,7 +34,8 @@ from psycopg import errors
 from psycopg.pq import ExecStatus
 from psycopg.pq.abc import PGconn, PGresult
 
-__all__ = ["SET_TENANT", "SET_TENANT_BOUND", "Command", "aexchange", "begin", "exchange"]
+__all__ = ["SET_TENANT", "SET_TENANT_BOUND", "Command", "aexchange", "aexchange_each", "begin",
+           "exchange"]
 
 SET_TENANT = b"SELECT primitives.set_tenant($1)"
 """Sets the transaction's tenant from a bound value, local to the transaction, so it ends with
@@ -156,6 +157,59 @@ async def aexchange(conn: psycopg.AsyncConnection[Any],
         finally:
             _leave(pgconn)
     return _checked(conn, results)
+
+
+async def aexchange_each(conn: psycopg.AsyncConnection[Any],
+                         transactions: Sequence[Sequence[Command]],
+                         ) -> list[list[PGresult] | psycopg.Error]:
+    """Send several transactions in one round trip, each closed by its own ``Sync``; for each,
+    its results or its first error. Each transaction must open and close itself (``BEGIN`` ...
+    ``COMMIT``). After one fails, its transaction stays open and aborted, so those after it
+    fail too (at their ``BEGIN``, having run nothing) until the caller rolls back.
+
+    Interrupted before every result is read, the connection is closed (the server rolls back
+    what had not committed), and the pool discards it."""
+    pgconn = conn.pgconn
+    out: list[list[PGresult] | psycopg.Error] = []
+    current: list[PGresult] = []
+    async with conn.lock:
+        try:
+            pgconn.enter_pipeline_mode()
+            for commands in transactions:
+                for command in commands:
+                    if command.prepared:
+                        pgconn.send_query_prepared(command.text, command.values)
+                    else:
+                        pgconn.send_query_params(command.text, command.values)
+                pgconn.pipeline_sync()
+            while pgconn.flush():
+                await _socket_ready(pgconn.socket, write=True)
+            while len(out) < len(transactions):
+                while len(out) < len(transactions) and not pgconn.is_busy():
+                    result = pgconn.get_result()
+                    if result is None:  # the end of one command's results
+                        if pgconn.status != 0:
+                            raise psycopg.OperationalError(
+                                f"the connection was lost: {pgconn.get_error_message()}")
+                        continue
+                    if result.status == ExecStatus.PIPELINE_SYNC:
+                        try:
+                            out.append(_checked(conn, current))
+                        except psycopg.Error as err:
+                            out.append(err)
+                        current = []
+                        continue
+                    current.append(result)
+                if len(out) < len(transactions):
+                    await _socket_ready(pgconn.socket)
+                    pgconn.consume_input()
+        except BaseException:
+            if len(out) < len(transactions):
+                pgconn.finish()  # not read to the end: closed, never handed on mid-pipeline
+            raise
+        finally:
+            _leave(pgconn)
+    return out
 
 
 async def _socket_ready(fd: int, *, write: bool = False) -> None:

@@ -83,11 +83,18 @@ class Template:
         return found
 
 
+_PARSED = 4096
+"""Namespaces a layout keeps parsed (all forgotten at once when full)."""
+
+
 class NamespaceLayout:
     """Parses and formats namespaces for one spec; errors say what the spec expects."""
 
     def __init__(self, spec: AgentSpec) -> None:
         self.spec = spec
+        self._addresses: dict[tuple[str, ...], Address] = {}
+        """Namespaces parsed already (:meth:`address` is a function of the namespace alone):
+        a store's calls address a few namespaces again and again."""
         self.keys: tuple[str, ...] = tuple(spec.anchor.keys)
         self.store_tiers = tuple(t.name for t in spec.tiers if t.placement == "store")
         self.templates = tuple(
@@ -168,7 +175,22 @@ class NamespaceLayout:
         raise self._fail(namespace, f"unknown tier '{tier}'")
 
     def address(self, namespace: Sequence[str]) -> Address:
-        """The full namespace of a get, put or delete."""
+        """The full namespace of a get, put or delete (parsed once per namespace; a
+        namespace that does not fit is refused each time, never kept)."""
+        key = tuple(namespace)
+        try:
+            known = self._addresses.get(key)
+        except TypeError:  # an unhashable segment: parsed, and refused, below
+            return self._address(namespace)
+        if known is not None:
+            return known
+        address = self._address(key)
+        if len(self._addresses) >= _PARSED:
+            self._addresses.clear()
+        self._addresses[key] = address
+        return address
+
+    def _address(self, namespace: Sequence[str]) -> Address:
         templated = self._templated(namespace)
         if templated is not None:
             template, found = templated

@@ -42,8 +42,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
+import psycopg
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -58,7 +59,20 @@ from langgraph.store.base import (
     TTLConfig,
     validate_op_namespace,
 )
+from psycopg.pq import TransactionStatus
 
+from primitives.db._oneshot import (
+    _PREPARE_AGAIN,
+    _ROLLBACK,
+    AsyncOnceTransaction,
+    _commands,
+    _forget,
+    _mark,
+    _Prepared,
+    _prepared_call,
+    _rows,
+)
+from primitives.db._pipeline import aexchange_each
 from primitives.embeddings import Embedder, as_embedder
 from primitives.engine import (
     AsyncEngine,
@@ -69,7 +83,9 @@ from primitives.engine import (
     resolve_anchor,
 )
 from primitives.engine import _store_ops as store_ops
-from primitives.engine._core import EMBED_CONTEXT, Context
+from primitives.engine._async import _arun_once
+from primitives.engine._base import render
+from primitives.engine._core import EMBED_CONTEXT, Context, Step
 from primitives.engine._core import Op as CoreOp
 from primitives.engine._input import check_json
 from primitives.engine._store_ops import (
@@ -89,6 +105,7 @@ from primitives.spec import AgentSpec
 __all__ = ["AsyncMemoryStore", "MemoryStore", "RankedItem"]
 
 Anchor = tuple[tuple[str, str], ...]
+R = TypeVar("R")
 _UNIQUE_VIOLATION = "23505"
 Convert = Callable[[Any], Result]
 
@@ -535,9 +552,13 @@ class AsyncMemoryStore(BaseStore):
         """Concurrent calls are queued by anchor and run by at most one task per pool
         connection, so any number of them wait in the queue, never for a connection (no pool
         timeout); queued calls on one anchor run together in one transaction (see
-        :meth:`_drain`), different anchors in parallel."""
-        call = _Call(list(ops), self._loop.create_future())
-        anchor = self._single_anchor(call.ops)  # an op's own error is raised here
+        :meth:`_drain`), different anchors in parallel. Each call's ops are translated once,
+        here (an op's own error is raised here)."""
+        listed = list(ops)
+        plan = self._translator.plan(listed, expired=_keeps_expired(self.ttl_config))
+        groups = plan[0]
+        anchor = groups[0].anchor if len(groups) == 1 else None
+        call = _Call(listed, self._loop.create_future(), plan)
         self._work.queue.setdefault(anchor, []).append(call)
         self._spawn()
         return await call.future
@@ -555,9 +576,7 @@ class AsyncMemoryStore(BaseStore):
         queue."""
         work = self._work
         work.drainers.discard(task)
-        held = work.held.pop(task, None)
-        if held is not None:
-            anchor, calls = held
+        for anchor, calls in work.held.pop(task, ()):
             if anchor is not None:
                 work.busy.discard(anchor)
             for call in calls:
@@ -566,35 +585,173 @@ class AsyncMemoryStore(BaseStore):
             self._spawn()
 
     async def _drain(self) -> None:
-        """Take the calls queued for an anchor no other task is running, until none is
-        left; they run as one batch (one transaction), identical reads once when the batch
-        has no write; if that batch fails, each call runs alone, so one call's refusal is its
-        own (the failed transaction wrote nothing). One anchor runs in one task at a time, so
-        two transactions of a tenant never wait on each other's rows. Calls that span
-        anchors (queued under None) always run alone. A cancelled task cancels the calls it
-        took (:meth:`_drained`)."""
+        """Take the calls queued for anchors no other task is running, until none is left;
+        each anchor's calls run as one batch (one transaction), identical reads once when the
+        batch has no write; if that batch fails, each call runs alone, so one call's refusal
+        is its own (the failed transaction wrote nothing). One anchor runs in one task at a
+        time, so two transactions of a tenant never wait on each other's rows. A task takes
+        its share of the free anchors (the free anchors over the tasks not running any), and
+        sends their transactions, each with its own tenant, in one round trip on one
+        connection (:meth:`_run_many`). Calls that span anchors (queued under None) always
+        run alone. A cancelled task cancels the calls it took (:meth:`_drained`)."""
         work = self._work
         task = asyncio.current_task()
         assert task is not None
         while True:
-            anchor = next((a for a in work.queue if a is None or a not in work.busy),
-                          _NO_ANCHOR)
-            if anchor is _NO_ANCHOR:
+            free = [a for a in work.queue if a is None or a not in work.busy]
+            if not free:
                 return
-            assert not isinstance(anchor, _Nothing)
-            calls = work.queue.pop(anchor)
-            if len(calls) > _TAKE:
-                work.queue[anchor] = calls[_TAKE:]
-                calls = calls[:_TAKE]
-            if anchor is not None:
-                work.busy.add(anchor)
-            work.held[task] = (anchor, calls)
+            chosen: list[Anchor | None]
+            if free[0] is None or len(free) == 1:
+                chosen = free[:1]
+            else:
+                idle = max(1, len(work.drainers) - len(work.held))
+                anchored: list[Anchor | None] = [a for a in free if a is not None]
+                chosen = anchored[:-(-len(free) // idle)]
+            taken: list[tuple[Anchor | None, list[_Call]]] = []
+            for anchor in chosen:
+                calls = work.queue.pop(anchor)
+                if len(calls) > _TAKE:
+                    work.queue[anchor] = calls[_TAKE:]
+                    calls = calls[:_TAKE]
+                if anchor is not None:
+                    work.busy.add(anchor)
+                taken.append((anchor, calls))
+            work.held[task] = taken
             try:
-                await self._run_calls(anchor, calls)
+                if len(taken) == 1:
+                    await self._run_calls(*taken[0])
+                else:
+                    await self._run_many(taken)
             finally:
                 if not task.cancelling():
                     del work.held[task]
-                    work.busy.discard(anchor)
+                    for anchor, _ in taken:
+                        if anchor is not None:
+                            work.busy.discard(anchor)
+
+    async def _run_many(self, taken: list[tuple[Anchor | None, list[_Call]]]) -> None:
+        """Several anchors' batches: each one-statement batch (a group of reads, a group of
+        puts that :func:`store_ops.put_items` takes) is its own tenant transaction, all sent
+        in one round trip on one connection (:func:`aexchange_each`); the rest, and a batch
+        whose transaction failed (it wrote nothing), go the way one anchor's batch goes
+        (:meth:`_run_calls`)."""
+        ready: list[_Batch] = []
+        later: list[tuple[Anchor | None, list[_Call]]] = []
+        for anchor, calls in taken:
+            try:
+                batch = self._first_step(anchor, calls) if anchor is not None else None
+            except Exception:  # the general way gives each call its own error
+                batch = None
+            if batch is None:
+                later.append((anchor, calls))
+            else:
+                ready.append(batch)
+        if ready:
+            try:
+                later.extend(await self._send_many(ready))
+            except Exception:  # the round trip failed (a lost connection): the general way
+                later.extend((batch.anchor, batch.calls) for batch in ready
+                             if not all(call.future.done() for call in batch.calls))
+        for anchor, calls in later:
+            await self._run_calls(anchor, calls)
+
+    def _first_step(self, anchor: Anchor, calls: list[_Call]) -> _Batch | None:
+        """The batch of one anchor's calls, its operation driven to its first statement;
+        None when that statement is not the whole transaction, or the operation refuses or
+        needs the general path (nothing was sent)."""
+        ops = [op for c in calls for op in c.ops]
+        _, where, firsts = _once(ops)
+        item_ops = [op for c in calls for op in c.plan[0][0].ops]
+        converts = [convert for c in calls for convert in c.plan[0][0].converts]
+        merged = [item_ops[i] for i in firsts]
+        puts = None if _reads_only(merged) else _puts_only(merged)
+        if puts is None and not _reads_only(merged):
+            return None
+        ctx = self.engine.context(resolve_anchor(self.spec, dict(anchor)), self.actor)
+        make = _reader(merged) if puts is None else partial(store_ops.put_items, ops=puts)
+        operation = make(ctx)
+        try:
+            step = next(operation)
+        except Exception:  # StopIteration (no statement, or the general path) or a refusal
+            return None
+        if not isinstance(step, Step) or not step.last:
+            operation.close()
+            return None
+        return _Batch(anchor, calls, where, merged, [converts[i] for i in firsts], puts, ctx,
+                      operation, step)
+
+    async def _send_many(self, batches: list[_Batch]) -> list[tuple[Anchor | None, list[_Call]]]:
+        """Send ``batches`` in one round trip; settle their calls; return those to run again
+        the general way."""
+        again: list[tuple[Anchor | None, list[_Call]]] = []
+        sent: list[tuple[_Batch, _Prepared]] = []
+        rows: dict[int, Any] = {}
+        pool = self.engine._pool
+        conn = await pool.getconn()
+        try:
+            transactions = []
+            for batch in batches:
+                prepared = _prepared_call(conn, render(batch.step.statement, conn),
+                                          batch.step.params)
+                tx = AsyncOnceTransaction(conn, batch.ctx.tenant)
+                if prepared is None or not await tx._ensure(prepared):
+                    batch.operation.close()
+                    again.append((batch.anchor, batch.calls))
+                    continue
+                sent.append((batch, prepared))
+                transactions.append(_commands(tx.tenant_value, prepared, last=True))
+            outcomes = await aexchange_each(conn, transactions) if transactions else []
+            failed = False
+            for n, ((batch, prepared), outcome) in enumerate(zip(sent, outcomes, strict=True)):
+                if isinstance(outcome, psycopg.Error):
+                    failed = True
+                    if outcome.sqlstate in _PREPARE_AGAIN:
+                        _forget(conn, prepared.name, outcome)
+                        _mark(conn, prepared.name, False)
+                    continue
+                rows[n] = _rows(conn, outcome[2], batch.step.fetch)
+            if failed and conn.info.transaction_status != TransactionStatus.IDLE:
+                await conn.execute(_ROLLBACK)
+        finally:
+            await pool.putconn(conn)
+        for n, (batch, _) in enumerate(sent):
+            if n not in rows:
+                batch.operation.close()
+                again.append((batch.anchor, batch.calls))
+                continue
+            try:
+                results = await self._finish(batch, rows[n])
+            except Exception:  # as when one anchor's batch fails: each call runs alone
+                for call in batch.calls:
+                    await self._run_alone(call)
+                continue
+            _hand_out(batch.calls, batch.where,
+                      [convert(r) for convert, r in zip(batch.converts, results, strict=True)])
+        return again
+
+    async def _finish(self, batch: _Batch, rows: Any) -> list[Any]:
+        """The engine's results of a batch whose first statement (its whole transaction)
+        returned ``rows``: its operation run on (a TTL refresh, in a transaction of its own),
+        the puts it left run the general way (as in :meth:`_run_group`)."""
+        operation, ctx = batch.operation, batch.ctx
+        try:
+            step = operation.send(rows)
+        except StopIteration as done:
+            value = done.value
+        else:
+            pool = self.engine._pool
+            conn = await pool.getconn()
+            try:
+                value = await _arun_once(conn, ctx.tenant, _resumed(operation, step),
+                                         after_last="new" if batch.puts is None else "refuse")
+            finally:
+                await pool.putconn(conn)
+        if batch.puts is None:
+            await self.engine._accessed(ctx.tenant, _found(batch.ops, value))
+            return list(value)
+        self.engine.note_pending(ctx)
+        return await self._rest(batch.anchor, batch.ops, _left_over(batch.puts, value))
 
     async def _run_calls(self, anchor: Anchor | None, calls: list[_Call]) -> None:
         if anchor is None or len(calls) == 1:
@@ -602,38 +759,32 @@ class AsyncMemoryStore(BaseStore):
                 await self._run_alone(call)
             return
         ops = [op for c in calls for op in c.ops]
-        unique, where = _once(ops)
+        unique, where, firsts = _once(ops)
+        # each call of one anchor is one group of its ops, in order: the batch's group is
+        # the calls' groups end to end, less the repeated reads
+        item_ops = [op for c in calls for op in c.plan[0][0].ops]
+        converts = [convert for c in calls for convert in c.plan[0][0].converts]
+        merged = _Group(anchor, list(range(len(firsts))), [item_ops[i] for i in firsts],
+                        [converts[i] for i in firsts])
         try:
-            results = await self._execute(unique)
+            results = await self._execute(unique, plan=([merged], len(unique)))
         except Exception:  # rerun one by one, below
             for call in calls:
                 await self._run_alone(call)
             return
-        handed: set[int] = set()
-
-        def own(j: int) -> Result:  # a read run once for several callers: a copy each
-            result = results[j] if j not in handed else copy.deepcopy(results[j])
-            handed.add(j)
-            return result
-
-        start = 0
-        for call in calls:
-            _settle(call, [own(where[i]) for i in range(start, start + len(call.ops))])
-            start += len(call.ops)
-
-    def _single_anchor(self, ops: list[Op]) -> Anchor | None:
-        """The one anchor all of ``ops`` address, else None (raises the op's own error)."""
-        groups, _ = self._translator.plan(ops)
-        return groups[0].anchor if len(groups) == 1 else None
+        _hand_out(calls, where, results)
 
     async def _run_alone(self, call: _Call) -> None:
         try:
-            _settle(call, await self._execute(call.ops))
+            _settle(call, await self._execute(call.ops, plan=call.plan))
         except Exception as err:  # handed to the caller
             _settle(call, error=err)
 
-    async def _execute(self, ops: Iterable[Op]) -> list[Result]:
-        groups, count = self._translator.plan(ops, expired=_keeps_expired(self.ttl_config))
+    async def _execute(self, ops: Iterable[Op],
+                       plan: tuple[list[_Group], int] | None = None) -> list[Result]:
+        """The results of ``ops`` (``plan``: their translation, when made already)."""
+        groups, count = plan if plan is not None else self._translator.plan(
+            ops, expired=_keeps_expired(self.ttl_config))
         out: list[Result] = [None] * count
         for group in groups:
             self._translator.scatter(group, await self._run_group(group.anchor, group.ops),
@@ -648,11 +799,16 @@ class AsyncMemoryStore(BaseStore):
                                         _found(ops, results))
             return results
         rest: list[ItemOp] = ops
-        written: list[Any] = [None] * len(ops)  # a put's result is None
         puts = _puts_only(ops)
         if puts is not None:
             rest = _left_over(puts, await self.engine.write_once(
                 dict(anchor), partial(store_ops.put_items, ops=puts), actor=self.actor))
+        return await self._rest(anchor, ops, rest)
+
+    async def _rest(self, anchor: Anchor, ops: list[ItemOp], rest: list[ItemOp]) -> list[Any]:
+        """Run ``rest`` of ``ops`` (all of them, or the puts the one statement left) the
+        general way, op by op in one transaction; the results of ``ops``."""
+        written: list[Any] = [None] * len(ops)  # a put's result is None
         for attempt in (1, 2):
             if not rest:
                 break
@@ -709,26 +865,38 @@ class _Work:
     queue: dict[Anchor | None, list[_Call]] = field(default_factory=dict)
     busy: set[Anchor] = field(default_factory=set)
     drainers: set[asyncio.Task[None]] = field(default_factory=set)
-    held: dict[asyncio.Task[None], tuple[Anchor | None, list[_Call]]] = field(
+    held: dict[asyncio.Task[None], list[tuple[Anchor | None, list[_Call]]]] = field(
         default_factory=dict)
-    """The anchor and calls each task is running."""
+    """The anchors and calls each task is running."""
 
 
-def _once(ops: list[Op]) -> tuple[list[Op], list[int]]:
-    """The ops to run, each identical read once when none of ``ops`` writes, and where each
-    op's result is among them. With a write, every op runs, in order."""
+def _once(ops: list[Op]) -> tuple[list[Op], list[int], list[int]]:
+    """The ops to run, each identical read once when none of ``ops`` writes; where each op's
+    result is among them; and where each of them is in ``ops``. With a write, every op runs,
+    in order."""
     if any(isinstance(op, PutOp) for op in ops):
-        return ops, list(range(len(ops)))
+        every = list(range(len(ops)))
+        return ops, every, every
     unique: list[Op] = []
-    seen: dict[str, int] = {}
+    firsts: list[int] = []
+    seen: dict[Any, int] = {}
     where: list[int] = []
-    for op in ops:
-        signature = repr(op)
+    for n, op in enumerate(ops):
+        signature = _signature(op)
         if signature not in seen:
             seen[signature] = len(unique)
             unique.append(op)
+            firsts.append(n)
         where.append(seen[signature])
-    return unique, where
+    return unique, where, firsts
+
+
+def _signature(op: Op) -> Any:
+    """What makes two reads the same: a get's fields, else the op's ``repr`` (a search's
+    filter is a dict)."""
+    if type(op) is GetOp:
+        return GetOp, tuple(op.namespace), op.key, op.refresh_ttl
+    return repr(op)
 
 
 @dataclass
@@ -737,6 +905,53 @@ class _Call:
 
     ops: list[Op]
     future: asyncio.Future[list[Result]]
+    plan: tuple[list[_Group], int]
+    """The ops translated (:meth:`_Translator.plan`), in groups by anchor, and their count."""
+
+
+@dataclass
+class _Batch:
+    """One anchor's queued calls as one transaction of one statement, ready to send: the
+    calls, where each op's result is among the ops run (``where``), those ops translated
+    and their converters, the puts (None: reads), the context, and the operation with the
+    statement it yielded first."""
+
+    anchor: Anchor
+    calls: list[_Call]
+    where: list[int]
+    ops: list[ItemOp]
+    converts: list[Convert]
+    puts: list[ItemPut] | None
+    ctx: Context
+    operation: CoreOp[Any]
+    step: Step
+
+
+def _resumed(operation: CoreOp[R], step: Any) -> CoreOp[R]:
+    """``operation`` from ``step``, the statement it yielded last and has not been sent."""
+    while True:
+        sent = yield step
+        try:
+            step = operation.send(sent)
+        except StopIteration as done:
+            value: R = done.value
+            return value
+
+
+def _hand_out(calls: list[_Call], where: list[int], results: list[Result]) -> None:
+    """Settle each call with its ops' results (``where``: each op's among ``results``); a
+    read run once for several callers gives each a copy."""
+    handed: set[int] = set()
+
+    def own(j: int) -> Result:
+        result = results[j] if j not in handed else copy.deepcopy(results[j])
+        handed.add(j)
+        return result
+
+    start = 0
+    for call in calls:
+        _settle(call, [own(where[i]) for i in range(start, start + len(call.ops))])
+        start += len(call.ops)
 
 
 def _settle(call: _Call, results: list[Result] | None = None, *,

@@ -70,10 +70,10 @@ class Executed:
         self.calls: list[list[Op]] = []
         execute = inner._execute
 
-        async def recording(ops: Any) -> Any:
+        async def recording(ops: Any, **planned: Any) -> Any:
             ops = list(ops)
             self.calls.append(ops)
-            return await execute(ops)
+            return await execute(ops, **planned)
 
         monkeypatch.setattr(inner, "_execute", recording)
 
