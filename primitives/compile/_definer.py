@@ -24,15 +24,15 @@ if TYPE_CHECKING:
     from primitives.compile._checkpointer import CheckpointerTables
 
 __all__ = [
+    "ERASE_ROW_CITUS_ARGS",
     "checkpoint_delete_blobs_function",
     "checkpoint_delete_runs_function",
     "checkpoint_delete_threads_function",
     "checkpoint_functions",
     "checkpoint_prune_function",
     "definer_names",
-    "ERASE_ROW_CITUS_ARGS",
-    "erase_functions_citus",
     "erase_functions",
+    "erase_functions_citus",
     "erase_row_function",
     "memory_functions",
     "pii_raw_functions",
