@@ -319,7 +319,7 @@ def test_the_engine_runs_on_a_cluster_and_its_writes_reach_the_tenants_shard(
     with psycopg.connect(coordinator) as admin:
         placed = admin.execute(
             "SELECT p.nodeport FROM pg_dist_shard_placement AS p "
-            "WHERE p.shardid = get_shard_id_for_distribution_column(%s::regclass, %s)",
+            "WHERE p.shardid = get_shard_id_for_distribution_column(%s::regclass, %s::text)",
             (tables.memories.qualified, tenant)).fetchone()
     assert placed is not None
     worker = next(w for w in cluster.workers if w.port == placed[0])
