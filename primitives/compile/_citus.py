@@ -58,6 +58,7 @@ from psycopg import sql
 from primitives.compile._access import auditor_access
 from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
 from primitives.compile._ddl import Constraint, TableDef, bounds_signature
+from primitives.compile._definer import ERASE_ROW_CITUS_ARGS, erase_functions_citus
 from primitives.compile._expr import current_tenant_expr, current_tenant_value
 from primitives.compile._names import APP_ROLE, FRAMEWORK_SCHEMA, Table, Tables
 from primitives.compile._plan import (
@@ -249,6 +250,41 @@ def _with_generic_chain(definition: TableDef, tables: Tables) -> TableDef:
     return replace(definition, triggers=triggers, functions=functions, comment=comment)
 
 
+def _with_citus_erasure(definition: TableDef, tables: Tables, *,
+                        embedding: bool) -> TableDef:
+    """The erasure function (``<prefix>_erase_row``, made with the journal, again with the
+    raw-PII table and with the outbox) in its cluster form,
+    :func:`~primitives.compile._definer.erase_functions_citus`, with the same parts as the
+    single-node one it replaces."""
+    label = f"function {tables.schema}.{tables.object_name('erase_row')}"
+    mine = [f for f in definition.functions
+            if f[0].startswith(label) and "earlier signature" not in f[0]]
+    if not mine:
+        return definition
+    raw = definition.table == tables.pii_raw or (
+        definition.table == tables.outbox and tables.pii_raw is not None)
+    citus = erase_functions_citus(tables, embedding=embedding, raw=raw,
+                                  outbox=definition.table == tables.outbox)
+    again = mine[0][0].partition(" (again")[2]
+    citus = tuple((f"{what} (again{again}" if again else what, body) for what, body in citus)
+    first = definition.functions.index(mine[0])
+    kept = [f for f in definition.functions if f not in mine]
+    return replace(definition, functions=(*kept[:first], *citus, *kept[first:]))
+
+
+def _erasure_delegated(tables: Tables) -> Step:
+    """The erasure function distributed by its tenant argument, colocated with the memories,
+    its calls always delegated to the tenant's worker (inside transactions too)."""
+    signature = sql.Literal(
+        f"{tables.schema}.{tables.object_name('erase_row')}({ERASE_ROW_CITUS_ARGS})")
+    return Step(
+        f"function {tables.schema}.{tables.object_name('erase_row')}: runs on the worker "
+        "of the tenant it is called for",
+        sql.SQL("SELECT pg_catalog.create_distributed_function({}::regprocedure, '$1', "
+                "colocate_with => {}, force_delegation => true)").format(
+            signature, sql.Literal(tables.memories.qualified)))
+
+
 def _foreign_keys(definition: TableDef) -> tuple[Constraint, ...]:
     return tuple(c for c in definition.constraints if c.kind == "foreign_key")
 
@@ -283,9 +319,10 @@ def compile_citus(
     base = compile_plan(spec, capabilities=replace(capabilities, text_match=False))
     tables: Tables = base.tables
     definitions = tuple(
-        _with_citus_guard(d) if d.table == tables.memories
-        else _with_generic_chain(d, tables) if d.table == tables.events
-        else d
+        _with_citus_erasure(
+            _with_citus_guard(d) if d.table == tables.memories
+            else _with_generic_chain(d, tables) if d.table == tables.events
+            else d, tables, embedding=base.capabilities.vector)
         for d in base.definitions
     )
     steps: list[Step] = list(_cluster_steps())
@@ -314,6 +351,7 @@ def compile_citus(
         ))
     for definition in definitions:
         steps += _foreign_key_steps(definition)
+    steps.append(_erasure_delegated(tables))
     steps += _unpublish_steps(tables)
     steps += _view_steps(spec, tables, definitions[0], base.capabilities)
     steps += base.validations  # the distributed plan commits in parts; these run last

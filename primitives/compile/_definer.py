@@ -14,7 +14,7 @@ that would block a later plan from changing them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from psycopg import sql
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from primitives.compile._checkpointer import CheckpointerTables
 
 __all__ = [
+    "ERASE_ROW_CITUS_ARGS",
     "checkpoint_delete_blobs_function",
     "checkpoint_delete_runs_function",
     "checkpoint_delete_threads_function",
@@ -31,6 +32,7 @@ __all__ = [
     "checkpoint_prune_function",
     "definer_names",
     "erase_functions",
+    "erase_functions_citus",
     "erase_row_function",
     "memory_functions",
     "pii_raw_functions",
@@ -161,6 +163,84 @@ def erase_functions(tables: Tables, *, embedding: bool = False, raw: bool = Fals
     return ((f"{label}: the earlier signature dropped", earlier),
             *_steps(erase_row_function(tables), "uuid, text, uuid, text, jsonb", "boolean",
                     erase, label))
+
+
+_DEFINER_PLPGSQL = sql.SQL("""\
+CREATE OR REPLACE FUNCTION {function}({args}) RETURNS {returns}
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+{body}
+$fn$""")
+
+
+ERASE_ROW_CITUS_ARGS: Final = "text, uuid, text, uuid, text, jsonb"
+"""The cluster's erasure function takes the tenant first: Citus delegates the call to the
+worker that holds the tenant's shards (:func:`erase_functions_citus`)."""
+
+
+def erase_functions_citus(tables: Tables, *, embedding: bool = False, raw: bool = False,
+                          outbox: bool = False) -> tuple[tuple[str, sql.Composed], ...]:
+    """:func:`erase_functions`' function in the form a Citus cluster runs:
+    ``<prefix>_erase_row(tenant, id, reason, event id, actor, payload)`` with the same
+    effects and result, as PL/pgSQL.
+
+    - The tenant is the first argument, so that the plan can distribute the function by it,
+      colocated with the memories (``force_delegation``): the coordinator sends the call to
+      the worker holding the tenant's shards, over the application role's connection of the
+      transaction, and the function's statements run there. Run on the coordinator, the
+      function (as its owner) would reach the shards over connections of another user,
+      which Citus refuses once the transaction has written them as the application role.
+      The function refuses any tenant but the transaction's.
+    - Citus refuses a function that is not immutable over a column in a distributed
+      ``UPDATE`` (``convert_to``): the hash is read first, with the row locked.
+    - ``INSERT ... SELECT`` would reach the shards through ``COPY``, which row-level security
+      refuses: the ``erased`` event is inserted with ``VALUES`` when a row was erased."""
+    vector = sql.SQL(", embedding = NULL") if embedding else sql.SQL("")
+    parts: list[sql.Composable] = []
+    if raw and tables.pii_raw is not None:
+        parts.append(sql.SQL(
+            "DELETE FROM {} AS p WHERE p.{} = p_tenant AND p.memory_id = p_id;\n    "
+        ).format(tables.pii_raw.ident, tables.tenant))
+    if outbox and tables.outbox is not None:
+        parts.append(sql.SQL(
+            "UPDATE {} AS o SET payload = '{{\"erased\": true}}'::jsonb "
+            "WHERE o.{} = p_tenant AND o.memory_id = p_id;\n    ").format(tables.outbox.ident,
+                                                                     tables.tenant))
+    body = sql.SQL(
+        "DECLARE\n    hashed text;\nBEGIN\n"
+        "    IF p_tenant IS DISTINCT FROM primitives.current_tenant() THEN\n"
+        "        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = "
+        "'erasure is allowed only for the tenant of the current transaction';\n"
+        "    END IF;\n    {parts}"
+        "SELECT 'sha256:' || encode(sha256(convert_to(m.content, 'UTF8')), 'hex') "
+        "INTO hashed FROM {mem} AS m WHERE m.{t} = p_tenant AND m.id = p_id "
+        "AND m.erased_at IS NULL FOR UPDATE;\n"
+        "    IF NOT FOUND THEN\n        RETURN NULL;\n    END IF;\n"
+        "    UPDATE {mem} AS m SET content = hashed, value = '{{}}'::jsonb, "
+        "envelope = '{{}}'::jsonb, tags = '{{}}'::text[], provenance = '{{}}'::jsonb, "
+        "source = NULL{vector}, erased_at = now(), erasure_reason = p_reason, "
+        "updated_at = now() WHERE m.{t} = p_tenant AND m.id = p_id;\n"
+        "    INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
+        "VALUES (p_tenant, p_event_id, 'erased', p_id, p_actor, p_payload);\n"
+        "    RETURN true;\nEND"
+    ).format(parts=sql.Composed(parts), mem=tables.memories.ident, t=tables.tenant,
+             vector=vector, events=tables.events.ident)
+    function = erase_row_function(tables)
+    label = f"function {tables.schema}.{tables.object_name('erase_row')}"
+    signature = sql.SQL("{}({})").format(function, sql.SQL(ERASE_ROW_CITUS_ARGS))
+    return (
+        (f"{label} (SECURITY DEFINER, on the cluster)", _DEFINER_PLPGSQL.format(
+            function=function,
+            args=sql.SQL("p_tenant text, p_id uuid, p_reason text, p_event_id uuid, "
+                         "p_actor text, p_payload jsonb"),
+            returns=sql.SQL("boolean"), body=body)),
+        (f"{label}: not callable by PUBLIC",
+         sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
+        (f"{label}: callable by the app role",
+         sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
+                                                             sql.Identifier(APP_ROLE))),
+    )
 
 
 def _checkpoint_function(t: CheckpointerTables, suffix: str) -> sql.Identifier:

@@ -17,8 +17,9 @@ others until it commits. Three consequences shape this module:
   interrupted plan is run again.
 
 On the coordinator, ``primitives.set_tenant`` runs ``SET LOCAL primitives.tenant``, which
-Citus forwards to the workers (``citus.propagate_set_commands = 'local'`` for the app role),
-where row-level security and the journal trigger read it.
+Citus forwards to the workers, where row-level security and the journal trigger read it:
+the function first sets ``citus.propagate_set_commands = 'local'`` for its transaction (the
+distributed plan also sets it for the app role, which a role setting could undo).
 
 Example::
 
@@ -72,7 +73,10 @@ CREATE OR REPLACE FUNCTION primitives.set_tenant(tenant text) RETURNS text
 LANGUAGE plpgsql VOLATILE
 AS $fn$
 BEGIN
-    -- SET LOCAL, not set_config: the coordinator forwards SET LOCAL to the workers
+    -- SET LOCAL, not set_config: the coordinator forwards SET LOCAL to the workers, when
+    -- citus.propagate_set_commands is 'local'; set here for the transaction, so that no
+    -- role or session setting (ALTER ROLE ... RESET ALL) keeps the tenant off the workers
+    SET LOCAL citus.propagate_set_commands = 'local';
     EXECUTE format('SET LOCAL primitives.tenant = %L', tenant);
     RETURN tenant;
 END

@@ -13,7 +13,7 @@ from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context
 from primitives.engine._determinism import job_seed
 from primitives.engine._pending import PendingTenants
-from primitives.errors import ModelMismatch, StorageError
+from primitives.errors import ModelMismatch
 from primitives.lifecycle._access import AccessLog
 from primitives.lifecycle._decay import decay_models
 from primitives.retrieval._intent import classifier_for
@@ -72,15 +72,6 @@ there), a full-text index on the leakproof match (``primitives.db.ensure_text_ma
 pg_trgm (tier boundaries measure near-duplicates with it when rows have no vectors), and
 whether the database is part of a Citus cluster."""
 
-CITUS_UNSUPPORTED = (
-    "the engine does not run on a Citus cluster yet: its writes are single statements that "
-    "insert a memory and its journal event through data-modifying CTEs, which Citus executes "
-    "by sending the intermediate rows to the shards with COPY, and PostgreSQL refuses COPY "
-    "into a table under row-level security; the distributed plans, isolation on the workers, "
-    "the journal chain and tenant moves work (docs/scaling.md)"
-)
-
-
 class SchemaFeatures(NamedTuple):
     embedding: bool
     text_match: bool
@@ -89,14 +80,12 @@ class SchemaFeatures(NamedTuple):
 
 
 def _features(row: Any) -> SchemaFeatures:
-    features = SchemaFeatures(*(bool(row and row[i]) for i in range(4)))
-    if features.citus:
-        raise StorageError(CITUS_UNSUPPORTED)
-    return features
+    return SchemaFeatures(*(bool(row and row[i]) for i in range(4)))
 
 
 def schema_features(conn: psycopg.Connection[Any], tables: Tables) -> SchemaFeatures:
-    """What the engine may use; ``StorageError`` on a Citus cluster (:data:`CITUS_UNSUPPORTED`)."""
+    """What the engine may use; ``citus``: the statements that Citus cannot route whole
+    take their cluster form (``Context.citus``)."""
     return _features(conn.execute(SCHEMA_FEATURES, {"table": tables.memories.qualified}).fetchone())
 
 
@@ -139,8 +128,10 @@ def effective_signals(spec: AgentSpec, *, embedder: bool = False,
 class EngineBase:
     def __init__(self, spec: AgentSpec, *, has_embedding: bool,
                  embedder: Embedder | None = None, reranker: Reranker | None = None,
-                 text_match: bool = False, trigram: bool = True) -> None:
+                 text_match: bool = False, trigram: bool = True, citus: bool = False) -> None:
         self.spec = spec
+        self.citus = citus
+        """The database is a Citus coordinator: writes take their cluster form."""
         self.trigram = trigram
         self.access = AccessLog()
         """Read marks waiting for their batched write (``primitives.lifecycle._access``)."""
@@ -189,7 +180,8 @@ class EngineBase:
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
                        self.embedder, classifier=self.classifier, reranker=self.reranker,
-                       text_match=self.text_match, trigram=self.trigram, decay=self.decay)
+                       text_match=self.text_match, trigram=self.trigram, decay=self.decay,
+                       citus=self.citus)
 
     def job_context(self, ctx: Context) -> tuple[Context, str | None, str | None]:
         """For a transaction about to open as a job (:meth:`Engine.tenant`): the context

@@ -144,6 +144,9 @@ class Context:
     left_pending: list[UUID] = field(default_factory=list)
     """Rows this transaction wrote without a vector for a worker to embed
     (``retrieval.embedding.embed: deferred``, on a table with an embedding column)."""
+    citus: bool = False
+    """The database is a Citus coordinator: a statement Citus cannot route to one shard
+    whole takes its cluster form (every write part ``INSERT ... VALUES``; docs/scaling.md)."""
 
     @property
     def tenant(self) -> str:
@@ -629,7 +632,7 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
     row_key = key if key is not None else str(new_id)
     insert = q.insert_memory_observed(ctx.tables, ctx.tables.anchor_columns,
                                       embedding=bool(vector), scoped=scope_id is not None,
-                                      confidence=confidence is not None)
+                                      confidence=confidence is not None, citus=ctx.citus)
     linked = links_to_previous(spec, scope_id)
     # an instant: the column is timestamptz; in a job on the tick clock, the clock's (the
     # memories trigger sets it)
@@ -667,6 +670,10 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
                 candidate = None
             else:
                 yield _event(ctx, "superseded", candidate, {"by": str(new_id)})
+    if ctx.citus and key is not None:
+        # On a cluster the insert cannot write nothing on a taken slot (it raises): writers
+        # of this key take turns from here on, on the coordinator, until this one commits.
+        yield key_lock_step(ctx, tier, ns, key)
     for _ in range(KEY_RACE_ATTEMPTS):
         previous: Memory | None = None
         if key is not None:
@@ -691,8 +698,16 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         # writes nothing when the id or the current-key slot is taken; then it returns the
         # row of this id if that row is this write (a retry), else nothing. Only a new key
         # can lose a race and go round again, so only then is the COMMIT held back.
-        may_retry = key is not None and previous is None
+        may_retry = key is not None and previous is None and not ctx.citus
         resolves = policy is not None and (previous is not None or candidate is not None)
+        if ctx.citus:
+            written = yield Step(q.written_id(ctx.tables), {"tenant": ctx.tenant, "id": new_id},
+                                 "one")
+            if written is not None:
+                if tuple(written[:3]) != (tier, row_key, content):
+                    raise reused_id(new_id)
+                row = tuple(written[3:])  # the retry of a write whose COMMIT did happen
+                break
         row = yield Step(insert, params, "one",
                          last=final and not linked and not may_retry and not resolves
                          and w.pii is None and ttl_ticks is None)
@@ -849,7 +864,7 @@ def resolve_conflict(ctx: Context, policy: Any, old_id: UUID, new_id: UUID, *,
     if validity:
         confidence = CONTRADICTED_CONFIDENCE if confidence is None else confidence
         decay_rate = CONTRADICTED_DECAY_RATE if decay_rate is None else decay_rate
-    row = yield Step(q.resolve_conflict(ctx.tables), {
+    row = yield Step(q.resolve_conflict(ctx.tables, citus=ctx.citus), {
         "tenant": ctx.tenant, "id": old_id, "invalidate": validity, "archive": not validity,
         "confidence": confidence, "decay_rate": decay_rate}, "one")
     yield _event(ctx, "conflict_resolved", old_id, {
@@ -871,6 +886,19 @@ def _written_before(ctx: Context, w: WriteInput, memory_id: UUID) -> Op[Memory]:
     if found is None or (found.tier, found.key, found.content) != (w.tier, w.key, w.content):
         raise reused_id(memory_id)
     return found
+
+
+def key_lock_step(ctx: Context, tier: str, namespace: Sequence[str], key: str) -> Step:
+    """On a cluster: the transaction lock that keyed writers of ``key`` take on the
+    coordinator before they read its current version (held until commit, when the workers
+    have committed too), so that no two insert the same current-key slot."""
+    scope = canonical_json([ctx.tables.memories.qualified, tier, list(namespace), key])
+    return Step(_KEY_LOCK, {"tenant": ctx.tenant, "scope": scope})
+
+
+_KEY_LOCK = sql.SQL("SELECT primitives.tenant_xact_lock(%(tenant)s, %(scope)s)")
+"""Runs on the coordinator (the function is not distributed); for the transaction's own
+tenant only (migration 0004)."""
 
 
 def with_idempotency_key(fields: dict[str, Any]) -> dict[str, Any]:
@@ -1117,13 +1145,13 @@ def erase(ctx: Context, subject: str, *, approvals: Sequence[str], reason: str,
     erased: list[UUID] = []
     for memory_id, _content in rows:
         # the function hashes the content and appends the row's ``erased`` event itself
-        yield Step(q.erase_row(ctx.tables), {
+        yield Step(q.erase_row(ctx.tables, citus=ctx.citus), {
             "tenant": ctx.tenant, "id": memory_id, "reason": stored_reason,
             "event_id": q.new_event_id(), "actor": ctx.actor, "payload": Jsonb(hashes)})
         erased.append(memory_id)
     derived: dict[str, Any] = {"memories": len(erased)}
     if ctx.tables.entities is not None and ctx.tables.edges is not None:
-        entities = yield Step(q.erase_entities(ctx.tables), {
+        entities = yield Step(q.erase_entities(ctx.tables, citus=ctx.citus), {
             "tenant": ctx.tenant, "subject": subject}, "all")
         edges = yield Step(q.erase_edge_evidence(ctx.tables), {
             "tenant": ctx.tenant, "ids": erased}, "all")

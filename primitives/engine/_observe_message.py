@@ -16,7 +16,7 @@ A deferred write (``retrieval.embedding.embed: deferred``) stores no vector, so 
 path with an embedder too. Anything else returns ``None`` and takes the general path, which
 also raises what the write's errors are: a key, an embedder that embeds inline, a temporal
 edge, a typology whose conflict strategy looks for a similar row it contradicts, a write policy
-that samples, personal data
+that samples, a Citus cluster, personal data
 the PII policy redacted, an unknown field, a value written here
 differently (text with a NUL, a naive event time, an envelope JSON cannot encode), a
 connection with a row factory of its own.
@@ -161,11 +161,12 @@ def observe_call(engine: EngineBase, conn: Any, anchor: Anchor, tier: str, conte
                       scope_id=fields.get("scope_id"), source=source)
     if (links_to_previous(spec, w.scope_id) or similarity_detects(spec, w.typology)
             or w.pii is not None or spec.tier(w.tier).ttl_ticks is not None
-            or anchor.provenance or write_sampling(spec, w.typology) < 1.0):
+            or anchor.provenance or write_sampling(spec, w.typology) < 1.0 or engine.citus):
         return w  # a temporal edge, the conflict lookup of detect: similarity, or redacted
         # personal data (its pii_redacted event), a ticked tier (its ttl_ticks), or the
         # anchor's provenance keys (recorded in the row's provenance), or a write policy
-        # that samples (its sampled_out event instead of the row)
+        # that samples (its sampled_out event instead of the row), or a Citus cluster (the
+        # write's id is read first: the cluster's insert raises on a taken id)
     tables = engine.tables
     statement = q.insert_memory_observed(tables, tables.anchor_columns, embedding=False,
                                          scoped=w.scope_id is not None)

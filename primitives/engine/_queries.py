@@ -78,7 +78,7 @@ def insert_memory(tables: Tables, anchor_columns: tuple[str, ...], *,
 @lru_cache(maxsize=64)
 def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
                            embedding: bool = False, scoped: bool = True,
-                           confidence: bool = False) -> sql.Composed:
+                           confidence: bool = False, citus: bool = False) -> sql.Composed:
     """One statement for the write path: the memory row, its ``observed`` journal event and,
     when ``scoped``, the scope's activity mark. Params: those of :func:`insert_memory` plus
     ``tenant``, ``event_id`` and ``payload`` (the event's) and ``scope_id`` (NULL: no scope
@@ -99,6 +99,8 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
     if confidence:
         columns += ("confidence",)
         values.append(sql.SQL("%(confidence)s::real"))
+    if citus:
+        return _insert_memory_observed_citus(tables, columns, values, scoped=scoped)
     scope = sql.SQL(
         ", s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
         "SELECT %(tenant)s, %(tier)s, %(scope_id)s::text WHERE %(scope_id)s::text IS NOT NULL "
@@ -120,6 +122,46 @@ def insert_memory_observed(tables: Tables, anchor_columns: tuple[str, ...], *,
         ret=sql.SQL(", ").join(sql.Identifier(c) for c in READ_BACK_COLUMNS),
         observed=sql.Literal(OBSERVED_EVENT_KIND),
     )
+
+
+def _insert_memory_observed_citus(tables: Tables, columns: tuple[str, ...],
+                                  values: list[sql.Composable], *,
+                                  scoped: bool) -> sql.Composed:
+    """:func:`insert_memory_observed` in the form a Citus coordinator routes whole to the
+    tenant's shards: every part is ``INSERT ... VALUES`` with the tenant bound (an ``INSERT
+    ... SELECT`` would reach the shards through ``COPY``, which row-level security refuses).
+    The event names the row by the id the engine made (``%(id)s``); a taken id or
+    current-key slot raises ``unique_violation`` instead of writing nothing (the engine
+    reads the id first on a cluster: :func:`written_id`). The same parameters."""
+    scope = sql.SQL(
+        ", s AS (INSERT INTO {scopes} ({t}, tier, scope_id) "
+        "VALUES (%(tenant)s, %(tier)s, %(scope_id)s::text) "
+        "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET last_activity_at = EXCLUDED.last_activity_at)"
+    ) if scoped else sql.SQL("")
+    return sql.SQL(
+        "WITH m AS (INSERT INTO {mem} ({cols}) VALUES ({vals}) RETURNING {ret}), "
+        "e AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
+        "VALUES (%(tenant)s, %(event_id)s, {observed}, %(id)s, %(actor)s, %(payload)s))"
+        "{scope} SELECT {ret} FROM m"
+    ).format(scope=scope.format(scopes=tables.scopes.ident, t=tables.tenant),
+        mem=tables.memories.ident, events=tables.events.ident,
+        t=tables.tenant, cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+        vals=sql.SQL(", ").join(values),
+        ret=sql.SQL(", ").join(sql.Identifier(c) for c in READ_BACK_COLUMNS),
+        observed=sql.Literal(OBSERVED_EVENT_KIND),
+    )
+
+
+@lru_cache(maxsize=64)
+def written_id(tables: Tables) -> sql.Composed:
+    """On a cluster, before a write: the row that already holds ``%(id)s``, with the columns
+    a retry compares (tier, key, content) and :data:`READ_BACK_COLUMNS`; nothing when the id
+    is free."""
+    return sql.SQL(
+        "SELECT tier, key, content, {ret} FROM {mem} AS x WHERE x.{t} = %(tenant)s "
+        "AND x.id = %(id)s"
+    ).format(ret=sql.SQL(", ").join(sql.Identifier("x", c) for c in READ_BACK_COLUMNS),
+             mem=tables.memories.ident, t=tables.tenant)
 
 
 def new_event_id() -> UUID:
@@ -193,10 +235,28 @@ def supersede(tables: Tables) -> sql.Composed:
     ).format(mem=tables.memories.ident, t=tables.tenant)
 
 
-def resolve_conflict(tables: Tables) -> sql.Composed:
+def resolve_conflict(tables: Tables, *, citus: bool = False) -> sql.Composed:
     """Apply a conflict strategy to the older memory ``%(id)s``: end its validity
     (``%(invalidate)s``), archive it (``%(archive)s``), set ``%(confidence)s`` and
-    ``%(decay_rate)s`` where given. Returns its id and previous confidence."""
+    ``%(decay_rate)s`` where given. Returns its id and previous confidence.
+
+    ``citus``: Citus refuses a function that is not immutable (``now()``) inside ``CASE``
+    or ``coalesce`` of a distributed update, so the time comes from the subquery (kept a
+    subquery by ``OFFSET 0``, so the planner does not pull ``now()`` up into the ``CASE``),
+    which runs on the shard with the rest of the statement."""
+    if citus:
+        return sql.SQL(
+            "UPDATE {mem} AS m SET "
+            "invalidated_at = CASE WHEN %(invalidate)s THEN coalesce(m.invalidated_at, o.at) "
+            "ELSE m.invalidated_at END, "
+            "archived_at = CASE WHEN %(archive)s THEN coalesce(m.archived_at, o.at) "
+            "ELSE m.archived_at END, "
+            "confidence = coalesce(%(confidence)s::real, m.confidence), "
+            "decay_rate = coalesce(%(decay_rate)s::real, m.decay_rate), updated_at = o.at "
+            "FROM (SELECT confidence, now() AS at FROM {mem} "
+            "WHERE {t} = %(tenant)s AND id = %(id)s OFFSET 0) AS o "
+            "WHERE m.{t} = %(tenant)s AND m.id = %(id)s RETURNING m.id, o.confidence"
+        ).format(mem=tables.memories.ident, t=tables.tenant)
     return sql.SQL(
         "UPDATE {mem} AS m SET "
         "invalidated_at = CASE WHEN %(invalidate)s THEN coalesce(m.invalidated_at, now()) "
@@ -320,10 +380,15 @@ def subject_rows(tables: Tables) -> sql.Composed:
     ).format(mem=tables.memories.ident, t=tables.tenant)
 
 
-def erase_row(tables: Tables) -> sql.Composed:
+def erase_row(tables: Tables, *, citus: bool = False) -> sql.Composed:
     """Replace content with its hash, clear everything else that could carry it and journal
     the ``erased`` event, through the SECURITY DEFINER function (the app role holds no UPDATE
-    on those columns). Params: id, reason, event_id, actor, payload."""
+    on those columns). Params: id, reason, event_id, actor, payload; ``citus``: also tenant,
+    the cluster's function's first argument (the worker it runs on)."""
+    if citus:
+        return sql.SQL(
+            "SELECT {}(%(tenant)s::text, %(id)s::uuid, %(reason)s::text, %(event_id)s::uuid, "
+            "%(actor)s::text, %(payload)s::jsonb)").format(erase_row_function(tables))
     return sql.SQL(
         "SELECT {}(%(id)s::uuid, %(reason)s::text, %(event_id)s::uuid, %(actor)s::text, "
         "%(payload)s::jsonb)").format(erase_row_function(tables))
@@ -333,10 +398,24 @@ _NAME_HASH = sql.SQL("'sha256:' || encode(sha256(convert_to(lower({}), 'UTF8')),
 """An entity name as erasure leaves it: the hash of its lower-cased text."""
 
 
-def erase_entities(tables: Tables) -> sql.Composed:
+def erase_entities(tables: Tables, *, citus: bool = False) -> sql.Composed:
     """Entities named or aliased ``%(subject)s`` (any case): the name becomes its hash,
-    aliases and summary go. Returns their ids."""
+    aliases and summary go. Returns their ids.
+
+    ``citus``: Citus refuses a function that is not immutable over a column in a distributed
+    ``UPDATE`` (``convert_to``), so the hashes are made in a subquery (kept one by ``OFFSET
+    0``) that runs on the shard with the rest of the statement."""
     assert tables.entities is not None
+    if citus:
+        return sql.SQL(
+            "UPDATE {e} AS e SET canonical_name = x.hashed, aliases = '{{}}'::text[], "
+            "summary = NULL, last_updated = now() FROM (SELECT s.id, {hashed} AS hashed "
+            "FROM {e} AS s WHERE s.{t} = %(tenant)s "
+            "AND (lower(s.canonical_name) = lower(btrim(%(subject)s)) OR EXISTS (SELECT 1 FROM "
+            "unnest(s.aliases) AS a WHERE lower(a) = lower(btrim(%(subject)s)))) OFFSET 0) AS x "
+            "WHERE e.{t} = %(tenant)s AND e.id = x.id RETURNING e.id"
+        ).format(e=tables.entities.ident, t=tables.tenant,
+                 hashed=_NAME_HASH.format(sql.SQL("s.canonical_name")))
     return sql.SQL(
         "UPDATE {e} AS e SET canonical_name = {hashed}, aliases = '{{}}'::text[], "
         "summary = NULL, last_updated = now() WHERE e.{t} = %(tenant)s "

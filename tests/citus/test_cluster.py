@@ -273,10 +273,97 @@ def test_a_tenant_isolated_and_moved_keeps_every_row_and_event(
     assert counts() == before
 
 
-def test_the_engine_refuses_a_cluster_with_the_reason(cluster: Cluster, coordinator: str) -> None:
+def _engine(cluster: Cluster, agent: str) -> Any:
     from primitives.db import APP_ROLE
-    from primitives.engine import Engine
-    from primitives.errors import StorageError
+    from tests.security._support import connect_engine
 
-    with pytest.raises(StorageError, match=r"does not run on a Citus cluster yet.*COPY"):
-        Engine.connect(SPEC_BY_AGENT["spectral"], cluster.coordinator.dsn(APP_ROLE))
+    return connect_engine(SPEC_BY_AGENT[agent], cluster.coordinator.dsn(APP_ROLE))
+
+
+def test_the_engine_runs_on_a_cluster_and_its_writes_reach_the_tenants_shard(
+    cluster: Cluster, coordinator: str
+) -> None:
+    """The engine's writes in their cluster form: the one-statement write (row, event, scope
+    mark), a keyed rewrite (supersession), erasure, each journalled, the chain linear, and
+    the rows on the worker that holds the tenant's shard."""
+    from tests.security._support import anchor_for, persistent_write, transient_tier
+
+    engine = _engine(cluster, "spectral")
+    spec, tables = engine.spec, engine.tables
+    assert engine.citus
+    tenant = f"e-{uuid.uuid4().hex[:8]}"
+    tier, typology = persistent_write(spec)
+    try:
+        note = engine.observe(anchor_for(spec, tenant), transient_tier(spec), "a first note",
+                              scope_id="s1")
+        with engine.tenant(anchor_for(spec, tenant)) as mem:
+            first = mem.observe(tier, "v1 of the plan", typology=typology, key="plan")
+            second = mem.observe(tier, "v2 of the plan", typology=typology, key="plan")
+            doomed = mem.observe(tier, "about jane", typology=typology,
+                                 envelope={"subject": "jane"})
+            assert mem.erase("jane", approvals=["council", "admin", "dpo", "security-review"],
+                             reason="asked") == 1
+            again = mem.observe(tier, "v2 of the plan", typology=typology, key="plan")
+            assert again.id == second.id  # unchanged: the current version comes back
+            assert mem.get(first.id).superseded_at is not None
+            assert mem.get(doomed.id).content.startswith("sha256:")
+            assert mem.get(note.id).content == "a first note"
+        with engine.tenant(anchor_for(spec, tenant)) as mem:
+            kinds = [k for (k,) in mem.connection.execute(sql.SQL(
+                "SELECT kind FROM {} ORDER BY seq").format(tables.events.ident))]
+            assert verify_chain(mem.connection, tables, tenant) is None
+    finally:
+        engine.close()
+    assert kinds.count("observed") == 4 and kinds.count("superseded") == 1
+    assert kinds.count("erased") == 1
+    with psycopg.connect(coordinator) as admin:
+        placed = admin.execute(
+            "SELECT p.nodeport FROM pg_dist_shard_placement AS p "
+            "WHERE p.shardid = get_shard_id_for_distribution_column(%s::regclass, %s::text)",
+            (tables.memories.qualified, tenant)).fetchone()
+    assert placed is not None
+    worker = next(w for w in cluster.workers if w.port == placed[0])
+    with psycopg.connect(worker.dsn()) as direct:  # the shard itself, on its worker
+        rows = direct.execute(sql.SQL(
+            "SELECT count(*), count(*) FILTER (WHERE content LIKE 'sha256:%%') FROM {} "
+            "WHERE {} = %s").format(tables.memories.ident, sql.Identifier(tables.tenant_column)),
+            (tenant,)).fetchone()
+    assert rows == (4, 1)
+
+
+def test_the_engine_s_sessions_forward_set_local_to_the_workers(cluster: Cluster,
+                                                                 coordinator: str) -> None:
+    """The application role's sessions forward ``SET LOCAL`` (the distributed plan sets
+    ``citus.propagate_set_commands`` for the role), so the tenant reaches the workers."""
+    engine = _engine(cluster, "world")
+    try:
+        from tests.security._support import anchor_for
+        with engine.tenant(anchor_for(engine.spec, "w-set")) as mem:
+            shown = mem.connection.execute("SHOW citus.propagate_set_commands").fetchone()
+    finally:
+        engine.close()
+    assert shown == ("local",)
+
+
+def test_a_reused_id_is_refused_on_the_cluster_and_a_retry_returns_its_row(
+    cluster: Cluster, coordinator: str
+) -> None:
+    from primitives.errors import PolicyViolation
+    from tests.security._support import anchor_for
+
+    engine = _engine(cluster, "operations")
+    anchor = anchor_for(engine.spec, f"r-{uuid.uuid4().hex[:8]}")
+    memory_id = uuid.uuid4()
+    try:
+        tier = engine.spec.tiers[0].name
+        written = engine.observe(anchor, tier, "once", memory_id=memory_id)
+        retried = engine.observe(anchor, tier, "once", memory_id=memory_id)
+        assert retried.id == written.id == memory_id
+        with pytest.raises(PolicyViolation, match=str(memory_id)):
+            engine.observe(anchor, tier, "something else", memory_id=memory_id)
+        with engine.tenant(anchor) as mem:
+            events = mem.connection.execute(sql.SQL("SELECT count(*) FROM {}").format(
+                engine.tables.events.ident)).fetchone()
+    finally:
+        engine.close()
+    assert events == (1,)

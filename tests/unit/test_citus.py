@@ -15,6 +15,7 @@ import pytest
 
 from primitives.compile import Capabilities, Plan, compile_citus, compile_plan
 from primitives.compile._citus import CITUS_GUARD_FUNCTION, distributed_tables
+from primitives.compile._definer import erase_row_function
 from primitives.db import set_tenant_statement
 from primitives.spec import load_spec
 
@@ -182,13 +183,36 @@ def test_the_single_node_plan_is_contained_in_the_citus_plan(plan: Plan) -> None
     # on Citus, compiled on one node) and its comment, and the tenant policies (no
     # subquery: Citus refuses one in a distributed table's policy); the Citus plan leaves
     # out the leakproof full-text operator class, which a distributed table cannot use
+    # and the erasure function, which takes the tenant first on a cluster (the next test)
     chain = plan.tables.chain_function.as_string(None)
+    erase = erase_row_function(plan.tables).as_string(None)
     for statement in missing:
         assert (statement.startswith("CREATE TABLE") and "FOREIGN KEY" in statement) or (
             "primitives_guard_delete" in statement or chain in statement
             or plan.tables.chain_function_name in statement
             or (statement.startswith("CREATE POLICY") and "(SELECT nullif(" in statement)
+            or f"{erase}(uuid, text, uuid, text, jsonb)" in statement
+            or statement.startswith(f"CREATE OR REPLACE FUNCTION {erase}(uuid")
         ), statement
+
+
+def test_the_citus_erasure_function_takes_the_tenant_and_runs_on_its_worker(
+    plan: Plan
+) -> None:
+    erase = erase_row_function(plan.tables).as_string(None)
+    statements = _statements(plan)
+    created = [s for s in statements if s.startswith(f"CREATE OR REPLACE FUNCTION {erase}(")]
+    assert created and all(s.startswith(f"CREATE OR REPLACE FUNCTION {erase}(p_tenant text,")
+                           for s in created)
+    for body in created:  # every write a VALUES insert or a routed update, no INSERT ... SELECT
+        assert "LANGUAGE plpgsql" in body and "INSERT INTO" in body
+        assert "VALUES (p_tenant, p_event_id, 'erased', p_id" in body
+        assert "p_tenant IS DISTINCT FROM primitives.current_tenant()" in body
+    [distribute] = [s for s in statements if "create_distributed_function" in s and erase.replace(
+        '"', "") in s.replace('"', "")]
+    assert "'$1'" in distribute and "force_delegation => true" in distribute
+    assert f"colocate_with => '{plan.tables.memories.qualified}'" in distribute
+    assert statements.index(distribute) > max(statements.index(s) for s in created)
 
 
 def test_no_policy_of_the_citus_plan_holds_a_subquery(plan: Plan) -> None:

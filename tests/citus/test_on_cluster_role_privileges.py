@@ -1,0 +1,4 @@
+"""tests/security/test_role_privileges.py on the Citus cluster: the same tests, ``pg`` the coordinator
+(tests/citus/conftest.py; what cannot pass there is listed in its ``ON_CLUSTER_XFAIL``)."""
+
+from tests.security.test_role_privileges import *  # noqa: F403
