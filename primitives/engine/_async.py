@@ -131,9 +131,10 @@ class AsyncEngine(EngineBase):
                  pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]], *,
                  has_embedding: bool = False, embedder: Embedder | None = None,
                  reranker: Reranker | None = None, text_match: bool = False,
-                 trigram: bool = True) -> None:
+                 trigram: bool = True, citus: bool = False) -> None:
         super().__init__(spec, has_embedding=has_embedding, embedder=embedder,
-                         reranker=reranker, text_match=text_match, trigram=trigram)
+                         reranker=reranker, text_match=text_match, trigram=trigram,
+                         citus=citus)
         self._pool = pool
         self._flusher: asyncio.Task[int] | None = None
 
@@ -160,7 +161,7 @@ class AsyncEngine(EngineBase):
         try:
             return cls(spec, pool, has_embedding=features.embedding, embedder=embedder,
                        reranker=reranker, text_match=features.text_match,
-                       trigram=features.trigram)
+                       trigram=features.trigram, citus=features.citus)
         except Exception:
             await pool.close()
             raise

@@ -139,9 +139,11 @@ def effective_signals(spec: AgentSpec, *, embedder: bool = False,
 class EngineBase:
     def __init__(self, spec: AgentSpec, *, has_embedding: bool,
                  embedder: Embedder | None = None, reranker: Reranker | None = None,
-                 text_match: bool = False, trigram: bool = True) -> None:
+                 text_match: bool = False, trigram: bool = True, citus: bool = False) -> None:
         self.spec = spec
         self.trigram = trigram
+        self.citus = citus
+        """The database is a Citus coordinator: statements take their Citus variants."""
         self.access = AccessLog()
         """Read marks waiting for their batched write (``primitives.lifecycle._access``)."""
         self.pending = PendingTenants()
@@ -189,7 +191,8 @@ class EngineBase:
     def context(self, anchor: Anchor, actor: str) -> Context:
         return Context(self.spec, self.tables, self.signals, anchor, actor, self.has_embedding,
                        self.embedder, classifier=self.classifier, reranker=self.reranker,
-                       text_match=self.text_match, trigram=self.trigram, decay=self.decay)
+                       text_match=self.text_match, trigram=self.trigram, decay=self.decay,
+                       citus=self.citus)
 
     def job_context(self, ctx: Context) -> tuple[Context, str | None, str | None]:
         """For a transaction about to open as a job (:meth:`Engine.tenant`): the context

@@ -137,6 +137,9 @@ class Context:
     """pg_trgm is installed: tier boundaries measure near-duplicate text with it."""
     decay: DecayModels | None = None
     """The spec's decay models (None: taken from the spec when a search needs them)."""
+    citus: bool = False
+    """The database is a Citus coordinator: the search's settings statement keeps every plan
+    a custom one (``retrieval.hnsw_settings(citus=True)``)."""
     job_seed: str | None = None
     """The job this transaction was opened as (a deterministic spec's ``seed_key``, from the
     anchor; ``Engine.tenant`` opens it): ids and timestamps are seeded
@@ -1261,15 +1264,17 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         vector = (yield Embed(ctx.embedder, (query,), query=True))[0]
         # ef_search bounds the candidate list; pgvector allows at most 1000.
         switch = config.semantic_exact_below
-        row = yield Step(retrieval.hnsw_settings(ctx.tables, pending=ctx.deferred), {
+        row = yield Step(retrieval.hnsw_settings(ctx.tables, pending=ctx.deferred,
+                                                  citus=ctx.citus), {
             "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000)), "tiers": chosen,
             "exact_below": -1 if switch == "auto" else switch, "cap": cap}, "one")
         yield from check_model(ctx, row[2] if row else None, fetch=False)
         # The settings statement counted the tenant's rows up to the switch point and chose
         # the plan mode by it: the generic plan is the small-tenant (exact scan) path. Its
-        # count (below the switch point) is BM25's N for rows valid now.
+        # count (set only below the switch point) says which path; it is also BM25's N for
+        # rows valid now.
         params.update(qvec=retrieval.vector_literal(vector), model=ctx.embedder.model_id,
-                      small=row is not None and row[4] == "force_generic_plan",
+                      small=row is not None and row[5] is not None,
                       scope_rows=row[5] if row is not None and as_of is None else None)
         if ctx.deferred and row is not None:
             pending = int(row[6])

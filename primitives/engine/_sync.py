@@ -134,9 +134,10 @@ class Engine(EngineBase):
     def __init__(self, spec: AgentSpec, pool: ConnectionPool[psycopg.Connection[Any]], *,
                  has_embedding: bool = False, embedder: Embedder | None = None,
                  reranker: Reranker | None = None, text_match: bool = False,
-                 trigram: bool = True) -> None:
+                 trigram: bool = True, citus: bool = False) -> None:
         super().__init__(spec, has_embedding=has_embedding, embedder=embedder,
-                         reranker=reranker, text_match=text_match, trigram=trigram)
+                         reranker=reranker, text_match=text_match, trigram=trigram,
+                         citus=citus)
         self._pool = pool
         self._flusher: threading.Thread | None = None
         self._flush_lock = threading.Lock()
@@ -173,7 +174,7 @@ class Engine(EngineBase):
         try:
             return cls(spec, pool, has_embedding=features.embedding, embedder=embedder,
                        reranker=reranker, text_match=features.text_match,
-                       trigram=features.trigram)
+                       trigram=features.trigram, citus=features.citus)
         except Exception:
             pool.close()
             raise
