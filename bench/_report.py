@@ -287,7 +287,10 @@ def _citus_lines(result: dict[str, Any]) -> list[str]:
             f"{writes['median_ratio']:.2f}x |",
             f"| search p95 ms ({', '.join(search['signals'])}; {search['searches_each']:,} "
             f"each) | {search['one']['p95_ms']:.1f} | {search['cluster']['p95_ms']:.1f} | "
-            f"{search['p95_ratio']:.2f}x |", ""]
+            f"{search['p95_ratio']:.2f}x |", "",
+            f"Measured with a 1-minute load average of {result['load_average_1m']:.1f} (taken at "
+            "the end of the run); writes and searches alternate between the two, so the load "
+            "moves both alike.", ""]
 
 
 def _graph_lines(result: dict[str, Any]) -> list[str]:

@@ -25,6 +25,7 @@ Writes ``bench/results/citus.json`` (``--out`` to change).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -94,8 +95,9 @@ def _writes(where: str, dsn: str, tenants: Sequence[str], *, writers: int, secon
                 while time.perf_counter() < deadline:
                     tenant = tenants[i % len(tenants)]
                     content, envelope, _ = payload(i)
-                    row = {"tenant": tenant, "id": uuid.uuid4(), "tier": BENCH_TIER,
-                           "scope": f"run-{i % 7}", "key": f"k-{i}", "content": content,
+                    row_id = uuid.uuid4()
+                    row = {"tenant": tenant, "id": row_id, "tier": BENCH_TIER,
+                           "scope": f"run-{i % 7}", "key": f"k-{row_id.hex}", "content": content,
                            "envelope": Jsonb(envelope), "embedding": _vector(content),
                            "model": EMBEDDER.model_id, "payload": Jsonb({"n": i})}
                     began = time.perf_counter()
@@ -224,6 +226,7 @@ def main(argv: Sequence[str] | None = None, *, cluster: Cluster | None = None) -
             "search": {**search, "signals": ["envelope", "semantic", "recency"],
                        "searches_each": len(samples["one"])},
             "nodes": "a coordinator and two workers, and the single node, on one machine",
+            "load_average_1m": round(os.getloadavg()[0], 2),
             "machine": machine_info(admin, embedded=embedded),
         }
     log(f"wrote {write_result(args.out, result)}")
