@@ -14,8 +14,10 @@ from tests.conftest import PostgresHandle
 
 
 def test_bench_citus_runs_small_and_writes_every_measurement(
-        pg: PostgresHandle, cluster: Cluster, tmp_path: Path,
+        pg: PostgresHandle, cluster: Cluster, coordinator: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``coordinator``: the session's migration first, so the suite's first migrate of the
+    # reference specs is the one that applies their plans
     monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
     out = tmp_path / "citus.json"
     assert main(["--tenants", "3", "--writers", "2", "--seconds", "0.5", "--rounds", "2",
