@@ -263,7 +263,34 @@ def _other_results(folder: Path = RESULTS) -> list[str]:
     graph = _read(folder / "graph.json")
     if graph:
         lines += _graph_lines(graph)
+    citus = _read(folder / "citus.json")
+    if citus:
+        lines += _citus_lines(citus)
     return lines if len(lines) > 2 else []
+
+
+def _citus_lines(result: dict[str, Any]) -> list[str]:
+    """Writes and hybrid search on a three-node Citus cluster against one node
+    (``python -m bench.citus``)."""
+    writes, search = result["writes"], result["search"]
+    rounds = writes["rounds"]
+    one = sorted(r["one"]["writes_per_s"] for r in rounds)[len(rounds) // 2]
+    cluster = sorted(r["cluster"]["writes_per_s"] for r in rounds)[len(rounds) // 2]
+    return [f"A Citus coordinator with two workers against one node, all on this machine's "
+            f"cores, {result['tenants']:,} tenants (`{result['command']}`, "
+            "`bench/results/citus.json`; what it measures is in "
+            "[scaling.md](scaling.md#measured-on-a-cluster)):", "",
+            "| measurement | one node | cluster | cluster / one node |",
+            "|---|---:|---:|---:|",
+            f"| writes/s, {result['writers']} writers ({writes['path']}; median of "
+            f"{len(rounds)} rounds) | {one:,.0f} | {cluster:,.0f} | "
+            f"{writes['median_ratio']:.2f}x |",
+            f"| search p95 ms ({', '.join(search['signals'])}; {search['searches_each']:,} "
+            f"each) | {search['one']['p95_ms']:.1f} | {search['cluster']['p95_ms']:.1f} | "
+            f"{search['p95_ratio']:.2f}x |", "",
+            f"Measured with a 1-minute load average of {result['load_average_1m']:.1f} (taken at "
+            "the end of the run); writes and searches alternate between the two, so the load "
+            "moves both alike.", ""]
 
 
 def _graph_lines(result: dict[str, Any]) -> list[str]:

@@ -130,9 +130,9 @@ class EngineBase:
                  embedder: Embedder | None = None, reranker: Reranker | None = None,
                  text_match: bool = False, trigram: bool = True, citus: bool = False) -> None:
         self.spec = spec
-        self.citus = citus
-        """The database is a Citus coordinator: writes take their cluster form."""
         self.trigram = trigram
+        self.citus = citus
+        """The database is a Citus coordinator: statements take their Citus variants."""
         self.access = AccessLog()
         """Read marks waiting for their batched write (``primitives.lifecycle._access``)."""
         self.pending = PendingTenants()

@@ -146,7 +146,9 @@ class Context:
     (``retrieval.embedding.embed: deferred``, on a table with an embedding column)."""
     citus: bool = False
     """The database is a Citus coordinator: a statement Citus cannot route to one shard
-    whole takes its cluster form (every write part ``INSERT ... VALUES``; docs/scaling.md)."""
+    whole takes its cluster form (every write part ``INSERT ... VALUES``), and the search's
+    settings statement keeps every plan a custom one (``retrieval.hnsw_settings(citus=True)``;
+    docs/scaling.md)."""
 
     @property
     def tenant(self) -> str:
@@ -1297,15 +1299,17 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         vector = (yield Embed(ctx.embedder, (query,), query=True))[0]
         # ef_search bounds the candidate list; pgvector allows at most 1000.
         switch = config.semantic_exact_below
-        row = yield Step(retrieval.hnsw_settings(ctx.tables, pending=ctx.deferred), {
+        row = yield Step(retrieval.hnsw_settings(ctx.tables, pending=ctx.deferred,
+                                                  citus=ctx.citus), {
             "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000)), "tiers": chosen,
             "exact_below": -1 if switch == "auto" else switch, "cap": cap}, "one")
         yield from check_model(ctx, row[2] if row else None, fetch=False)
         # The settings statement counted the tenant's rows up to the switch point and chose
         # the plan mode by it: the generic plan is the small-tenant (exact scan) path. Its
-        # count (below the switch point) is BM25's N for rows valid now.
+        # count (set only below the switch point) says which path; it is also BM25's N for
+        # rows valid now.
         params.update(qvec=retrieval.vector_literal(vector), model=ctx.embedder.model_id,
-                      small=row is not None and row[4] == "force_generic_plan",
+                      small=row is not None and row[5] is not None,
                       scope_rows=row[5] if row is not None and as_of is None else None)
         if ctx.deferred and row is not None:
             pending = int(row[6])

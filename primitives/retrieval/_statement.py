@@ -90,7 +90,7 @@ AUTO_SWITCH_FLOOR = 1000
 
 
 @lru_cache(maxsize=64)
-def hnsw_settings(tables: Tables, *, pending: bool = False) -> sql.Composed:
+def hnsw_settings(tables: Tables, *, pending: bool = False, citus: bool = False) -> sql.Composed:
     """Transaction-local settings for the search statement, and the embedding model of the
     tenant's stored rows (third column).
 
@@ -110,6 +110,15 @@ def hnsw_settings(tables: Tables, *, pending: bool = False) -> sql.Composed:
     embedding), a seventh column counts the tenant's active rows in ``tiers`` still waiting
     for a vector, on the pending-embedding index: rows the semantic signal cannot rank yet.
     Params: ``ef_search`` (text), ``tenant``, ``tiers``, ``exact_below``, ``cap``.
+
+    ``citus`` (the database is a Citus coordinator): the plan mode is always
+    ``force_custom_plan``. Citus routes the search statement to the tenant's shard only when
+    it plans it with the parameters' values (the tenant's shard is chosen from them); a
+    generic plan of it fails ("could not create distributed plan"). The sixth column still
+    says which path the tenant takes. The other settings are made on the coordinator only:
+    ``set_config`` is not forwarded to the workers, so the shards walk the HNSW index with
+    their own ``hnsw.ef_search`` and no iterative scan, and a walk that comes back short is
+    completed by the exact scan (the search statement's ``semantic_exact``).
     """
     waiting: sql.Composable = sql.SQL("")
     if pending:
@@ -129,10 +138,12 @@ def hnsw_settings(tables: Tables, *, pending: bool = False) -> sql.Composed:
         "(SELECT m.embedding_model FROM {mem} AS m WHERE m.{t} = %(tenant)s "
         "AND m.embedding_model IS NOT NULL LIMIT 1), "
         "set_config('jit', 'off', true), "
-        "set_config('plan_cache_mode', CASE WHEN n.rows < sw.below THEN 'force_generic_plan' "
-        "ELSE 'force_custom_plan' END, true), "
+        "set_config('plan_cache_mode', {mode}, true), "
         "CASE WHEN n.rows < sw.below THEN n.rows END{waiting} FROM sw, n"
     ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE_ROWS, waiting=waiting,
+             mode=sql.SQL("'force_custom_plan'" if citus else
+                          "CASE WHEN n.rows < sw.below THEN 'force_generic_plan' "
+                          "ELSE 'force_custom_plan' END"),
              table=sql.Literal(tables.memories.qualified), floor=sql.Literal(AUTO_SWITCH_FLOOR),
              factor=sql.Literal(AUTO_SWITCH_FACTOR))
 

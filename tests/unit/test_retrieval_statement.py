@@ -208,6 +208,17 @@ def test_settings_plan_small_tenants_once_and_large_ones_for_themselves() -> Non
     assert hnsw_settings(TABLES) is hnsw_settings(TABLES)
 
 
+def test_settings_on_citus_keep_every_plan_custom_and_still_count() -> None:
+    """Citus plans the search statement only with the parameters' values (a generic plan of
+    it fails); the count column still tells the small-tenant path."""
+    single, citus = (hnsw_settings(TABLES, citus=c).as_string(None) for c in (False, True))
+    assert "set_config('plan_cache_mode', 'force_custom_plan', true)" in citus
+    assert "force_generic_plan" not in citus
+    assert citus.endswith("CASE WHEN n.rows < sw.below THEN n.rows END FROM sw, n")
+    assert citus.replace("'force_custom_plan'", "CASE WHEN n.rows < sw.below THEN "
+                         "'force_generic_plan' ELSE 'force_custom_plan' END") == single
+
+
 def test_bm25_takes_its_n_from_the_settings_count_when_it_has_one() -> None:
     text = _render(("semantic", "lexical"), bm25=True)
     assert "coalesce(%(scope_rows)s::bigint, (SELECT count(*) FROM scope))" in text
