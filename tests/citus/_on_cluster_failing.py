@@ -256,7 +256,6 @@ ON_CLUSTER_FAILING: frozenset[str] = frozenset({
     'test_scope_id_with_sql_is_stored_and_ended_literally[union]',
     'test_scope_id_with_sql_is_stored_and_ended_literally[whitespace]',
     'test_session_level_tenant_does_not_reach_a_later_engine_transaction',
-    'test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connections',
     "test_tenant_switched_inside_an_engine_transaction_does_not_widen_engine_calls[SELECT set_config('primitives.tenant', {}, false)]",
     'test_tenant_switched_inside_an_engine_transaction_does_not_widen_engine_calls[SET primitives.tenant = {}]',
     'test_tenant_without_rows_sees_an_empty_relation[assistant_audit_supersession]',

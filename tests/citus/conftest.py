@@ -152,8 +152,6 @@ ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_c
         "a tenant switched with SET or set_config after primitives.set_tenant is not "
         "forwarded to the workers, which keep the caller's tenant: the caller's own write is "
         "not refused (the test expects 42501); it is written for the caller"),
-    "test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connections": (
-        "search on Citus: h23-search (the test searches after its writes)"),
 }
 """Test ids (of tests/citus/test_on_cluster_*.py, without the file) that cannot pass on the
 cluster, with the reason; they run as ``xfail(strict=True)``, so one that starts passing
