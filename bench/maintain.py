@@ -3,9 +3,10 @@
 ``python -m bench.maintain`` (``--rows``, ``--tenants`` for a smaller run; default 1,000,000
 memories in 1,000 tenants) bulk-loads the Spectral spec's memories table of a fresh database
 (a mix of workspace episodic, semantic and procedural rows, transient rows in open run
-scopes, every 500th row a workspace observation with three independent evidence keys; event
-and validity times spread evenly over the last 400 days), then times, each against a
-sequential scan of the table just before it:
+scopes, every 500th row a workspace observation with three independent evidence keys; each
+typology's event and validity times spread evenly over the last 400 days: the age is
+``i / 10 % 400`` days, independent of the typology, which ``i % 10`` picks), then times, each
+against a sequential scan of the table just before it:
 
 - ``seq_scan``: ``SELECT count(*)`` over every row of the table with a predicate that reads
   each row's content (parallel workers off, as the maintain statements run without them:
@@ -74,8 +75,8 @@ SELECT 'mt-' || lpad((i %% %(tenants)s)::text, 4, '0'), u, t.tier, t.typology,
        CASE WHEN i %% 500 = 1 THEN
          '{{"corroborated_by": ["source:a", "source:b", "source:c"]}}'::jsonb
        ELSE '{{}}'::jsonb END,
-       now() - make_interval(days => i %% 400), now() - make_interval(days => i %% 400),
-       now(), now() - make_interval(days => i %% 400), 'bench'
+       now() - make_interval(days => i / 10 %% 400), now() - make_interval(days => i / 10 %% 400),
+       now(), now() - make_interval(days => i / 10 %% 400), 'bench'
 FROM generate_series(1, %(rows)s) AS i, CAST(md5('mt' || i) AS uuid) AS u,
      LATERAL (SELECT CASE WHEN i %% 20 = 0 THEN 'run' ELSE 'workspace' END AS tier,
                      CASE WHEN i %% 20 = 0 OR i %% 10 < 7 THEN 'episodic'

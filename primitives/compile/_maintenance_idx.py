@@ -17,7 +17,7 @@ that holds only the rows they may change:
 
 Each index's definition follows the spec (windows, typologies, evidence count), so its name
 carries a digest of that definition: a spec that changes them gets a new index under a new
-name, never a stale one the planner cannot use. The maintain statements
+name, and the plan drops the one an earlier definition built. The maintain statements
 (:mod:`primitives.lifecycle._decay`, :mod:`primitives.lifecycle._boundary`) use these very
 expressions, as the planner matches an index by its expression.
 
@@ -160,6 +160,14 @@ def _digest(*parts: sql.Composable) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+def _following_spec(tables: Tables, stem: str, digest: str,
+                    elements: tuple[sql.Composable, ...], where: sql.Composable) -> Index:
+    """A btree index led by the tenant, named ``<prefix>_<stem><digest>``, that drops the
+    indexes an earlier definition named ``<prefix>_<stem>...``."""
+    return Index(tables.object_name(stem + digest), "btree", elements, tables.tenant_column,
+                 where=where, supersedes_prefix=tables.object_name(stem))
+
+
 def maintenance_indexes(spec: AgentSpec, tables: Tables) -> list[Index]:
     """The memories table's maintain indexes for ``spec`` (none where it declares no
     ``corroborated`` or ``forcing_function`` typology and no corroboration promotion)."""
@@ -169,21 +177,20 @@ def maintenance_indexes(spec: AgentSpec, tables: Tables) -> list[Index]:
     windows = corroboration_windows(spec)
     if windows:
         due, scope = corroboration_due_sql(windows), corroboration_scope_sql(windows)
-        indexes.append(Index(
-            tables.object_name(f"memories_corroboration_due_{_digest(due, scope)}"), "btree",
-            (tenant, sql.SQL("({})").format(due)), t, where=scope))
+        indexes.append(_following_spec(
+            tables, "memories_corroboration_due_", _digest(due, scope),
+            (tenant, sql.SQL("({})").format(due)), where=scope))
     horizons = forcing_horizons(spec)
     if horizons:
         scope = disposition_scope_sql(horizons)
-        indexes.append(Index(
-            tables.object_name(f"memories_dispositions_{_digest(scope)}"), "btree",
-            (tenant, sql.Identifier("typology"), sql.Identifier("event_time")), t,
-            where=scope))
+        indexes.append(_following_spec(
+            tables, "memories_dispositions_", _digest(scope),
+            (tenant, sql.Identifier("typology"), sql.Identifier("event_time")), where=scope))
     fewest = min_corroborations(spec)
     if fewest is not None:
         where = sql.SQL("{} >= {} AND {}").format(evidence_count_sql(), sql.Literal(fewest),
                                                   active_predicate())
-        indexes.append(Index(
-            tables.object_name(f"memories_evidence_{_digest(where)}"), "btree",
-            (tenant, sql.Identifier("tier"), sql.Identifier("typology")), t, where=where))
+        indexes.append(_following_spec(
+            tables, "memories_evidence_", _digest(where),
+            (tenant, sql.Identifier("tier"), sql.Identifier("typology")), where=where))
     return indexes

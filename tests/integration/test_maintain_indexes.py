@@ -227,3 +227,24 @@ def test_promotion_reads_only_rows_with_enough_evidence_and_odd_provenance_is_no
     assert report.agents["mx_indexed"]["promote memory.episodic->memory.semantic"] >= 1
     # the odd count read as none: the first lapse is counted, and the count replaced
     assert _corroboration(admin_conn, spec, fact)["failed"] == 1
+
+
+def test_a_changed_validity_window_rebuilds_the_index_and_drops_the_earlier_one(
+        pg: PostgresHandle, admin_conn: psycopg.Connection[Any]) -> None:
+    def indexes() -> list[str]:
+        return [r[0] for r in admin_conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = 'mindexes' "
+            "AND tablename = 'mx_changed_memories' AND indexname LIKE %s ORDER BY 1",
+            ("mx_changed_memories_corroboration_due_%",)).fetchall()]
+
+    text = SPEC.replace("mx_indexed", "mx_changed")
+    daily = load_spec_text(text, policies={})
+    migrate([daily], dsn=pg.admin_dsn)
+    [first] = indexes()
+    weekly = load_spec_text(text.replace("validity: 1d", "validity: 7d"), policies={})
+    migrate([weekly], dsn=pg.admin_dsn)
+    [second] = indexes()
+    assert second != first
+    tenant = f"u-{uuid.uuid4().hex[:10]}"
+    assert _reads(_explain(pg, weekly, "corroboration", tenant, datetime.now(UTC)),
+                  "corroboration_due") == 0
