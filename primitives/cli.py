@@ -673,6 +673,13 @@ def cmd_maintain(args: argparse.Namespace) -> int:
                           f"(schedule {skip['schedule']}, next {skip['next_due']}; --force "
                           "runs it)", markup=False)
         listed = report.awaiting.get(agent, [])
+        not_due = [skip for skip in report.skipped.get(agent, [])
+                   if skip["pass"] == "dispositions"]
+        if args.list_dispositions > 0 and not_due:
+            console.print("  --list-dispositions: nothing listed for "
+                          f"{', '.join(t for skip in not_due for t in skip['typologies'])}: "
+                          "its dispositions pass is not due (--force runs and lists it)",
+                          markup=False)
         if listed:
             console.print("  awaiting a decision (promote, mem.mark_exempt or mem.archive), "
                           f"oldest {len(listed)}:")

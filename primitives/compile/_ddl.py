@@ -54,6 +54,7 @@ __all__ = [
     "create_table_sql",
     "create_trigger_sql",
     "drop_index_sql",
+    "drop_superseded_indexes_sql",
     "foreign_key",
     "in_list",
     "primary_key",
@@ -170,6 +171,10 @@ class Index:
     where: sql.Composable | None = None
     replaces: str | None = None
     """An index of the same table this one supersedes: dropped (if there) before it is built."""
+    supersedes_prefix: str | None = None
+    """Every other index of the same table whose name starts with this is an earlier
+    definition of this one (an index that follows the spec, its name carrying a digest of its
+    definition): dropped before it is built."""
 
 
 @dataclass(frozen=True)
@@ -404,6 +409,20 @@ def create_index_sql(table: Table, index: Index) -> sql.Composed:
     if index.where is not None:
         statement = sql.Composed([statement, sql.SQL(" WHERE "), index.where])
     return statement
+
+
+def drop_superseded_indexes_sql(table: Table, prefix: str, keep: str) -> sql.Composed:
+    """Drop every index of ``table`` whose name starts with ``prefix``, except ``keep``."""
+    return sql.SQL(
+        "DO $fn$ DECLARE r record; BEGIN "
+        "FOR r IN SELECT c.relname FROM pg_catalog.pg_index AS i "
+        "JOIN pg_catalog.pg_class AS c ON c.oid = i.indexrelid "
+        "WHERE i.indrelid = to_regclass({table}) AND starts_with(c.relname, {prefix}) "
+        "AND c.relname <> {keep} "
+        "LOOP EXECUTE format('DROP INDEX IF EXISTS %I.%I', {schema}, r.relname); END LOOP; "
+        "END $fn$").format(
+        table=sql.Literal(table.ident.as_string(None)), prefix=sql.Literal(prefix),
+        keep=sql.Literal(keep), schema=sql.Literal(table.schema))
 
 
 def drop_index_sql(table: Table, name: str) -> sql.Composed:

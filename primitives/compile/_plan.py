@@ -35,6 +35,7 @@ from primitives.compile._ddl import (
     create_table_sql,
     create_trigger_sql,
     drop_index_sql,
+    drop_superseded_indexes_sql,
     drop_trigger_sql,
     replace_checks_sql,
     validate_checks_sql,
@@ -262,6 +263,10 @@ def _table_steps(tables: Tables, definition: TableDef, *, not_valid: bool = Fals
         if index.replaces is not None:
             yield Step(f"{name}: drop index {index.replaces} (replaced by {index.name})",
                        drop_index_sql(table, index.replaces))
+        if index.supersedes_prefix is not None:
+            yield Step(f"{name}: drop earlier definitions of index {index.name} "
+                       f"({index.supersedes_prefix}*)",
+                       drop_superseded_indexes_sql(table, index.supersedes_prefix, index.name))
         yield Step(f"{name}: index {index.name}", create_index_sql(table, index))
     for label, function in definition.functions:
         yield Step(f"{name}: {label}", function)

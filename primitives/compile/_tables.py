@@ -45,6 +45,7 @@ from primitives.compile._ddl import (
 )
 from primitives.compile._definer import erase_functions, memory_functions
 from primitives.compile._expr import active_predicate, pending_embedding_predicate
+from primitives.compile._maintenance_idx import maintenance_indexes
 from primitives.compile._names import Tables, framework_function
 from primitives.compile._non_mirror import guard_functions, guard_trigger
 from primitives.spec import AgentSpec
@@ -253,6 +254,8 @@ def memories_table(spec: AgentSpec, tables: Tables, capabilities: Capabilities) 
               (tenant, sql.Identifier("expires_at")), t,
               where=sql.SQL("expires_at IS NOT NULL")),
         _tsv_index(name, t, capabilities),
+        # what maintain passes may change, so that a pass finds it without reading every row
+        *maintenance_indexes(spec, tables),
     ]
     if capabilities.vector:
         # HNSW cannot lead with the tenant; retrieval filters by tenant with iterative scans.

@@ -45,6 +45,7 @@ from psycopg import sql
 from primitives.compile._definer import transient_delete_function
 from primitives.compile._expr import active_predicate
 from primitives.compile._gates import resolve_gate
+from primitives.compile._maintenance_idx import evidence_count_sql
 from primitives.compile._names import Tables
 from primitives.compile._views import SANITIZED_EVENT_KIND
 from primitives.lifecycle._passes import MaintenancePass, Similarity
@@ -683,7 +684,7 @@ WITH candidates AS (
   FROM {mem} AS c
   WHERE c.{t} = ANY(%(tenants)s::text[]) AND c.tier = {from_tier}
     AND c.typology = {from_typ} AND {active}
-    AND jsonb_array_length(coalesce(c.provenance -> 'corroborated_by', '[]'::jsonb)) >= {n}
+    AND {evidence} >= {n}
     AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}
                     AND p.rule IN ({ledger_rules}) AND p.source_id = c.id)
   FOR UPDATE OF c SKIP LOCKED),
@@ -726,6 +727,7 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
         from_tier=sql.Literal(rule.from_tier), from_typ=sql.Literal(rule.from_typology),
         to_tier=sql.Literal(rule.to_tier), to_typ=sql.Literal(rule.to_typology),
         active=active_predicate("c"), n=sql.Literal(rule.min_corroborations),
+        evidence=evidence_count_sql("c"),
         promotions=tables.promotions.ident, rule=sql.Literal(rule.name), specific=specific,
         ledger_rules=sql.SQL(", ").join(map(sql.Literal, rule.ledger_rules or (rule.name,))),
         anchor_cols=anchor_cols, anchor_select=anchor_select, vector_cols=vector_cols,

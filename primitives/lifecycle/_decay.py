@@ -40,6 +40,15 @@ from typing import NamedTuple
 from psycopg import sql
 
 from primitives.compile._expr import active_predicate
+from primitives.compile._maintenance_idx import (
+    DEFAULT_FAILED_CORROBORATIONS,
+    corroboration_due_sql,
+    corroboration_scope_sql,
+    corroboration_windows,
+    disposition_scope_sql,
+    forcing_horizons,
+    since_epoch_sql,
+)
 from primitives.compile._names import Tables
 from primitives.lifecycle._boundary import MaintenancePass
 from primitives.spec import AgentSpec
@@ -346,17 +355,6 @@ def decay_archive_statement(spec: AgentSpec, tables: Tables,
              active=active_predicate("m"))
 
 
-def forcing_horizons(spec: AgentSpec) -> dict[str, float]:
-    """The typologies whose persistent rows await disposition, with their horizon in seconds:
-    those whose lifecycle is ``persistent: forcing_function`` and whose decay names a
-    ``horizon`` (the ``forcing_function`` model requires one). A typology whose rows live
-    ``indefinite``, ``corroborated`` or ``append_only`` never awaits disposition, whatever
-    its decay model."""
-    return {t: p.horizon.total_seconds() for t, p in sorted(spec.behavior.decay.items())
-            if p.horizon is not None and t in spec.behavior.lifecycle
-            and spec.behavior.lifecycle[t].persistent == "forcing_function"}
-
-
 def dispositions_statement(spec: AgentSpec, tables: Tables, *, listed: int = 0,
                            typologies: Collection[str] | None = None) -> sql.Composed | None:
     """Report only: the active persistent rows of ``%(tenants)s`` whose typology lives by
@@ -367,17 +365,20 @@ def dispositions_statement(spec: AgentSpec, tables: Tables, *, listed: int = 0,
     the oldest ``listed`` of them as a jsonb array of {tenant, id, tier, typology,
     event_time} (the listing holds the batch's due rows to sort them: about a fifth more
     time for the pass over a large table). None without such a typology."""
-    horizons = [(t, seconds) for t, seconds in forcing_horizons(spec).items()
+    every = forcing_horizons(spec)
+    horizons = [(t, seconds) for t, seconds in every.items()
                 if typologies is None or t in typologies]
     if not horizons:
         return None
     due = sql.SQL(
         "FROM {mem} AS m "
         "JOIN (VALUES {horizons}) AS h(typology, seconds) ON h.typology = m.typology "
-        "WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND {active} "
-        "AND m.decay_rate IS DISTINCT FROM 0 "
+        "WHERE m.{t} = ANY(%(tenants)s::text[]) AND {scope} "
+        "AND m.typology = ANY({names}::text[]) "
         "AND m.event_time <= %(now)s::timestamptz - make_interval(secs => h.seconds)"
-    ).format(mem=tables.memories.ident, t=tables.tenant, active=active_predicate("m"),
+    ).format(mem=tables.memories.ident, t=tables.tenant,
+             scope=disposition_scope_sql(every, "m"),
+             names=sql.Literal([t for t, _ in horizons]),
              horizons=sql.SQL(", ").join(
                  sql.SQL("({}, {}::float8)").format(sql.Literal(t), sql.Literal(s))
                  for t, s in horizons))
@@ -393,29 +394,6 @@ def dispositions_statement(spec: AgentSpec, tables: Tables, *, listed: int = 0,
     ).format(t=tables.tenant, due=due, listed=sql.Literal(listed))
 
 
-def corroboration_windows(spec: AgentSpec) -> dict[str, tuple[float, int | None]]:
-    """The typologies whose persistent rows stay only while corroborated: lifecycle
-    ``persistent: corroborated`` with a decay ``validity`` (the window a corroboration keeps a
-    row current). Each maps to (window in seconds, the failed corroborations that archive a
-    row: the lifecycle's ``failed_corroborations`` where its ``archive_on`` lists
-    ``failed_corroborations``, else None: failures are counted and journalled, nothing is
-    archived)."""
-    windows: dict[str, tuple[float, int | None]] = {}
-    for typology, policy in sorted(spec.behavior.decay.items()):
-        life = spec.behavior.lifecycle.get(typology)
-        if life is None or life.persistent != "corroborated" or policy.validity is None:
-            continue
-        archive = life.failed_corroborations or DEFAULT_FAILED_CORROBORATIONS \
-            if "failed_corroborations" in life.archive_on else None
-        windows[typology] = (policy.validity.total_seconds(), archive)
-    return windows
-
-
-DEFAULT_FAILED_CORROBORATIONS = 3
-"""Seed 003's default for a lifecycle that archives on ``failed_corroborations`` without
-saying how many."""
-
-
 def corroboration_statement(spec: AgentSpec, tables: Tables,
                             typologies: Collection[str] | None = None) -> sql.Composed | None:
     """Count failed corroborations of the active persistent rows of ``%(tenants)s`` whose
@@ -424,14 +402,19 @@ def corroboration_statement(spec: AgentSpec, tables: Tables,
     corroborated again: at ``%(now)s`` a row has failed floor(time since
     coalesce(corroborated_at, valid_from) / validity) consecutive corroborations (a new
     corroboration moves its clock, so the count starts again). The count is kept in
-    ``provenance.corroboration`` ({since: the clock it counts from, failed}); each rise is
+    ``provenance.corroboration`` ({since: the clock it counts from, epoch: the same clock in
+    seconds since the epoch, failed}); each rise is
     journalled ``corroboration_failed`` (failed, previous, since, window), and a row reaching
     the typology's ``failed_corroborations`` (where its lifecycle archives on them) is
     archived, never deleted, journalled ``archived`` with the cause ``failed_corroborations``.
     Confirmed or exempt rows (decay_rate 0, as ``confirm`` and ``mark_exempt`` set it) are
     not counted: their validity does not lapse.
+    The pass reads only the rows whose next failure is due (the memories table's
+    ``corroboration_due`` index, :mod:`primitives.compile._maintenance_idx`): a pass finding
+    nothing lapsed since the last costs an index probe per tenant, not a read of its rows.
     Returns ``(changed)``: the rows whose count rose. None without such a typology."""
-    windows = [(t, w, n) for t, (w, n) in corroboration_windows(spec).items()
+    every = corroboration_windows(spec)
+    windows = [(t, w, n) for t, (w, n) in every.items()
                if typologies is None or t in typologies]
     if not windows:
         return None
@@ -442,29 +425,32 @@ def corroboration_statement(spec: AgentSpec, tables: Tables,
         for name, window, archive in windows)
     return sql.SQL("""\
 WITH lapsed AS (
-  SELECT c.*, CASE WHEN (c.provenance #>> '{{corroboration,since}}')::timestamptz = c.since
+  SELECT c.*, CASE WHEN (c.provenance #> '{{corroboration,epoch}}') = to_jsonb(c.since_epoch)
+                     OR (c.provenance #>> '{{corroboration,since}}')::timestamptz = c.since
                    THEN coalesce((c.provenance #>> '{{corroboration,failed}}')::int, 0)
                    ELSE 0 END AS previous
   FROM (SELECT m.{t} AS tenant, m.id, m.provenance, w.window_seconds, w.archive_at,
-               coalesce(m.corroborated_at, m.valid_from) AS since,
+               coalesce(m.corroborated_at, m.valid_from) AS since, {since_epoch} AS since_epoch,
                floor(extract(epoch FROM (%(now)s::timestamptz
                      - coalesce(m.corroborated_at, m.valid_from))) / w.window_seconds)::int
                  AS failed
         FROM {mem} AS m JOIN (VALUES {values}) AS w(typology, window_seconds, archive_at)
           ON w.typology = m.typology
-        WHERE m.{t} = ANY(%(tenants)s::text[]) AND m.persistent AND {active}
-          AND m.decay_rate IS DISTINCT FROM 0
+        WHERE m.{t} = ANY(%(tenants)s::text[]) AND {scope}
+          AND {due} <= extract(epoch FROM timezone('UTC', %(now)s::timestamptz))
           AND coalesce(m.corroborated_at, m.valid_from)
               <= %(now)s::timestamptz - make_interval(secs => w.window_seconds)) AS c),
 rising AS (
-  SELECT l.tenant, l.id, l.since, l.failed, l.previous, l.window_seconds, l.archive_at
+  SELECT l.tenant, l.id, l.since, l.since_epoch, l.failed, l.previous, l.window_seconds,
+         l.archive_at
   FROM lapsed AS l JOIN {mem} AS m ON m.{t} = l.tenant AND m.id = l.id
   WHERE l.failed > l.previous
   FOR UPDATE OF m SKIP LOCKED),
 marked AS (
   UPDATE {mem} AS m
   SET provenance = jsonb_set(m.provenance, '{{corroboration}}',
-                             jsonb_build_object('since', r.since, 'failed', r.failed)),
+                             jsonb_build_object('since', r.since, 'failed', r.failed,
+                                                'epoch', r.since_epoch)),
       archived_at = CASE WHEN r.failed >= r.archive_at THEN %(now)s ELSE m.archived_at END,
       updated_at = now()
   FROM rising AS r WHERE m.{t} = r.tenant AND m.id = r.id AND {active}
@@ -488,7 +474,10 @@ journal AS (
   RETURNING 1)
 SELECT (SELECT count(*) FROM marked) + 0 * (SELECT count(*) FROM journal)""").format(
         t=t, mem=tables.memories.ident, events=tables.events.ident, values=values,
-        active=active_predicate("m"))
+        active=active_predicate("m"), since_epoch=since_epoch_sql("m"),
+        scope=sql.SQL("{} AND m.typology = ANY({}::text[])").format(
+            corroboration_scope_sql(every, "m"), sql.Literal([n for n, _, _ in windows])),
+        due=corroboration_due_sql(every, "m"))
 
 
 def decay_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:

@@ -172,7 +172,9 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
     ``duty`` (0 < duty <= 1) is the share of wall time the job may be busy: after each batch
     it sleeps ``batch time x (1 / duty - 1)``, leaving the rest to live traffic.
     ``list_dispositions`` (> 0): also name that many of the rows awaiting disposition per
-    agent (``report.awaiting``), at about a fifth more time for the run.
+    agent (``report.awaiting``), at about a fifth more time for the run; only rows of
+    typologies whose ``dispositions`` pass runs in this run (one skipped as not due lists
+    nothing).
     ``embedder`` and ``extractor`` are handed to the spec's Python jobs
     (:class:`~primitives.lifecycle._passes.MaintenanceJob`), which run after each batch's
     passes have committed.
@@ -203,8 +205,13 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                 passes, skipped = _scheduled(conn, spec, passes, run_now, force)
             if skipped:
                 report.skipped[spec.agent] = skipped
-            listing = dispositions_statement(spec, tables, listed=list_dispositions) \
-                if list_dispositions > 0 else None
+            # name only rows of typologies whose dispositions pass runs now: a pass skipped
+            # as not due lists nothing (``force`` runs, and lists, it)
+            listed_typologies = {t for p in passes if p.name == "dispositions"
+                                 for t in p.typologies}
+            listing = dispositions_statement(spec, tables, listed=list_dispositions,
+                                             typologies=listed_typologies) \
+                if list_dispositions > 0 and listed_typologies else None
             jobs = jobs_for(spec, tables)
             lock = tenant_lock_statement(tables)
             counts = report.agents.setdefault(

@@ -1,4 +1,4 @@
--- primitives plan for agent 'operations': 275 statements
+-- primitives plan for agent 'operations': 281 statements
 -- store platform.operations_*, tenant column operator_id; extensions: vector, trigram, btree_gin; leakproof full-text match
 
 -- objects are owned by the owner role
@@ -174,6 +174,24 @@ DROP INDEX IF EXISTS "platform"."operations_memories_tsv_idx";
 
 -- platform.operations_memories: index operations_memories_tsv_match_idx
 CREATE INDEX IF NOT EXISTS "operations_memories_tsv_match_idx" ON "platform"."operations_memories" USING gin ("operator_id", tsv primitives.tsvector_match_ops);
+
+-- platform.operations_memories: drop earlier definitions of index operations_memories_corroboration_due_5029755a (operations_memories_corroboration_due_*)
+DO $fn$ DECLARE r record; BEGIN FOR r IN SELECT c.relname FROM pg_catalog.pg_index AS i JOIN pg_catalog.pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass('"platform"."operations_memories"') AND starts_with(c.relname, 'operations_memories_corroboration_due_') AND c.relname <> 'operations_memories_corroboration_due_5029755a' LOOP EXECUTE format('DROP INDEX IF EXISTS %I.%I', 'platform', r.relname); END LOOP; END $fn$;
+
+-- platform.operations_memories: index operations_memories_corroboration_due_5029755a
+CREATE INDEX IF NOT EXISTS "operations_memories_corroboration_due_5029755a" ON "platform"."operations_memories" USING btree ("operator_id", ((extract(epoch FROM timezone('UTC', coalesce("corroborated_at", "valid_from"))) + '7776000.0'::numeric * (1 + CASE WHEN jsonb_typeof("provenance" #> '{corroboration,epoch}') = 'number' AND jsonb_typeof("provenance" #> '{corroboration,failed}') = 'number' THEN CASE WHEN ("provenance" #> '{corroboration,epoch}')::numeric = extract(epoch FROM timezone('UTC', coalesce("corroborated_at", "valid_from"))) THEN ("provenance" #> '{corroboration,failed}')::numeric ELSE 0 END ELSE 0 END)))) WHERE "typology" = ANY('{semantic}'::text[]) AND "persistent" AND "decay_rate" IS DISTINCT FROM 0 AND "superseded_at" IS NULL AND "invalidated_at" IS NULL AND "archived_at" IS NULL AND "tombstoned_at" IS NULL;
+
+-- platform.operations_memories: drop earlier definitions of index operations_memories_dispositions_baaa1e8a (operations_memories_dispositions_*)
+DO $fn$ DECLARE r record; BEGIN FOR r IN SELECT c.relname FROM pg_catalog.pg_index AS i JOIN pg_catalog.pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass('"platform"."operations_memories"') AND starts_with(c.relname, 'operations_memories_dispositions_') AND c.relname <> 'operations_memories_dispositions_baaa1e8a' LOOP EXECUTE format('DROP INDEX IF EXISTS %I.%I', 'platform', r.relname); END LOOP; END $fn$;
+
+-- platform.operations_memories: index operations_memories_dispositions_baaa1e8a
+CREATE INDEX IF NOT EXISTS "operations_memories_dispositions_baaa1e8a" ON "platform"."operations_memories" USING btree ("operator_id", "typology", "event_time") WHERE "typology" = ANY('{episodic}'::text[]) AND "persistent" AND "decay_rate" IS DISTINCT FROM 0 AND "superseded_at" IS NULL AND "invalidated_at" IS NULL AND "archived_at" IS NULL AND "tombstoned_at" IS NULL;
+
+-- platform.operations_memories: drop earlier definitions of index operations_memories_evidence_93838ca5 (operations_memories_evidence_*)
+DO $fn$ DECLARE r record; BEGIN FOR r IN SELECT c.relname FROM pg_catalog.pg_index AS i JOIN pg_catalog.pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = to_regclass('"platform"."operations_memories"') AND starts_with(c.relname, 'operations_memories_evidence_') AND c.relname <> 'operations_memories_evidence_93838ca5' LOOP EXECUTE format('DROP INDEX IF EXISTS %I.%I', 'platform', r.relname); END LOOP; END $fn$;
+
+-- platform.operations_memories: index operations_memories_evidence_93838ca5
+CREATE INDEX IF NOT EXISTS "operations_memories_evidence_93838ca5" ON "platform"."operations_memories" USING btree ("operator_id", "tier", "typology") WHERE CASE WHEN jsonb_typeof("provenance" -> 'corroborated_by') = 'array' THEN jsonb_array_length("provenance" -> 'corroborated_by') ELSE 0 END >= 3 AND "superseded_at" IS NULL AND "invalidated_at" IS NULL AND "archived_at" IS NULL AND "tombstoned_at" IS NULL;
 
 -- platform.operations_memories: index operations_memories_embedding_idx
 CREATE INDEX IF NOT EXISTS "operations_memories_embedding_idx" ON "platform"."operations_memories" USING hnsw (embedding halfvec_cosine_ops);

@@ -127,3 +127,37 @@ def test_cli_maintain_json_names_the_passes_not_due_and_force_runs_them(
     capsys.readouterr()
     assert main(["maintain", str(spec_file)]) == 0
     assert "dispositions (episodic): not due (schedule 0 3 1 1 *" in capsys.readouterr().out
+
+
+def test_list_dispositions_names_nothing_while_the_dispositions_pass_is_not_due(
+        pg: PostgresHandle, admin_conn: psycopg.Connection[Any],
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    spec, text = _spec(pg, "sched_listed", "0 3 1 1 *")        # 03:00 on 1 January
+    admin_conn.execute(
+        "UPDATE dschedule.sched_listed_memories SET event_time = now() - interval '5 days' "
+        "WHERE typology = 'episodic'")
+    first = maintain([spec], pg.admin_dsn, list_dispositions=10)   # never ran: due, listed
+    [row] = first.awaiting["sched_listed"]
+    assert row["typology"] == "episodic"
+
+    skipped = maintain([spec], pg.admin_dsn, list_dispositions=10)  # not due: nothing named
+    assert [s["pass"] for s in skipped.skipped["sched_listed"]] == ["dispositions"]
+    assert skipped.awaiting == {} and "dispositions" not in skipped.reported.get(
+        "sched_listed", {})
+
+    forced = maintain([spec], pg.admin_dsn, list_dispositions=10, force=True)
+    assert [r["id"] for r in forced.awaiting["sched_listed"]] == [row["id"]]
+
+    spec_file = tmp_path / "sched_listed.yaml"
+    spec_file.write_text(text)
+    monkeypatch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+    capsys.readouterr()
+    assert main(["maintain", str(spec_file), "--list-dispositions", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "--list-dispositions: nothing listed for episodic: its dispositions pass is not " \
+           "due (--force runs and lists it)" in out
+    assert "awaiting a decision" not in out and row["id"] not in out
+    assert main(["maintain", str(spec_file), "--list-dispositions", "10", "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "awaiting a decision" in out and row["id"] in out and "nothing listed" not in out
