@@ -79,6 +79,13 @@ def make_home() -> Iterator[Callable[[], Path]]:
 
 @pytest.fixture(scope="session")
 def pg(make_home: Callable[[], Path]) -> Iterator[PostgresHandle]:
+    yield from single_node(make_home)
+
+
+def single_node(make_home: Callable[[], Path]) -> Iterator[PostgresHandle]:
+    """A migrated single-node server (``PRIMITIVES_DSN``'s, else an embedded one in a fresh
+    home), for a fixture to yield from; the suite's ``pg`` is one, and the Citus suite, whose
+    ``pg`` is the coordinator, starts one beside it."""
     with pytest.MonkeyPatch.context() as env:
         home: Path | None = None
         if not os.environ.get("PRIMITIVES_DSN"):

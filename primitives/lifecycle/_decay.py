@@ -162,12 +162,20 @@ def _seconds_since(clock: sql.Composable, now: sql.Composable) -> sql.Composed:
 
 
 def _protection_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
-                    tenants: sql.Composable | None) -> sql.Composable | None:
+                    tenants: sql.Composable | None,
+                    probe: sql.Composable | None = None) -> sql.Composable | None:
     """Row ``m`` is protected by ``policy.protect``. With ``tenants`` (a condition on a
     tenant column, e.g. ``= %(tenant)s``), the linked and mentioning rows of those tenants
-    are read once (a hashed subplan) instead of probed row by row."""
+    are read once (a hashed subplan) instead of probed row by row. ``probe`` (without
+    ``tenants``): a condition the probed rows' tenant column meets as well, so that every
+    table of a search names the tenant (a Citus coordinator routes a statement by it)."""
     parts: list[sql.Composable] = []
     t = tables.tenant
+
+    def also(alias: str) -> sql.Composable:
+        return sql.SQL("") if probe is None else sql.SQL(" AND {}.{} {}").format(
+            sql.Identifier(alias), t, probe)
+
     if "confirmed" in policy.protect:
         parts.append(sql.SQL("m.decay_rate = 0"))
     related: list[sql.Composable] = []
@@ -175,7 +183,8 @@ def _protection_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
         related.append(sql.SQL("SELECT a.{t} AS tenant, a.memory_id FROM {} AS a{}").format(
             tables.action_links.ident,
             sql.SQL(" WHERE a.{t} {}").format(tenants, t=t) if tenants is not None
-            else sql.SQL(" WHERE a.{t} = m.{t} AND a.memory_id = m.id").format(t=t), t=t))
+            else sql.SQL(" WHERE a.{t} = m.{t} AND a.memory_id = m.id{}").format(
+                also("a"), t=t), t=t))
     if ("entity_mentions" in policy.protect and _graph_protects(spec)
             and tables.node_entities is not None and tables.entities is not None):
         assert spec.graph is not None
@@ -185,7 +194,8 @@ def _protection_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
         ).format(ne=tables.node_entities.ident, ent=tables.entities.ident, t=t,
                  over=sql.Literal(spec.graph.protect_entity_mentions_over),
                  where=sql.SQL("n.{t} {}").format(tenants, t=t) if tenants is not None
-                 else sql.SQL("n.{t} = m.{t} AND n.memory_id = m.id").format(t=t)))
+                 else sql.SQL("n.{t} = m.{t} AND n.memory_id = m.id{}").format(
+                     also("n"), t=t)))
     for query in related:
         if tenants is not None:
             parts.append(sql.SQL("(m.{t}, m.id) IN (SELECT tenant, memory_id FROM ({q}) AS r)")
@@ -198,7 +208,8 @@ def _protection_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
 
 
 def _factor_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
-                now: sql.Composable, tenants: sql.Composable | None) -> sql.Composable | None:
+                now: sql.Composable, tenants: sql.Composable | None,
+                probe: sql.Composable | None = None) -> sql.Composable | None:
     """The confidence factor of ``policy`` as SQL; None where it is always 1."""
     if policy.model == "ebbinghaus":
         since = _seconds_since(
@@ -208,7 +219,7 @@ def _factor_sql(spec: AgentSpec, tables: Tables, policy: DecayPolicy,
             "* power(greatest({since} / {day}::float8, 0), {exponent}::float8))"
         ).format(rate=sql.Literal(float(policy.rate or 0)), since=since,
                  day=sql.Literal(DAY), exponent=sql.Literal(float(policy.exponent or 1)))
-        protected = _protection_sql(spec, tables, policy, tenants)
+        protected = _protection_sql(spec, tables, policy, tenants, probe)
         if protected is None:
             return decayed
         return sql.SQL("CASE WHEN {} THEN 1.0::float8 ELSE {} END").format(protected, decayed)
@@ -255,15 +266,18 @@ class DecayModels:
         return any(p.model != "exempt" for p in self.spec.behavior.decay.values())
 
     def confidence_sql(self, tables: Tables, now: sql.Composable = NOW,
-                       tenants: sql.Composable | None = None) -> sql.Composable:
+                       tenants: sql.Composable | None = None,
+                       probe: sql.Composable | None = None) -> sql.Composable:
         """The effective confidence of row ``m`` at ``now`` (float8). ``tenants``: a
         condition every row's tenant meets (``= %(tenant)s``), so that protections are
-        read once for those tenants rather than probed for each row."""
+        read once for those tenants rather than probed for each row. ``probe``: that
+        condition on the probed rows' tenant instead, when they are probed row by row (a
+        search: every table it reads names the tenant)."""
         spec = self.spec
         per: dict[str, sql.Composable | None] = {}
         reinforcement = spec.graph.reinforcement if spec.graph is not None else None
         for typology, policy in sorted(spec.behavior.decay.items()):
-            factor = _factor_sql(spec, tables, policy, now, tenants)
+            factor = _factor_sql(spec, tables, policy, now, tenants, probe)
             value: sql.Composable | None = None
             if factor is not None:
                 value = sql.SQL("m.confidence::float8 * {}").format(factor)
@@ -276,9 +290,10 @@ class DecayModels:
         return _by_typology(per, sql.SQL("m.confidence::float8"))
 
     def weight_sql(self, tables: Tables, now: sql.Composable = NOW,
-                   tenants: sql.Composable | None = None) -> sql.Composable | None:
+                   tenants: sql.Composable | None = None,
+                   probe: sql.Composable | None = None) -> sql.Composable | None:
         """The ranking weight of row ``m`` at ``now``; None when every typology's is 1 (plain
-        recency then). ``tenants`` as for :meth:`confidence_sql`."""
+        recency then). ``tenants`` and ``probe`` as for :meth:`confidence_sql`."""
         spec = self.spec
         per: dict[str, sql.Composable | None] = {}
         for typology, policy in sorted(spec.behavior.decay.items()):
@@ -290,7 +305,7 @@ class DecayModels:
                     _seconds_since(sql.SQL("m.event_time"), now),
                     sql.Literal(policy.horizon.total_seconds()))
             else:
-                per[typology] = _factor_sql(spec, tables, policy, now, tenants)
+                per[typology] = _factor_sql(spec, tables, policy, now, tenants, probe)
         if all(e is None for e in per.values()):
             return None
         return _by_typology(per, sql.SQL("1.0::float8"))

@@ -463,7 +463,7 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
                 "SELECT * FROM live AS m WHERE NOT ({everything}) AND m.id IN ({ids}))"
             ).format(everything=everything, ids=sql.SQL(" UNION ").join(
                 sql.SQL("SELECT id FROM {}").format(sql.Identifier(s)) for s in matched))
-        by_decay = decay.weight_sql(tables, now) if decay is not None else None
+        by_decay = decay.weight_sql(tables, now, probe=TENANT) if decay is not None else None
         if by_decay is None:
             ctes.append(sql.SQL(
                 "recency AS (SELECT m.id, extract(epoch FROM m.event_time)::float8 AS score, "
@@ -495,7 +495,7 @@ def _build(tables: Tables, used: tuple[str, ...], columns: tuple[str, ...],
     if decay is not None:  # the fused score times the row's effective confidence
         score = sql.SQL("f.score * tw.weight * c.confidence")
         confidence = sql.SQL(" CROSS JOIN LATERAL (SELECT {} AS confidence) AS c").format(
-            decay.confidence_sql(tables, now))
+            decay.confidence_sql(tables, now, probe=TENANT))
     return sql.SQL(
         "WITH {recursive}{ctes}, ranked AS ({ranked}), fused AS ("
         "SELECT r.id, sum({contribution}) AS score, "

@@ -1,7 +1,7 @@
 """The engine's hybrid search on the Citus cluster: the same hits as on one node for the same
 rows, and no tenant sees another's.
 
-The rows are written once on the single node (the session's ``pg`` server) through the engine,
+The rows are written once on a single node beside the cluster through the engine,
 with the hashing embedder, entities, mentions and edges, then copied row for row onto the
 cluster as the application role with plain ``INSERT ... VALUES`` statements (each routed to
 the tenant's shard). Both engines then run the same searches; the hits must agree in order,
@@ -11,7 +11,7 @@ score, ranks and per-signal scores.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from primitives.embeddings import HashingEmbedder
 from primitives.engine import Engine, Explanation
 from primitives.spec import load_spec
 from tests.citus._cluster import Cluster
-from tests.conftest import PostgresHandle
+from tests.conftest import PostgresHandle, single_node
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSISTANT = load_spec(ROOT / "agents" / "assistant_memory.yaml")
@@ -34,9 +34,11 @@ SPECTRAL = load_spec(ROOT / "agents" / "spectral_agent.yaml")
 
 
 @pytest.fixture(scope="module")
-def single(pg: PostgresHandle) -> PostgresHandle:
-    migrate([ASSISTANT, SPECTRAL], dsn=pg.admin_dsn, progress=lambda _: None)
-    return pg
+def single(make_home: Callable[[], Path]) -> Iterator[PostgresHandle]:
+    """One node beside the cluster (in this suite ``pg`` is the coordinator)."""
+    for handle in single_node(make_home):
+        migrate([ASSISTANT, SPECTRAL], dsn=handle.admin_dsn, progress=lambda _: None)
+        yield handle
 
 
 @pytest.fixture(scope="module")
