@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None, *, cluster: Cluster | None = None) -
             "tenants": args.tenants, "writers": args.writers, "seconds": args.seconds,
             "rows_written": sum(r[w]["writes"] for r in rounds for w in ("one", "cluster")),
             "writes": {"rounds": rounds, "median_ratio": ratios[len(ratios) // 2],
-                       "path": "plain INSERT ... VALUES of the memory and its event"},
+                       "path": "engine.observe (the cluster form on the coordinator)"},
             "search": {**search, "signals": ["envelope", "semantic", "recency"],
                        "searches_each": len(samples["one"])},
             "nodes": "a coordinator and two workers, and the single node, on one machine",
