@@ -36,7 +36,7 @@ import hashlib
 import re
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -51,10 +51,18 @@ from psycopg.pq.abc import PGresult
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
-from primitives.db._pipeline import SET_TENANT_BOUND, Command, aexchange, begin, exchange
+from primitives.db._pipeline import (
+    SET_TENANT_BOUND,
+    Command,
+    aexchange,
+    aexchange_each,
+    begin,
+    exchange,
+)
 from primitives.db._tenant import check_tenant, translate_error
 
-__all__ = ["AsyncOnceTransaction", "OnceTransaction", "aread_once", "read_once", "server_form"]
+__all__ = ["NOT_SENT", "AsyncOnceTransaction", "OnceCall", "OnceTransaction", "afetch_each",
+           "aread_once", "read_once", "server_form"]
 
 T = TypeVar("T")
 
@@ -652,3 +660,45 @@ class AsyncOnceTransaction:
                 await self.conn.execute(_ROLLBACK)
             except psycopg.Error:
                 pass
+
+
+class OnceCall(NamedTuple):
+    """One tenant's one-statement transaction for :func:`afetch_each`."""
+
+    tenant: str
+    statement: str
+    params: Mapping[str, Any] | None
+    fetch: Fetch
+
+
+async def afetch_each(conn: psycopg.AsyncConnection[Any], calls: Sequence[OnceCall]) -> list[Any]:
+    """Each call as a tenant transaction of its own (``BEGIN``, its tenant, its statement
+    prepared on the session, ``COMMIT; RESET ALL``), all of them sent in one round trip on
+    ``conn``, an idle autocommit connection (:func:`~primitives.db._pipeline.aexchange_each`).
+    For each call, its rows as its ``fetch`` asks, or :data:`NOT_SENT` where it did not run
+    (a statement the server would not prepare) or failed, and so wrote nothing: the caller
+    runs it again its own way. A failure leaves the later calls failed too (they ran
+    nothing); the connection is rolled back to idle before this returns."""
+    results: list[Any] = [NOT_SENT] * len(calls)
+    sent: list[tuple[int, _Prepared]] = []
+    transactions: list[list[Command]] = []
+    for n, call in enumerate(calls):
+        prepared = _prepared_call(conn, call.statement, call.params)
+        tx = AsyncOnceTransaction(conn, call.tenant)
+        if prepared is None or not await tx._ensure(prepared):
+            continue
+        sent.append((n, prepared))
+        transactions.append(_commands(tx.tenant_value, prepared, last=True))
+    outcomes = await aexchange_each(conn, transactions) if transactions else []
+    failed = False
+    for (n, prepared), outcome in zip(sent, outcomes, strict=True):
+        if isinstance(outcome, psycopg.Error):
+            failed = True
+            if outcome.sqlstate in _PREPARE_AGAIN:
+                _forget(conn, prepared.name, outcome)
+                _mark(conn, prepared.name, False)
+            continue
+        results[n] = _rows(conn, outcome[2], calls[n].fetch)
+    if failed and conn.info.transaction_status != TransactionStatus.IDLE:
+        await conn.execute(_ROLLBACK)
+    return results

@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-import psycopg
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -59,20 +58,8 @@ from langgraph.store.base import (
     TTLConfig,
     validate_op_namespace,
 )
-from psycopg.pq import TransactionStatus
 
-from primitives.db._oneshot import (
-    _PREPARE_AGAIN,
-    _ROLLBACK,
-    AsyncOnceTransaction,
-    _commands,
-    _forget,
-    _mark,
-    _Prepared,
-    _prepared_call,
-    _rows,
-)
-from primitives.db._pipeline import aexchange_each
+from primitives.db._oneshot import NOT_SENT, OnceCall, afetch_each
 from primitives.embeddings import Embedder, as_embedder
 from primitives.engine import (
     AsyncEngine,
@@ -633,7 +620,7 @@ class AsyncMemoryStore(BaseStore):
     async def _run_many(self, taken: list[tuple[Anchor | None, list[_Call]]]) -> None:
         """Several anchors' batches: each one-statement batch (a group of reads, a group of
         puts that :func:`store_ops.put_items` takes) is its own tenant transaction, all sent
-        in one round trip on one connection (:func:`aexchange_each`); the rest, and a batch
+        in one round trip on one connection (:func:`~primitives.db._oneshot.afetch_each`); the rest, and a batch
         whose transaction failed (it wrote nothing), go the way one anchor's batch goes
         (:meth:`_run_calls`)."""
         ready: list[_Batch] = []
@@ -685,43 +672,21 @@ class AsyncMemoryStore(BaseStore):
         """Send ``batches`` in one round trip; settle their calls; return those to run again
         the general way."""
         again: list[tuple[Anchor | None, list[_Call]]] = []
-        sent: list[tuple[_Batch, _Prepared]] = []
-        rows: dict[int, Any] = {}
         pool = self.engine._pool
         conn = await pool.getconn()
         try:
-            transactions = []
-            for batch in batches:
-                prepared = _prepared_call(conn, render(batch.step.statement, conn),
-                                          batch.step.params)
-                tx = AsyncOnceTransaction(conn, batch.ctx.tenant)
-                if prepared is None or not await tx._ensure(prepared):
-                    batch.operation.close()
-                    again.append((batch.anchor, batch.calls))
-                    continue
-                sent.append((batch, prepared))
-                transactions.append(_commands(tx.tenant_value, prepared, last=True))
-            outcomes = await aexchange_each(conn, transactions) if transactions else []
-            failed = False
-            for n, ((batch, prepared), outcome) in enumerate(zip(sent, outcomes, strict=True)):
-                if isinstance(outcome, psycopg.Error):
-                    failed = True
-                    if outcome.sqlstate in _PREPARE_AGAIN:
-                        _forget(conn, prepared.name, outcome)
-                        _mark(conn, prepared.name, False)
-                    continue
-                rows[n] = _rows(conn, outcome[2], batch.step.fetch)
-            if failed and conn.info.transaction_status != TransactionStatus.IDLE:
-                await conn.execute(_ROLLBACK)
+            rows = await afetch_each(conn, [
+                OnceCall(batch.ctx.tenant, render(batch.step.statement, conn),
+                         batch.step.params, batch.step.fetch) for batch in batches])
         finally:
             await pool.putconn(conn)
-        for n, (batch, _) in enumerate(sent):
-            if n not in rows:
+        for batch, got in zip(batches, rows, strict=True):
+            if got is NOT_SENT:
                 batch.operation.close()
                 again.append((batch.anchor, batch.calls))
                 continue
             try:
-                results = await self._finish(batch, rows[n])
+                results = await self._finish(batch, got)
             except Exception:  # as when one anchor's batch fails: each call runs alone
                 for call in batch.calls:
                     await self._run_alone(call)

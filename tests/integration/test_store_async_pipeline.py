@@ -1,5 +1,5 @@
 """The async store's queue sends several tenants' batches in one round trip on one connection,
-each batch its own tenant transaction (``aexchange_each``), as the application role: every
+each batch its own tenant transaction (``afetch_each`` over ``aexchange_each``), as the application role: every
 call gets its own tenant's result, every write is journalled in its tenant's chain, one
 refused call fails alone, and a transaction that fails in a shared round trip leaves the
 others' results and runs again the general way."""
@@ -16,10 +16,10 @@ from psycopg import errors
 
 from primitives.audit import connect_auditor, verify_chains
 from primitives.db import APP_ROLE
+from primitives.db import _oneshot as oneshot_module
 from primitives.db._pipeline import Command, aexchange_each, begin
 from primitives.errors import GovernanceError
 from primitives.langgraph import AsyncMemoryStore
-from primitives.langgraph import _store as store_module
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 
@@ -41,7 +41,7 @@ class Exchanges:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, alter: Any = None) -> None:
         self.sizes: list[int] = []
-        real = store_module.aexchange_each
+        real = oneshot_module.aexchange_each
 
         async def recording(conn: psycopg.AsyncConnection[Any],
                             transactions: list[list[Command]]) -> Any:
@@ -51,7 +51,7 @@ class Exchanges:
                 transactions = alter(transactions)
             return await real(conn, transactions)
 
-        monkeypatch.setattr(store_module, "aexchange_each", recording)
+        monkeypatch.setattr(oneshot_module, "aexchange_each", recording)
 
 
 async def test_many_tenants_calls_share_round_trips_each_in_its_own_tenant_transaction(
