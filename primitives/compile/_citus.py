@@ -34,6 +34,11 @@ What differs from the single-node plan, and why:
   distribute a table that depends on an operator class.
 - Each ``create_distributed_table`` ends a transaction (``Step.commit_after``): Citus
   creates the shards over connections of its own, which must see the table as committed.
+- The audit supersession view has no recursive CTE (Citus runs one over a distributed table
+  only when it filters on the distribution column, so an auditor could not read the view):
+  :func:`~primitives.compile._views.supersession_view_per_tenant` groups each tenant's
+  links and walks them with the pure function ``primitives.supersession_chains``, created on
+  every node; the whole query runs on each shard. Same columns, same rows.
 - The delete guard on ``<prefix>_memories`` fires on a shard, where a query on the
   distributed ``<prefix>_action_links`` would be a nested distributed query, which
   Citus refuses. ``primitives.guard_memory_delete_citus`` reads the tenant's
@@ -60,7 +65,7 @@ from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
 from primitives.compile._ddl import Constraint, TableDef, bounds_signature
 from primitives.compile._definer import ERASE_ROW_CITUS_ARGS, erase_functions_citus
 from primitives.compile._expr import current_tenant_expr, current_tenant_value
-from primitives.compile._names import APP_ROLE, FRAMEWORK_SCHEMA, Table, Tables
+from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA, Table, Tables
 from primitives.compile._plan import (
     Plan,
     Step,
@@ -69,6 +74,11 @@ from primitives.compile._plan import (
     _unpublish_steps,
     _view_steps,
     compile_plan,
+)
+from primitives.compile._views import (
+    supersession_chains_function,
+    supersession_chains_signature,
+    supersession_view_per_tenant,
 )
 from primitives.spec import AgentSpec
 
@@ -285,6 +295,32 @@ def _erasure_delegated(tables: Tables) -> Step:
             signature, sql.Literal(tables.memories.qualified)))
 
 
+def _cluster_views(steps: Iterator[Step], tables: Tables) -> Iterator[Step]:
+    """The plan's view steps, the supersession view in its per-tenant form (after the
+    function it calls, on every node)."""
+    title = f"{tables.audit_supersession.qualified}: view"
+    replaced = False
+    for step in steps:
+        if step.title != title:
+            yield step
+            continue
+        signature = supersession_chains_signature()
+        yield Step(f"{signature}: walks one tenant's supersession links",
+                   supersession_chains_function())
+        yield Step(f"{signature}: on every node", _distribute_function_sql(signature))
+        # the view runs with its reader's rights: whoever reads it calls the function
+        yield Step(f"{signature}: only the roles that read the view call it",
+                   sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(sql.SQL(signature)))
+        yield Step(f"{signature}: the application role and the auditor read the view",
+                   sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}, {}").format(
+                       sql.SQL(signature), sql.Identifier(APP_ROLE),
+                       sql.Identifier(AUDITOR_ROLE)))
+        yield replace(step, statement=supersession_view_per_tenant(tables))
+        replaced = True
+    if not replaced:  # pragma: no cover - the single-node plan always has the view
+        raise AssertionError(f"no step '{title}' in the plan")
+
+
 def _foreign_keys(definition: TableDef) -> tuple[Constraint, ...]:
     return tuple(c for c in definition.constraints if c.kind == "foreign_key")
 
@@ -353,7 +389,7 @@ def compile_citus(
         steps += _foreign_key_steps(definition)
     steps.append(_erasure_delegated(tables))
     steps += _unpublish_steps(tables)
-    steps += _view_steps(spec, tables, definitions[0], base.capabilities)
+    steps += _cluster_views(_view_steps(spec, tables, definitions[0], base.capabilities), tables)
     steps += base.validations  # the distributed plan commits in parts; these run last
     return Plan(
         agent=spec.agent,

@@ -72,8 +72,6 @@ def pg(cluster: Cluster, migrated: MigrateReport) -> PostgresHandle:
                           cluster.coordinator.dsn(AUDITOR_ROLE), None)
 
 
-_VIEW_CTE = ("the audit supersession view's recursive CTE: Citus runs a recursive CTE over a "
-             "distributed table only when it filters on the distribution column (0A000)")
 _BOUNDARY = ("end_scope: the tier-boundary statement (one set-based statement over the closing "
              "scopes, INSERT ... SELECT into the next tier) is not routable on Citus: 'could not "
              "run distributed query with FOR UPDATE/SHARE commands'")
@@ -94,10 +92,6 @@ _PLACEMENTS = ("erasure after writes of this module's tenants: the erase functio
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
     "test_app_role_cannot_alter_drop_or_write_through_agent_view": _VIEW_WRITE,
     "test_auditor_cannot_insert_update_or_delete": _VIEW_WRITE,
-    "test_auditor_reads_audit_views_across_tenants": _VIEW_CTE,
-    "test_cross_tenant_read_returns_nothing": _VIEW_CTE,
-    "test_no_tenant_set_sees_nothing": _VIEW_CTE,
-    "test_tenant_without_rows_sees_an_empty_relation": _VIEW_CTE,
     "test_engine_cross_tenant_writes_change_nothing": _BOUNDARY,
     "test_scope_id_with_sql_is_stored_and_ended_literally": _BOUNDARY,
     "test_leaky_function_in_where_sees_only_the_tenants_rows": _PG_TEMP,

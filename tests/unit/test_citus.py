@@ -193,6 +193,8 @@ def test_the_single_node_plan_is_contained_in_the_citus_plan(plan: Plan) -> None
             or (statement.startswith("CREATE POLICY") and "(SELECT nullif(" in statement)
             or f"{erase}(uuid, text, uuid, text, jsonb)" in statement
             or statement.startswith(f"CREATE OR REPLACE FUNCTION {erase}(uuid")
+            or statement.startswith(  # per tenant, no recursive CTE (the test after next)
+                f"CREATE OR REPLACE VIEW {plan.tables.audit_supersession.ident.as_string(None)}")
         ), statement
 
 
@@ -238,3 +240,26 @@ def test_compile_citus_follows_capabilities_and_shard_count() -> None:
     assert text.count("shard_count => 64") == 1  # only the first table opens a colocation group
     assert compile_citus(spec).render() == compile_citus(spec).render()
     assert compile_citus(spec).checksum != compile_plan(spec).checksum
+
+
+def test_the_citus_supersession_view_walks_each_tenants_links_without_a_recursive_cte(
+    plan: Plan
+) -> None:
+    statements = _statements(plan)
+    view = plan.tables.audit_supersession.ident.as_string(None)
+    [created] = [s for s in statements if s.startswith(f"CREATE OR REPLACE VIEW {view}")]
+    assert "RECURSIVE" not in created and "WITH" not in created.split(" AS\n", 1)[1]
+    assert f'GROUP BY "s"."{plan.tables.tenant_column}"' in created
+    assert '"primitives"."supersession_chains"(g.ids, g.successors)' in created
+    chains = "primitives.supersession_chains(uuid[], uuid[])"
+    function = statements.index(next(
+        s for s in statements
+        if s.startswith('CREATE OR REPLACE FUNCTION "primitives"."supersession_chains"')))
+    [distribute] = [s for s in statements
+                    if "create_distributed_function" in s and chains in s]
+    grant = statements.index(
+        f'GRANT EXECUTE ON FUNCTION {chains} TO "primitives_app", "primitives_auditor"')
+    assert function < statements.index(distribute) < grant < statements.index(created)
+    assert f"REVOKE ALL ON FUNCTION {chains} FROM PUBLIC" in statements
+    single = compile_plan(load_spec(next(p for p in SPECS if load_spec(p).agent == plan.agent)))
+    assert any("WITH RECURSIVE chain" in s.statement.as_string(None) for s in single.steps)
