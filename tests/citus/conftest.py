@@ -75,12 +75,6 @@ def pg(cluster: Cluster, migrated: MigrateReport) -> PostgresHandle:
 _BOUNDARY = ("end_scope: the tier-boundary statement (one set-based statement over the closing "
              "scopes, INSERT ... SELECT into the next tier) is not routable on Citus: 'could not "
              "run distributed query with FOR UPDATE/SHARE commands'")
-_VIEW_WRITE = ("a write through a view over distributed tables is refused by Citus before "
-               "privileges are checked (0A000 'cannot modify views when the query contains "
-               "citus tables'), not 42501/55000: refused all the same")
-_REKEY = ("Citus refuses to change a distribution column before row-level security is "
-          "checked (0A000 'modifying the partition value of rows is not allowed'), not 42501: "
-          "the row stays with its tenant all the same")
 _PG_TEMP = ("a function created in pg_temp cannot be used in a query on distributed tables "
             "(the workers have no pg_temp schema of this session: 3F000)")
 _NON_MIRROR = ("the non-mirror test agent's plan keeps its canonical 'rules' table local, and "
@@ -90,22 +84,14 @@ _PLACEMENTS = ("erasure after writes of this module's tenants: the erase functio
                "that were modified in this transaction by a different user'); cause not pinned "
                "down: tests/citus/test_cluster.py erases after writes in one transaction")
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
-    "test_app_role_cannot_alter_drop_or_write_through_agent_view": _VIEW_WRITE,
-    "test_auditor_cannot_insert_update_or_delete": _VIEW_WRITE,
     "test_engine_cross_tenant_writes_change_nothing": _BOUNDARY,
     "test_scope_id_with_sql_is_stored_and_ended_literally": _BOUNDARY,
     "test_leaky_function_in_where_sees_only_the_tenants_rows": _PG_TEMP,
-    "test_moving_own_rows_to_another_tenant_is_refused": _REKEY,
-    "test_moving_an_event_to_another_tenant_breaks_the_chains_docs_compliance_names": _REKEY,
     "test_app_role_cannot_read_the_canonical_table_or_call_the_guard": _NON_MIRROR,
     "test_app_role_cannot_reference_another_tenants_memory": _NON_MIRROR,
     "test_app_role_cannot_switch_the_guard_off": _NON_MIRROR,
     "test_raw_insert_of_a_copy_by_the_app_role_is_refused": _NON_MIRROR,
     "test_erase_subject_with_sql_matches_literally": _PLACEMENTS,
-    "test_planner_statistics_do_not_reveal_other_tenants_values": (
-        "planner statistics of a distributed table live on the shards; the coordinator's "
-        "pg_stats for the table are empty, so the test's precondition (the statistics hold "
-        "values) does not hold"),
     "test_runtime_session_cannot_kill_or_cancel_another_tenants_backend": (
         "Citus adds pg_cancel_backend/pg_terminate_backend(bigint), so the test's smallint "
         "call is ambiguous (42725)"),
@@ -119,14 +105,11 @@ ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_c
         "writes graph entities: the entity insert holds a subquery, which Citus refuses in "
         "an INSERT (0A000)"),
     "test_old_row_versions_leave_the_disk_only_with_primitives_vacuum": (
-        "reads dead tuples of the coordinator's shell table; the rows live on the workers"),
+        "writes graph entities: the entity insert holds a subquery, which Citus refuses in "
+        "an INSERT (0A000); on a cluster the test reads the shards' files on the workers"),
     "test_concurrent_store_puts_of_one_key_keep_one_linear_history": (
         "the store's put path (primitives.store) has no cluster form yet: its prepared "
         "statement's parameter types are not known to Citus (42P18)"),
-    "test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_holds_a_guess": (
-        "EXPLAIN ANALYZE of a distributed query shows the coordinator's custom scan, not the "
-        "shard's index scan: the rows removed by the policy that the test counts are not in "
-        "it"),
     "test_arbitrary_strings_round_trip_literally_in_every_field": (
         "writes graph entities or ends scopes: statements without a cluster form yet"),
     "test_interleaved_writes_across_tenants_never_leak_rows_or_lose_events": (

@@ -30,6 +30,7 @@ from tests.security._support import (
     anchor_for,
     connect_engine,
     new_tenant,
+    on_citus,
     transient_tier,
 )
 
@@ -268,6 +269,27 @@ def _rows_removed_by_filter(plan: dict[str, Any]) -> int:
     return int(removed) + sum(_rows_removed_by_filter(p) for p in plan.get("Plans", []))
 
 
+def _tenant_in_the_shard_of(admin: Conn, relation: Table, tenant: str, label: str) -> str:
+    """A new tenant whose rows of ``relation`` go to the shard that holds ``tenant``'s."""
+    row = admin.execute(
+        "SELECT t FROM unnest(%(candidates)s::text[]) AS t "
+        "WHERE pg_catalog.get_shard_id_for_distribution_column(%(r)s::regclass, t) "
+        "= pg_catalog.get_shard_id_for_distribution_column(%(r)s::regclass, %(tenant)s::text) "
+        "LIMIT 1",
+        {"candidates": [new_tenant(label) for _ in range(2000)], "r": relation.qualified,
+         "tenant": tenant}).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _rows_removed_on_the_shard(plan: dict[str, Any]) -> int:
+    """``Rows Removed by Filter`` in the plan of the one shard a routed Citus query ran on."""
+    job = plan["Distributed Query"]["Job"]
+    assert job["Task Count"] == 1, job  # routed to the tenant's shard
+    return sum(_rows_removed_by_filter(remote["Plan"])
+               for task in job["Tasks"] for part in task["Remote Plan"] for remote in part)
+
+
 def test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_holds_a_guess(
     pg: PostgresHandle, specs: object,
 ) -> None:
@@ -281,6 +303,14 @@ def test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_h
     secret = f"the merger with {marker} closes on friday at noon"
     wrong = f"the merger with {marker} closes on monday at dawn"
     victim, spy = new_tenant("victim"), new_tenant("spy")
+    memories = TABLES_BY_AGENT["spectral"].memories
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        citus = on_citus(admin)
+        if citus:
+            # on a Citus coordinator each tenant's rows live in one shard, and the HNSW scan
+            # of the spy's query runs in the spy's shard: it meets the rows of the tenants
+            # of that shard only, so the victim is one of them (the channel's premise)
+            spy = _tenant_in_the_shard_of(admin, memories, victim, "spy")
     with connect_engine(spec, pg.app_dsn, max_connections=1, embedder=embedder) as engine:
         with engine.tenant(anchor_for(spec, victim)) as mem:
             mem.observe("cycle", secret)
@@ -302,6 +332,8 @@ def test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_h
                     sql.Identifier(TABLES_BY_AGENT["spectral"].tenant_column)),
                 (spy, vector)).fetchone()
         assert row is not None
+        if citus:  # the shard's plan, as the worker ran it
+            return _rows_removed_on_the_shard(row[0][0]["Plan"])
         return _rows_removed_by_filter(row[0][0]["Plan"])
 
     assert (removed(secret), removed(wrong)) == (1, 0)
