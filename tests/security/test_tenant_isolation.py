@@ -437,6 +437,11 @@ def _shard_statistics_hidden(admin: Conn, tables: Tables, tenant: str) -> None:
                               (tenant,))
             row = on_worker.execute(query, (tables.schema, every)).fetchone()
             assert row == (0,), worker_app
+            # the shards are in this session's catalog: the statistics are withheld, not hidden
+            shown = on_worker.execute(
+                "SELECT count(*) FROM pg_catalog.pg_class WHERE relname = ANY(%s)",
+                (every,)).fetchone()
+            assert shown is not None and shown[0] > 0, worker_app
     assert seen_by_admin > 0  # stats exist
 
 
