@@ -1088,11 +1088,22 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
     rules = [r for r in boundary.corroboration_rules(spec) if r.at_end_of(tier)]
     promoted = yield from _corroboration(ctx, [r for r in rules if r.from_tier == tier])
     statement = boundary.end_scopes_statement(
-        spec, ctx.tables, embedding=ctx.has_embedding, similarity=similarity_kind(ctx))
-    row = yield Step(statement, {
-        "tenants": [ctx.tenant], "tiers": [tier], "scope_ids": [scope_id],
-        "into": [into_scope], "actor": ctx.actor}, "one")
+        spec, ctx.tables, embedding=ctx.has_embedding, similarity=similarity_kind(ctx),
+        citus=ctx.citus)
+    params = {"tenants": [ctx.tenant], "tiers": [tier], "scope_ids": [scope_id],
+              "into": [into_scope], "actor": ctx.actor}
+    if ctx.citus:  # what the one statement inserts and removes follows it, routed whole
+        params.update(tenant=ctx.tenant, nonce=str(q.new_event_id()))
+    row = yield Step(statement, params, "one")
     assert row is not None
+    if ctx.citus:
+        for write, write_params in boundary.end_scope_writes_citus(
+                spec, ctx.tables, row, embedding=ctx.has_embedding, params=params,
+                event_ids=q.new_event_id):
+            yield Step(write, write_params)
+        if row[12]:
+            yield Step(boundary.remove_statement_citus(ctx.tables),
+                       {"tenant": ctx.tenant, "ids": list(row[12])}, "one")
     promoted += yield from _corroboration(ctx, [r for r in rules if r.from_tier != tier])
     return ScopeEnd(removed=row[3], kept=row[4], archived=row[5], compounded=row[6],
                     promoted=row[7], corroborated=row[8], corroboration_promoted=promoted)

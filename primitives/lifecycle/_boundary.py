@@ -37,10 +37,13 @@ is :func:`corroboration_statement`, run at every boundary and by the maintain jo
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
 
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from primitives.compile._definer import transient_delete_function
 from primitives.compile._expr import active_predicate
@@ -295,7 +298,7 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
                          similarity: Similarity, direct_delete: bool = False,
                          closing: sql.Composable | None = None,
                          summary: bool = False,
-                         event: str = "scope_ended") -> sql.Composed:
+                         event: str = "scope_ended", citus: bool = False) -> sql.Composed:
     """End the scopes named by ``%(tenants)s``, ``%(tiers)s``, ``%(scope_ids)s`` (text[] of
     one length) with promoted rows of a transient target tier placed in ``%(into)s`` (text[],
     NULL: the target tier must be persistent); ``%(actor)s`` is the journal's actor and
@@ -306,7 +309,30 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     Returns one row per closing scope: tenant, tier, scope_id, removed, kept, archived,
     compounded, promoted, corroborated. ``direct_delete``: remove rows with DELETE (the
     maintainer role) instead of the app role's SECURITY DEFINER function.
+
+    ``citus``: the form a Citus coordinator routes whole to the shards of one tenant,
+    ``%(tenant)s``, the only tenant of the arrays: every table in it is also filtered by that
+    tenant (Citus plans a statement with ``FOR UPDATE`` only when it reaches one shard group),
+    and the rows to remove are journalled and counted here but deleted by
+    :func:`remove_statement_citus`, next in the same transaction (from a shard, the delete
+    function would query the distributed table again). Columns 9 onwards of each row are
+    the removed rows' ids (``uuid[]``).
     """
+    if citus:
+        return _end_scopes_citus(spec, tables, embedding=embedding, similarity=similarity,
+                                 direct_delete=direct_delete, closing=closing,
+                                 summary=summary, event=event)
+    return _end_scopes(spec, tables, embedding=embedding, similarity=similarity,
+                       direct_delete=direct_delete, closing=closing, summary=summary,
+                       event=event)
+
+
+def _end_scopes(spec: AgentSpec, tables: Tables, *, embedding: bool, similarity: Similarity,
+                direct_delete: bool, closing: sql.Composable | None, summary: bool,
+                event: str, on: sql.Composable | None = None,
+                result: sql.Composable | None = None) -> sql.Composed:
+    """:func:`end_scopes_statement`; ``on``: an extra filter of every table reference by
+    one tenant (the cluster form), formatted with ``{a}`` as the reference's alias."""
     t = tables.tenant
     mem, events, links = tables.memories.ident, tables.events.ident, tables.action_links.ident
     rules = boundary_rules(spec)
@@ -327,14 +353,17 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     target_sim = _similarity("x", "h", similarity)
     # the maintainer deletes directly; the app role through its SECURITY DEFINER function
     fn = transient_delete_function(tables)
+    def only(alias: str) -> sql.Composable:
+        return sql.SQL("") if on is None else sql.SQL(" AND {}.").format(
+            sql.Identifier(alias)) + on
     remove = sql.SQL(
-        "removed AS (DELETE FROM {mem} AS m USING going AS g WHERE m.{t} = g.tenant "
+        "removed AS (DELETE FROM {mem} AS m USING going AS g WHERE m.{t} = g.tenant{on_m} "
         "AND m.id = g.id AND g.leave = 'remove' AND NOT g.linked "
         "RETURNING g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at)"
-    ).format(mem=mem, t=t) if direct_delete else sql.SQL(
+    ).format(mem=mem, t=t, on_m=only("m")) if direct_delete else sql.SQL(
         "removed AS (SELECT g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at "
-        "FROM going AS g WHERE g.leave = 'remove' AND NOT g.linked AND {fn}(g.id))"
-    ).format(fn=fn)
+        "FROM going AS g WHERE g.leave = 'remove' AND NOT g.linked{deleted})"
+    ).format(deleted=sql.SQL("") if on is not None else sql.SQL(" AND {fn}(g.id)").format(fn=fn))
     return sql.SQL("""\
 WITH closing (tenant, tier, scope_id, into_scope) AS ({closing}),
 rules (rule, from_tier, from_typology, to_tier, to_typology, threshold, group_threshold,
@@ -342,10 +371,10 @@ rules (rule, from_tier, from_typology, to_tier, to_typology, threshold, group_th
 leaving (typology, leave) AS (VALUES {leave_rows}),
 closing_rows AS (
   SELECT c.*, s.into_scope, ({active}) AS is_active,
-         EXISTS (SELECT 1 FROM {links} AS l WHERE l.{t} = c.{t} AND l.memory_id = c.id) AS linked
+         EXISTS (SELECT 1 FROM {links} AS l WHERE l.{t} = c.{t}{on_l} AND l.memory_id = c.id) AS linked
   FROM {mem} AS c JOIN closing AS s ON c.{t} = s.tenant AND c.tier = s.tier
        AND c.scope_id = s.scope_id
-  WHERE c.tier <> {persistent} FOR UPDATE OF c),
+  WHERE c.tier <> {persistent}{on_c} FOR UPDATE OF c),
 grouped AS (
   SELECT c.id, c.{t} AS tenant, r.rule,
          (SELECT o.id FROM closing_rows AS o
@@ -356,7 +385,7 @@ grouped AS (
   FROM closing_rows AS c
   JOIN rules AS r ON r.from_tier = c.tier AND r.from_typology = c.typology
   WHERE c.is_active AND (c.into_scope IS NOT NULL OR r.to_tier = {persistent})
-    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}
+    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}{on_p}
                     AND p.rule = ANY(r.ledger) AND p.source_id = c.id)
     AND NOT (r.exclusive AND EXISTS (
       SELECT 1 FROM rules AS r2 WHERE r2.exclusive AND r2.ord < r.ord
@@ -371,11 +400,11 @@ groups AS (
 matched AS (
   SELECT gr.*, r.to_tier, r.to_typology, r.escalate_clear, h.into_scope,
          (SELECT x.id FROM {mem} AS x
-          WHERE x.{t} = gr.tenant AND x.tier = r.to_tier AND x.typology = r.to_typology
+          WHERE x.{t} = gr.tenant{on_x} AND x.tier = r.to_tier AND x.typology = r.to_typology
             AND {active_x} AND (r.to_tier = {persistent} OR x.scope_id = h.into_scope)
             AND {target_sim} >= r.threshold
           ORDER BY {target_sim} DESC, x.created_at, x.id LIMIT 1) AS target,
-         gen_random_uuid() AS new_id
+         {new_id} AS new_id
   FROM groups AS gr JOIN rules AS r ON r.rule = gr.rule
   JOIN closing_rows AS h ON h.{t} = gr.tenant AND h.id = gr.head),
 per_target AS (
@@ -386,33 +415,9 @@ per_target AS (
             jsonb_array_elements_text(m2.evidence) AS k
      WHERE m2.tenant = m.tenant AND m2.target = m.target) AS evidence
   FROM matched AS m WHERE m.target IS NOT NULL GROUP BY m.tenant, m.target),
-corroborated AS (
-  UPDATE {mem} AS x SET
-    provenance = x.provenance || jsonb_build_object(
-      'corroborated_by', (SELECT jsonb_agg(DISTINCT k ORDER BY k) FROM jsonb_array_elements_text(
-          {evidence_x} || p.evidence) AS k),
-      'derived_from', coalesce(x.provenance -> 'derived_from', '[]'::jsonb)
-          || to_jsonb(p.members::text[])),
-    corroborated_at = now(), updated_at = now()
-  FROM per_target AS p WHERE x.{t} = p.tenant AND x.id = p.target
-  RETURNING p.tenant, x.id, p.rule, p.members, x.provenance -> 'corroborated_by' AS evidence),
-promoted AS (
-  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, content,
-                     provenance, corroborated_at, actor, {copy_cols})
-  SELECT m.tenant{anchor_select}, m.new_id, m.to_tier, m.to_typology,
-         CASE WHEN m.to_tier = {persistent} THEN NULL ELSE m.into_scope END,
-         m.new_id::text, h.content,
-         jsonb_build_object('derived_from', to_jsonb(m.members::text[]),
-                            'corroborated_by', m.evidence, 'rule', m.rule),
-         now(), %(actor)s, {copy_select}
-  FROM matched AS m JOIN closing_rows AS h ON h.{t} = m.tenant AND h.id = m.head
-  WHERE m.target IS NULL
-  RETURNING {t} AS tenant, id, provenance),
-ledger AS (
-  INSERT INTO {promotions} ({t}, rule, source_id, target_id)
-  SELECT m.tenant, m.rule, u.member, coalesce(m.target, m.new_id)
-  FROM matched AS m, unnest(m.members) AS u(member)
-  ON CONFLICT DO NOTHING RETURNING 1),
+{corroborated}
+{promoted},
+{ledger},
 {edges}going AS (
   SELECT c.{t} AS tenant, c.id, c.tier, c.scope_id, c.linked, c.archived_at IS NULL AS live,
          c.created_at,
@@ -421,15 +426,11 @@ ledger AS (
   FROM closing_rows AS c LEFT JOIN leaving AS l ON l.typology = c.typology),
 archived AS (
   UPDATE {mem} AS m SET archived_at = now(), updated_at = now()
-  FROM going AS g WHERE m.{t} = g.tenant AND m.id = g.id AND g.leave = 'archive'
+  FROM going AS g WHERE m.{t} = g.tenant{on_m} AND m.id = g.id AND g.leave = 'archive'
     AND NOT g.linked AND g.live
   RETURNING g.tenant, g.id, g.tier, g.scope_id, g.created_at),
 {remove},
-closed AS (
-  INSERT INTO {scopes} ({t}, tier, scope_id, closed_at)
-  SELECT tenant, tier, scope_id, now() FROM closing
-  ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at
-  RETURNING {t} AS tenant, tier, scope_id),
+{closed},
 counts AS (
   SELECT s.tenant, s.tier, s.scope_id,
     (SELECT count(*) FROM removed AS x WHERE x.tenant = s.tenant AND x.tier = s.tier
@@ -449,8 +450,7 @@ counts AS (
        AND c.tier = s.tier AND c.scope_id = s.scope_id) AS corroborated
   FROM closing AS s),
 journal AS (
-  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
-  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload FROM (
+  {journal_head} FROM (
     SELECT 1 AS o, now() AS at, c.tenant, 'corroborated' AS kind, c.id AS memory_id,
            jsonb_build_object('rule', c.rule, 'evidence', to_jsonb(c.members::text[]),
                               'corroborations', jsonb_array_length(c.evidence)) AS payload
@@ -488,9 +488,10 @@ journal AS (
                               'corroborated', n.corroborated)
     FROM counts AS n
   ) AS e ORDER BY e.tenant, e.o, e.at, e.memory_id
-  RETURNING 1)
+  {journal_tail})
 {result}""").format(
-        closing=closing or _CLOSING_ARRAYS, event=sql.Literal(event), result=_SUMMARY if summary else _PER_SCOPE,
+        closing=closing or _CLOSING_ARRAYS, event=sql.Literal(event),
+        result=result or (_SUMMARY if summary else _PER_SCOPE),
         rule_rows=_values(rule_rows, ("text", "text", "text", "text", "text", "float8",
                                       "float8", "text[]", "int4", "text[]", "bool")),
         leave_rows=_values(leave_rows, ("text", "text")),
@@ -501,8 +502,198 @@ journal AS (
         evidence_e=_evidence("e"), evidence_x=_evidence("x"),
         anchor_cols=anchor_cols, anchor_select=anchor_select,
         copy_cols=copy_cols, copy_select=copy_select, remove=remove,
-        edges=_boundary_edges(spec, tables),
+        edges=_boundary_edges(spec, tables, citus=on is not None),
+        on_l=only("l"), on_c=only("c"), on_p=only("p"), on_x=only("x"), on_m=only("m"),
+        corroborated=sql.SQL(_CORROBORATED if on is None else _CORROBORATED_CITUS).format(
+            mem=mem, t=t, provenance=sql.SQL(_CORROBORATED_PROVENANCE).format(
+                evidence_x=_evidence("x"))),
+        new_id=sql.SQL("gen_random_uuid()") if on is None else sql.SQL(
+            "md5(%(nonce)s::text || gr.head::text || gr.rule)::uuid"),
+        promoted=sql.SQL(_PROMOTED if on is None else _PROMOTED_CITUS).format(
+            mem=mem, t=t, anchor_cols=anchor_cols, anchor_select=anchor_select,
+            copy_cols=copy_cols, copy_select=copy_select, persistent=sql.Literal(persistent),
+            anchor_text=sql.SQL("").join(sql.SQL(
+                "CASE WHEN {n} = ANY(p.escalate_clear) THEN NULL ELSE p.{c} END, ").format(
+                n=sql.Literal(c), c=sql.Identifier(c)) for c in anchors),
+            copy_text=sql.SQL(", ").join(sql.SQL("p.{}::text").format(sql.Identifier(c))
+                                         for c in copy),
+            h_columns=sql.SQL("").join(sql.SQL(", h.{}").format(sql.Identifier(c))
+                                       for c in (*anchors, *copy))),
+        ledger=sql.SQL(_LEDGER if on is None else _LEDGER_CITUS).format(
+            promotions=tables.promotions.ident, t=t),
+        closed=sql.SQL(_CLOSED if on is None else _CLOSED_CITUS).format(
+            scopes=tables.scopes.ident, t=t),
+        journal_head=sql.SQL(
+            "INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)\n"
+            "  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload"
+        ).format(events=events, t=t) if on is None else sql.SQL(
+            "SELECT e.tenant, e.kind, e.memory_id, e.payload, e.o, e.at"),
+        journal_tail=sql.SQL("RETURNING 1" if on is None else ""),
     )
+
+
+_PER_SCOPE_CITUS = """\
+SELECT n.tenant, n.tier, n.scope_id, n.removed, n.kept, n.archived, n.compounded,
+  n.promoted, n.corroborated, (SELECT count(*) FROM journal) AS events,
+  (SELECT count(*) FROM ledger) AS ledger, (SELECT count(*) FROM closed) AS closed,
+  ARRAY(SELECT r.id FROM removed AS r WHERE r.tenant = n.tenant ORDER BY r.id) AS removed_ids,
+  (SELECT jsonb_agg(p.row ORDER BY p.id) FROM promoted AS p) AS promoted_rows,
+  (SELECT jsonb_agg(jsonb_build_array(l.rule, l.source_id, l.target_id)
+     ORDER BY l.target_id, l.source_id) FROM ledger AS l) AS ledger_rows,
+  {edge_rows} AS edge_rows,
+  (SELECT jsonb_agg(jsonb_build_array(j.kind, j.memory_id, j.payload)
+     ORDER BY j.o, j.at, j.memory_id) FROM journal AS j) AS journal_rows
+FROM counts AS n ORDER BY n.tenant, n.tier, n.scope_id"""
+"""The cluster form's result, for one tenant: :data:`_PER_SCOPE`, then what the statements
+that follow write (:func:`end_scope_inserts_citus`): the ids of the rows to remove, the
+promoted rows, the ledger's rows, the ``derived_from`` edges (NULL without the graph's
+edges) and the journal's events in their order."""
+
+
+def _end_scopes_citus(spec: AgentSpec, tables: Tables, *, embedding: bool,
+                      similarity: Similarity, direct_delete: bool,
+                      closing: sql.Composable | None, summary: bool,
+                      event: str) -> sql.Composed:
+    """:func:`end_scopes_statement`'s cluster form (``citus``)."""
+    on = sql.SQL("{} = %(tenant)s").format(tables.tenant)
+    result = sql.SQL(_PER_SCOPE_CITUS).format(edge_rows=sql.SQL(
+        "(SELECT jsonb_agg(jsonb_build_array(d.source_id, d.target_id) "
+        "ORDER BY d.source_id, d.target_id) FROM derived_edges AS d)"
+        if _derived_edges(spec, tables) else "NULL::jsonb"))
+    return _end_scopes(spec, tables, embedding=embedding, similarity=similarity,
+                       direct_delete=direct_delete, closing=closing, summary=summary,
+                       event=event, on=on, result=result)
+
+
+_PROMOTED = """\
+promoted AS (
+  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, content,
+                     provenance, corroborated_at, actor, {copy_cols})
+  SELECT m.tenant{anchor_select}, m.new_id, m.to_tier, m.to_typology,
+         CASE WHEN m.to_tier = {persistent} THEN NULL ELSE m.into_scope END,
+         m.new_id::text, h.content,
+         jsonb_build_object('derived_from', to_jsonb(m.members::text[]),
+                            'corroborated_by', m.evidence, 'rule', m.rule),
+         now(), %(actor)s, {copy_select}
+  FROM matched AS m JOIN closing_rows AS h ON h.{t} = m.tenant AND h.id = m.head
+  WHERE m.target IS NULL
+  RETURNING {t} AS tenant, id, provenance)"""
+_LEDGER = """\
+ledger AS (
+  INSERT INTO {promotions} ({t}, rule, source_id, target_id)
+  SELECT m.tenant, m.rule, u.member, coalesce(m.target, m.new_id)
+  FROM matched AS m, unnest(m.members) AS u(member)
+  ON CONFLICT DO NOTHING RETURNING 1)"""
+_CLOSED = """\
+closed AS (
+  INSERT INTO {scopes} ({t}, tier, scope_id, closed_at)
+  SELECT tenant, tier, scope_id, now() FROM closing
+  ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at
+  RETURNING {t} AS tenant, tier, scope_id)"""
+# The cluster form's parts (see _end_scopes_citus): what the single-node CTEs insert,
+# selected instead, for the statements that follow to insert with VALUES.
+_PROMOTED_CITUS = """\
+promoted AS (
+  SELECT p.tenant, p.id, p.provenance, jsonb_build_array({anchor_text}p.id::text, p.to_tier,
+         p.to_typology, CASE WHEN p.to_tier = {persistent} THEN NULL ELSE p.into_scope END,
+         p.id::text, p.content, p.provenance::text, now()::text, {copy_text}) AS row
+  FROM (SELECT m.tenant, m.new_id AS id, m.to_tier, m.to_typology, m.into_scope,
+               jsonb_build_object('derived_from', to_jsonb(m.members::text[]),
+                                  'corroborated_by', m.evidence, 'rule', m.rule) AS provenance,
+               m.escalate_clear, h.content{h_columns}
+        FROM matched AS m JOIN closing_rows AS h ON h.{t} = m.tenant AND h.id = m.head
+        WHERE m.target IS NULL) AS p)"""
+_LEDGER_CITUS = """\
+ledger AS (
+  SELECT m.tenant, m.rule, u.member AS source_id, coalesce(m.target, m.new_id) AS target_id
+  FROM matched AS m, unnest(m.members) AS u(member))"""
+_CLOSED_CITUS = """\
+closed AS (SELECT tenant, tier, scope_id FROM closing)"""
+_CORROBORATED_PROVENANCE = """x.provenance || jsonb_build_object(
+      'corroborated_by', (SELECT jsonb_agg(DISTINCT k ORDER BY k) FROM jsonb_array_elements_text(
+          {evidence_x} || p.evidence) AS k),
+      'derived_from', coalesce(x.provenance -> 'derived_from', '[]'::jsonb)
+          || to_jsonb(p.members::text[]))"""
+_CORROBORATED = """\
+corroborated AS (
+  UPDATE {mem} AS x SET
+    provenance = {provenance},
+    corroborated_at = now(), updated_at = now()
+  FROM per_target AS p WHERE x.{t} = p.tenant AND x.id = p.target
+  RETURNING p.tenant, x.id, p.rule, p.members, x.provenance -> 'corroborated_by' AS evidence),"""
+# Citus refuses a stable function over a column in an UPDATE's SET (jsonb_build_object,
+# to_jsonb): the new provenance is made in a subquery, the target row locked there.
+_CORROBORATED_CITUS = """\
+corroborated AS (
+  UPDATE {mem} AS x SET provenance = n.provenance, corroborated_at = now(), updated_at = now()
+  FROM (SELECT p.tenant, p.target, p.rule, p.members, {provenance}
+        AS provenance FROM per_target AS p JOIN {mem} AS x ON x.{t} = p.tenant
+        AND x.id = p.target WHERE x.{t} = %(tenant)s FOR UPDATE OF x) AS n
+  WHERE x.{t} = n.tenant AND x.{t} = %(tenant)s AND x.id = n.target
+  RETURNING n.tenant, x.id, n.rule, n.members, x.provenance -> 'corroborated_by' AS evidence),"""
+
+
+def end_scope_writes_citus(spec: AgentSpec, tables: Tables, row: Sequence[Any], *,
+                           embedding: bool, params: dict[str, Any],
+                           event_ids: Callable[[], UUID]
+                           ) -> list[tuple[sql.Composed, dict[str, Any]]]:
+    """What the cluster form of :func:`end_scopes_statement` (``row``, its result for one
+    tenant's scope, ``params`` its parameters) leaves to write, as statements that Citus
+    routes to the tenant's shards, in the single-node statement's order: the promoted rows
+    (their columns as the single-node statement sets them), the ledger, the
+    ``derived_from`` edges, the closed scope and the journal's events, each event with an
+    id of ``event_ids``. Each is an
+    ``INSERT ... VALUES`` of the values the first statement returned as text (Citus runs an
+    ``INSERT ... SELECT`` of anything but colocated tables through ``COPY``, which
+    row-level security refuses). The removed rows leave last
+    (:func:`remove_statement_citus`)."""
+    t, mem = tables.tenant, tables.memories.ident
+    tenant, actor = params["tenant"], params["actor"]
+    promoted, ledger, edges, journal = row[13] or [], row[14] or [], row[15] or [], row[16] or []
+    writes: list[tuple[sql.Composed, dict[str, Any]]] = []
+
+    def values(table: sql.Composable, columns: Sequence[str], rows: list[list[Any]],
+               tail: str = "") -> None:
+        if not rows:
+            return
+        named: dict[str, Any] = {}
+        tuples = []
+        for r in rows:
+            names = [f"v{len(named) + i}" for i in range(len(r))]
+            named.update(zip(names, r, strict=True))
+            tuples.append(sql.SQL("({})").format(
+                sql.SQL(", ").join(map(sql.Placeholder, names))))
+        writes.append((sql.SQL("INSERT INTO {} ({}, {}) VALUES {}{}").format(
+            table, t, sql.SQL(", ").join(map(sql.Identifier, columns)),
+            sql.SQL(", ").join(tuples), sql.SQL(tail)), named))
+
+    anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
+    values(mem, (*anchors, "id", "tier", "typology", "scope_id", "key", "content",
+                 "provenance", "corroborated_at", *_memory_copy_columns(tables, embedding),
+                 "actor"), [[tenant, *r, actor] for r in promoted])
+    values(tables.promotions.ident, ("rule", "source_id", "target_id"),
+           [[tenant, *r] for r in ledger], " ON CONFLICT DO NOTHING")
+    if tables.edges is not None:
+        values(tables.edges.ident, ("source_id", "target_id", "relation_type"),
+               [[tenant, *e, "derived_from"] for e in edges])
+    writes.append((sql.SQL(
+        "INSERT INTO {scopes} ({t}, tier, scope_id, closed_at) "
+        "VALUES (%(tenant)s, %(tier)s, %(scope_id)s, now()) "
+        "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at"
+    ).format(scopes=tables.scopes.ident, t=t),
+        {"tenant": tenant, "tier": row[1], "scope_id": row[2]}))
+    values(tables.events.ident, ("event_id", "kind", "memory_id", "actor", "payload"),
+           [[tenant, event_ids(), kind, memory_id, actor, Jsonb(payload)]
+            for kind, memory_id, payload in journal])
+    return writes
+
+
+def remove_statement_citus(tables: Tables) -> sql.Composed:
+    """Delete the rows ``%(ids)s`` of ``%(tenant)s`` that the cluster form of
+    :func:`end_scopes_statement` journalled as removed, through the cluster's delete
+    function, which the coordinator sends to the tenant's worker."""
+    return sql.SQL("SELECT {}(%(tenant)s::text, %(ids)s::uuid[])").format(
+        transient_delete_function(tables))
 
 
 def _derived_edges(spec: AgentSpec, tables: Tables) -> bool:
@@ -511,13 +702,22 @@ def _derived_edges(spec: AgentSpec, tables: Tables) -> bool:
             and "derived_from" in spec.graph.edges)
 
 
-def _boundary_edges(spec: AgentSpec, tables: Tables) -> sql.Composable:
+def _boundary_edges(spec: AgentSpec, tables: Tables, *, citus: bool = False) -> sql.Composable:
     """A CTE adding a ``derived_from`` edge from each promoted or corroborated row to each
     of its evidence rows that stays (archived or action-linked; a removed row leaves only
     its id in ``provenance.derived_from``). Empty unless the graph records such edges."""
     if not _derived_edges(spec, tables):
         return sql.SQL("")
     assert tables.edges is not None
+    if citus:  # the edges to insert, for the statement that follows (end_scope_inserts)
+        return sql.SQL(
+            "derived_edges AS (\n"
+            "  SELECT m.tenant, coalesce(m.target, m.new_id) AS source_id, u.member AS target_id\n"
+            "  FROM matched AS m CROSS JOIN LATERAL unnest(m.members) AS u(member)\n"
+            "  JOIN closing_rows AS c ON c.{t} = m.tenant AND c.id = u.member\n"
+            "  LEFT JOIN leaving AS l ON l.typology = c.typology\n"
+            "  WHERE c.linked OR coalesce(l.leave, 'remove') = 'archive'),\n").format(
+            t=tables.tenant)
     return sql.SQL(
         "derived_edges AS (\n"
         "  INSERT INTO {edges} ({t}, source_id, target_id, relation_type)\n"
