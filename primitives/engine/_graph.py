@@ -197,6 +197,20 @@ def _end_edge(tables: Tables) -> sql.Composed:
 
 
 @lru_cache(maxsize=64)
+def _end_edge_citus(tables: Tables) -> sql.Composed:
+    """:func:`_end_edge` on a Citus coordinator, which refuses ``now()`` inside ``coalesce``
+    in a distributed update: the time comes from a subquery over the edge (kept one by
+    ``OFFSET 0``), as the cluster form of ``resolve_conflict`` does."""
+    assert tables.edges is not None
+    return sql.SQL(
+        "UPDATE {edges} AS x SET valid_until = o.at FROM (SELECT coalesce("
+        "%(at)s::timestamptz, now()) AS at FROM {edges} WHERE {t} = %(tenant)s "
+        "AND id = %(id)s OFFSET 0) AS o "
+        "WHERE x.{t} = %(tenant)s AND x.id = %(id)s AND x.valid_until IS NULL RETURNING {cols}"
+    ).format(edges=tables.edges.ident, t=tables.tenant, cols=_cols(EDGE_COLUMNS, "x"))
+
+
+@lru_cache(maxsize=64)
 def _edge_by_id(tables: Tables) -> sql.Composed:
     assert tables.edges is not None
     return sql.SQL("SELECT {} FROM {} WHERE {} = %(tenant)s AND id = %(id)s").format(
@@ -378,7 +392,8 @@ def end_edge(ctx: Context, edge_id: UUID, *, reason: str | None = None,
     """End an edge: ``valid_until`` is set (the row stays; searches at an earlier ``as_of``
     still follow it). An ``edge_ended`` event; an edge already ended comes back as it is."""
     _, tables = _graph(ctx)
-    row = yield Step(_end_edge(tables), {"tenant": ctx.tenant, "id": edge_id, "at": at}, "one")
+    row = yield Step(_end_edge_citus(tables) if ctx.citus else _end_edge(tables),
+                     {"tenant": ctx.tenant, "id": edge_id, "at": at}, "one")
     if row is None:
         existing = yield Step(_edge_by_id(tables), {"tenant": ctx.tenant, "id": edge_id}, "one")
         if existing is None:

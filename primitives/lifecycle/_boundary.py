@@ -532,22 +532,31 @@ journal AS (
     )
 
 
-_PER_SCOPE_CITUS = """\
-SELECT n.tenant, n.tier, n.scope_id, n.removed, n.kept, n.archived, n.compounded,
-  n.promoted, n.corroborated, (SELECT count(*) FROM journal) AS events,
-  (SELECT count(*) FROM ledger) AS ledger, (SELECT count(*) FROM closed) AS closed,
-  ARRAY(SELECT r.id FROM removed AS r WHERE r.tenant = n.tenant ORDER BY r.id) AS removed_ids,
+_NOTHING = sql.SQL("")
+_CITUS_PARTS = """\
+  ARRAY(SELECT r.id FROM removed AS r ORDER BY r.id) AS removed_ids,
   (SELECT jsonb_agg(p.row ORDER BY p.id) FROM promoted AS p) AS promoted_rows,
   (SELECT jsonb_agg(jsonb_build_array(l.rule, l.source_id, l.target_id)
      ORDER BY l.target_id, l.source_id) FROM ledger AS l) AS ledger_rows,
   {edge_rows} AS edge_rows,
+  (SELECT jsonb_agg(jsonb_build_array(c.tier, c.scope_id, now()::text)
+     ORDER BY c.tier, c.scope_id) FROM closed AS c) AS closed_rows,
   (SELECT jsonb_agg(jsonb_build_array(j.kind, j.memory_id, j.payload)
-     ORDER BY j.o, j.at, j.memory_id) FROM journal AS j) AS journal_rows
+     ORDER BY j.o, j.at, j.memory_id) FROM journal AS j) AS journal_rows"""
+"""The end of the cluster form's result (:data:`CITUS_PARTS` columns), for one tenant:
+what the statements that follow write (:func:`end_scope_writes_citus`): the ids of the
+rows to remove, the promoted rows, the ledger's rows, the ``derived_from`` edges (NULL
+without the graph's edges), the closed scopes and the journal's events in their order."""
+CITUS_PARTS = 6
+_PER_SCOPE_CITUS = """\
+SELECT n.tenant, n.tier, n.scope_id, n.removed, n.kept, n.archived, n.compounded,
+  n.promoted, n.corroborated, (SELECT count(*) FROM journal) AS events,
+  (SELECT count(*) FROM ledger) AS ledger, (SELECT count(*) FROM closed) AS closed,
+{parts}
 FROM counts AS n ORDER BY n.tenant, n.tier, n.scope_id"""
-"""The cluster form's result, for one tenant: :data:`_PER_SCOPE`, then what the statements
-that follow write (:func:`end_scope_inserts_citus`): the ids of the rows to remove, the
-promoted rows, the ledger's rows, the ``derived_from`` edges (NULL without the graph's
-edges) and the journal's events in their order."""
+_SUMMARY_CITUS = """\
+SELECT (SELECT count(*) FROM counts),
+{parts}"""
 
 
 def _end_scopes_citus(spec: AgentSpec, tables: Tables, *, embedding: bool,
@@ -556,10 +565,11 @@ def _end_scopes_citus(spec: AgentSpec, tables: Tables, *, embedding: bool,
                       event: str) -> sql.Composed:
     """:func:`end_scopes_statement`'s cluster form (``citus``)."""
     on = sql.SQL("{} = %(tenant)s").format(tables.tenant)
-    result = sql.SQL(_PER_SCOPE_CITUS).format(edge_rows=sql.SQL(
+    parts = sql.SQL(_CITUS_PARTS).format(edge_rows=sql.SQL(
         "(SELECT jsonb_agg(jsonb_build_array(d.source_id, d.target_id) "
         "ORDER BY d.source_id, d.target_id) FROM derived_edges AS d)"
         if _derived_edges(spec, tables) else "NULL::jsonb"))
+    result = sql.SQL(_SUMMARY_CITUS if summary else _PER_SCOPE_CITUS).format(parts=parts)
     return _end_scopes(spec, tables, embedding=embedding, similarity=similarity,
                        direct_delete=direct_delete, closing=closing, summary=summary,
                        event=event, on=on, result=result)
@@ -649,42 +659,79 @@ def end_scope_writes_citus(spec: AgentSpec, tables: Tables, row: Sequence[Any], 
     (:func:`remove_statement_citus`)."""
     t, mem = tables.tenant, tables.memories.ident
     tenant, actor = params["tenant"], params["actor"]
-    promoted, ledger, edges, journal = row[13] or [], row[14] or [], row[15] or [], row[16] or []
+    promoted, ledger, edges, closed, journal = (part or [] for part in row[-5:])
     writes: list[tuple[sql.Composed, dict[str, Any]]] = []
 
     def values(table: sql.Composable, columns: Sequence[str], rows: list[list[Any]],
-               tail: str = "") -> None:
-        if not rows:
-            return
-        named: dict[str, Any] = {}
-        tuples = []
-        for r in rows:
-            names = [f"v{len(named) + i}" for i in range(len(r))]
-            named.update(zip(names, r, strict=True))
-            tuples.append(sql.SQL("({})").format(
-                sql.SQL(", ").join(map(sql.Placeholder, names))))
-        writes.append((sql.SQL("INSERT INTO {} ({}, {}) VALUES {}{}").format(
-            table, t, sql.SQL(", ").join(map(sql.Identifier, columns)),
-            sql.SQL(", ").join(tuples), sql.SQL(tail)), named))
+               tail: sql.Composable = _NOTHING) -> None:
+        if rows:
+            writes.append(_insert_values(table, t, columns, rows, tail))
 
     anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
     values(mem, (*anchors, "id", "tier", "typology", "scope_id", "key", "content",
                  "provenance", "corroborated_at", *_memory_copy_columns(tables, embedding),
                  "actor"), [[tenant, *r, actor] for r in promoted])
     values(tables.promotions.ident, ("rule", "source_id", "target_id"),
-           [[tenant, *r] for r in ledger], " ON CONFLICT DO NOTHING")
+           [[tenant, *r] for r in ledger], sql.SQL(" ON CONFLICT DO NOTHING"))
     if tables.edges is not None:
         values(tables.edges.ident, ("source_id", "target_id", "relation_type"),
                [[tenant, *e, "derived_from"] for e in edges])
-    writes.append((sql.SQL(
-        "INSERT INTO {scopes} ({t}, tier, scope_id, closed_at) "
-        "VALUES (%(tenant)s, %(tier)s, %(scope_id)s, now()) "
-        "ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at"
-    ).format(scopes=tables.scopes.ident, t=t),
-        {"tenant": tenant, "tier": row[1], "scope_id": row[2]}))
+    values(tables.scopes.ident, ("tier", "scope_id", "closed_at"),
+           [[tenant, *c] for c in closed], sql.SQL(
+               " ON CONFLICT ({}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at"
+           ).format(t))
     values(tables.events.ident, ("event_id", "kind", "memory_id", "actor", "payload"),
            [[tenant, event_ids(), kind, memory_id, actor, Jsonb(payload)]
             for kind, memory_id, payload in journal])
+    return writes
+
+
+def _insert_values(table: sql.Composable, tenant: sql.Composable, columns: Sequence[str],
+                   rows: list[list[Any]], tail: sql.Composable = _NOTHING
+                   ) -> tuple[sql.Composed, dict[str, Any]]:
+    """``INSERT INTO table (tenant, columns) VALUES ...`` of ``rows`` (each the tenant, then
+    a value per column), every value a parameter of its own."""
+    named: dict[str, Any] = {}
+    tuples = []
+    for r in rows:
+        names = [f"v{len(named) + i}" for i in range(len(r))]
+        named.update(zip(names, r, strict=True))
+        tuples.append(sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Placeholder, names))))
+    return sql.SQL("INSERT INTO {} ({}, {}) VALUES {}{}").format(
+        table, tenant, sql.SQL(", ").join(map(sql.Identifier, columns)),
+        sql.SQL(", ").join(tuples), tail), named
+
+
+def corroboration_writes_citus(tables: Tables, row: Sequence[Any], *, embedding: bool,
+                               params: dict[str, Any], event_ids: Callable[[], UUID]
+                               ) -> list[tuple[sql.Composed, dict[str, Any]]]:
+    """What the cluster form of :func:`corroboration_statement` (``row``, its result for
+    ``params``) leaves to write, as :func:`end_scope_writes_citus` does: the promoted rows,
+    the ledger, the ``derived_from`` edges and the journal's events."""
+    t = tables.tenant
+    tenant, actor = params["tenant"], params["actor"]
+    promoted, ledger, edges, journal = row[1] or [], row[2] or [], row[3] or [], row[4] or []
+    anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
+    vector = ("embedding", "embedding_model") if embedding else ()
+    writes = []
+    if promoted:
+        writes.append(_insert_values(tables.memories.ident, t, (
+            *anchors, "id", "tier", "typology", "scope_id", "key", "namespace", "content",
+            "value", "envelope", "tags", "provenance", "event_time", "corroborated_at",
+            *vector, "actor"), [[tenant, *r, actor] for r in promoted]))
+    if ledger:
+        writes.append(_insert_values(tables.promotions.ident, t, (
+            "rule", "source_id", "target_id"), [[tenant, *r] for r in ledger],
+            sql.SQL(" ON CONFLICT DO NOTHING")))
+    if edges and tables.edges is not None:
+        writes.append(_insert_values(tables.edges.ident, t, (
+            "source_id", "target_id", "relation_type"),
+            [[tenant, *e, "derived_from"] for e in edges]))
+    if journal:
+        writes.append(_insert_values(tables.events.ident, t, (
+            "event_id", "kind", "memory_id", "actor", "payload"),
+            [[tenant, event_ids(), kind, memory_id, actor, Jsonb(payload)]
+             for kind, memory_id, payload in journal]))
     return writes
 
 
@@ -829,7 +876,7 @@ stripped: with ``keep_if_specific`` the observation stays unpromoted."""
 
 
 def corroboration_statement(spec: AgentSpec, tables: Tables, rule: CorroborationRule, *,
-                            embedding: bool) -> sql.Composed:
+                            embedding: bool, citus: bool = False) -> sql.Composed:
     """Promote the rows of ``%(tenants)s`` that ``rule`` qualifies and its ledger has not
     seen: a new row of the target with ``provenance.derived_from`` = the source, the
     source's evidence, and (through the rule's gate) the stripped anchor values removed from
@@ -838,8 +885,18 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     so a repeat is refused. A persistent source whose typology archives on ``disposition``
     (``behavior.lifecycle.<typology>.archive_on``; episodic by default) is archived once
     promoted, journalled ``archived`` with the cause ``disposition``: the promoted row now
-    stands for it. Returns one row: the number promoted."""
+    stands for it. Returns one row: the number promoted.
+
+    ``citus``: the form a Citus coordinator routes whole to the shards of one tenant,
+    ``%(tenant)s`` (with ``%(nonce)s``, a fresh text the new rows' ids are made from), as
+    :func:`end_scopes_statement`'s: it inserts nothing, and returns after the number
+    promoted what :func:`corroboration_writes_citus` inserts: the promoted rows, the ledger's
+    rows, the ``derived_from`` edges and the journal's events."""
     t = tables.tenant
+    on = sql.SQL(" AND {}.{} = %(tenant)s") if citus else None
+
+    def only(alias: str) -> sql.Composable:
+        return sql.SQL("") if on is None else on.format(sql.Identifier(alias), t)
     mem = tables.memories.ident
     content: sql.Composable = sql.SQL("c.content")
     for key in rule.strip_anchors:
@@ -873,6 +930,7 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     disposes = (spec.tier(rule.from_tier).persistent and lifecycle is not None
                 and "disposition" in lifecycle.archive_on)
     vector_cols = sql.SQL(", embedding, embedding_model") if embedding else sql.SQL("")
+    edges = _derived_edges(spec, tables) and tables.edges is not None
     vector_select = sql.SQL(
         ", CASE WHEN s.new_content = s.content THEN s.embedding END, "
         "CASE WHEN s.new_content = s.content THEN s.embedding_model END"
@@ -880,35 +938,19 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     return sql.SQL("""\
 WITH candidates AS (
   SELECT c.*, {content} AS new_content, {envelope} AS new_envelope,
-         gen_random_uuid() AS new_id
+         {new_id} AS new_id
   FROM {mem} AS c
-  WHERE c.{t} = ANY(%(tenants)s::text[]) AND c.tier = {from_tier}
+  WHERE c.{t} = ANY(%(tenants)s::text[]){on_c} AND c.tier = {from_tier}
     AND c.typology = {from_typ} AND {active}
     AND {evidence} >= {n}
-    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}
+    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}{on_p}
                     AND p.rule IN ({ledger_rules}) AND p.source_id = c.id)
   FOR UPDATE OF c SKIP LOCKED),
 sorted AS (SELECT s.*, {specific} AS specific FROM candidates AS s),
-promoted AS (
-  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, namespace, content,
-                     value, envelope, tags, provenance, event_time, corroborated_at, actor
-                     {vector_cols})
-  SELECT s.{t}{anchor_select}, s.new_id, {to_tier}, {to_typ},
-         CASE WHEN s.tier = {to_tier} THEN s.scope_id END, s.new_id::text, s.namespace,
-         s.new_content, s.value, s.new_envelope, s.tags,
-         jsonb_build_object('derived_from', jsonb_build_array(s.id::text),
-                            'corroborated_by', s.provenance -> 'corroborated_by',
-                            'rule', {rule}),
-         s.event_time, now(), %(actor)s{vector_select}
-  FROM sorted AS s WHERE NOT s.specific
-  RETURNING {t} AS tenant, id, provenance),
-ledger AS (
-  INSERT INTO {promotions} ({t}, rule, source_id, target_id)
-  SELECT s.{t}, {rule}, s.id, CASE WHEN s.specific THEN NULL ELSE s.new_id END FROM sorted AS s
-  ON CONFLICT DO NOTHING RETURNING 1),
+{promoted},
+{ledger},
 {edges}{disposed}journal AS (
-  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
-  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload FROM (
+  {journal_head} FROM (
     SELECT s.{t} AS tenant, CASE WHEN s.specific THEN 'kept_specific' ELSE 'promoted' END
              AS kind,
            CASE WHEN s.specific THEN s.id ELSE s.new_id END AS memory_id,
@@ -920,9 +962,9 @@ ledger AS (
                                          OR s.new_envelope <> s.envelope) AS payload,
            0 AS n
     FROM sorted AS s{crossings}{disposals}) AS e ORDER BY e.tenant, e.memory_id, e.n
-  RETURNING 1)
+  {journal_tail})
 SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
-       + (SELECT count(*) FROM journal){disposed_count})""").format(
+       + (SELECT count(*) FROM journal){disposed_count}){citus_rows}""").format(
         content=content, envelope=envelope, mem=mem, t=t,
         from_tier=sql.Literal(rule.from_tier), from_typ=sql.Literal(rule.from_typology),
         to_tier=sql.Literal(rule.to_tier), to_typ=sql.Literal(rule.to_typology),
@@ -952,9 +994,10 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
         disposed=sql.SQL(
             "disposed AS (\n"
             "  UPDATE {mem} AS d SET archived_at = now(), updated_at = now()\n"
-            "  FROM sorted AS s WHERE NOT s.specific AND d.{t} = s.{t} AND d.id = s.id\n"
+            "  FROM sorted AS s WHERE NOT s.specific AND d.{t} = s.{t}{on_d} AND d.id = s.id\n"
             "    AND d.archived_at IS NULL\n"
-            "  RETURNING d.{t} AS tenant, d.id, s.new_id),\n").format(mem=mem, t=t)
+            "  RETURNING d.{t} AS tenant, d.id, s.new_id),\n").format(mem=mem, t=t,
+                                                                     on_d=only("d"))
         if disposes else sql.SQL(""),
         disposals=sql.SQL(
             "\n    UNION ALL\n"
@@ -970,9 +1013,81 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
             "  INSERT INTO {edges} ({t}, source_id, target_id, relation_type)\n"
             "  SELECT p.tenant, p.id, s.id, 'derived_from' FROM promoted AS p\n"
             "  JOIN sorted AS s ON s.{t} = p.tenant AND s.new_id = p.id\n"
-            "  RETURNING 1),\n").format(edges=tables.edges.ident, t=t)
-        if _derived_edges(spec, tables) and tables.edges is not None else sql.SQL(""),
+            "  RETURNING 1),\n" if not citus else
+            "derived_edges AS (\n"
+            "  SELECT p.id AS source_id, s.id AS target_id FROM promoted AS p\n"
+            "  JOIN sorted AS s ON s.{t} = p.tenant AND s.new_id = p.id),\n"
+        ).format(edges=tables.edges.ident, t=t)
+        if edges and tables.edges is not None else sql.SQL(""),
+        on_c=only("c"), on_p=only("p"),
+        new_id=sql.SQL("gen_random_uuid()") if not citus else sql.SQL(
+            "md5(%(nonce)s::text || c.id::text || {})::uuid").format(sql.Literal(rule.name)),
+        promoted=sql.SQL(_CORROBORATION_PROMOTED if not citus
+                         else _CORROBORATION_PROMOTED_CITUS).format(
+            mem=mem, t=t, anchor_cols=anchor_cols, anchor_select=anchor_select,
+            vector_cols=vector_cols, vector_select=vector_select, rule=sql.Literal(rule.name),
+            to_tier=sql.Literal(rule.to_tier), to_typ=sql.Literal(rule.to_typology),
+            anchor_text=sql.SQL("").join(sql.SQL("s.{}, ").format(sql.Identifier(c))
+                                         for c in anchors),
+            vector_text=sql.SQL(", s.embedding::text, s.embedding_model") if embedding
+            else sql.SQL("")),
+        ledger=sql.SQL(
+            "ledger AS (\n"
+            "  INSERT INTO {promotions} ({t}, rule, source_id, target_id)\n"
+            "  SELECT s.{t}, {rule}, s.id, CASE WHEN s.specific THEN NULL ELSE s.new_id END "
+            "FROM sorted AS s\n"
+            "  ON CONFLICT DO NOTHING RETURNING 1)" if not citus else
+            "ledger AS (\n"
+            "  SELECT {rule} AS rule, s.id AS source_id, "
+            "CASE WHEN s.specific THEN NULL ELSE s.new_id END AS target_id FROM sorted AS s)"
+        ).format(promotions=tables.promotions.ident, t=t, rule=sql.Literal(rule.name)),
+        journal_head=sql.SQL(
+            "INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)\n"
+            "  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload"
+        ).format(events=tables.events.ident, t=t) if not citus else sql.SQL(
+            "SELECT e.tenant, e.kind, e.memory_id, e.payload, e.n"),
+        journal_tail=sql.SQL("" if citus else "RETURNING 1"),
+        citus_rows=sql.SQL("") if not citus else sql.SQL(
+            ",\n  (SELECT jsonb_agg(p.row ORDER BY p.id) FROM promoted AS p),\n"
+            "  (SELECT jsonb_agg(jsonb_build_array(l.rule, l.source_id, l.target_id) "
+            "ORDER BY l.source_id) FROM ledger AS l),\n"
+            "  {edge_rows},\n"
+            "  (SELECT jsonb_agg(jsonb_build_array(j.kind, j.memory_id, j.payload) "
+            "ORDER BY j.memory_id, j.n) FROM journal AS j)").format(edge_rows=sql.SQL(
+                "(SELECT jsonb_agg(jsonb_build_array(d.source_id, d.target_id) "
+                "ORDER BY d.source_id, d.target_id) FROM derived_edges AS d)" if edges
+                else "NULL::jsonb")),
     )
+
+
+_CORROBORATION_PROMOTED = """\
+promoted AS (
+  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, namespace, content,
+                     value, envelope, tags, provenance, event_time, corroborated_at, actor
+                     {vector_cols})
+  SELECT s.{t}{anchor_select}, s.new_id, {to_tier}, {to_typ},
+         CASE WHEN s.tier = {to_tier} THEN s.scope_id END, s.new_id::text, s.namespace,
+         s.new_content, s.value, s.new_envelope, s.tags,
+         jsonb_build_object('derived_from', jsonb_build_array(s.id::text),
+                            'corroborated_by', s.provenance -> 'corroborated_by',
+                            'rule', {rule}),
+         s.event_time, now(), %(actor)s{vector_select}
+  FROM sorted AS s WHERE NOT s.specific
+  RETURNING {t} AS tenant, id, provenance)"""
+# the cluster form: the values (as text) of the rows the single-node CTE inserts, in the
+# order of CORROBORATION_COLUMNS_CITUS
+_CORROBORATION_PROMOTED_CITUS = """\
+promoted AS (
+  SELECT s.{t} AS tenant, s.new_id AS id, s.new_provenance AS provenance,
+         jsonb_build_array({anchor_text}s.new_id::text, {to_tier}, {to_typ}, s.new_scope_id,
+         s.new_id::text, s.namespace::text, s.new_content, s.value::text,
+         s.new_envelope::text, s.tags::text, s.new_provenance::text, s.event_time::text,
+         now()::text{vector_text}) AS row
+  FROM (SELECT s.*, CASE WHEN s.tier = {to_tier} THEN s.scope_id END AS new_scope_id,
+               jsonb_build_object('derived_from', jsonb_build_array(s.id::text),
+                                  'corroborated_by', s.provenance -> 'corroborated_by',
+                                  'rule', {rule}) AS new_provenance
+        FROM sorted AS s WHERE NOT s.specific) AS s)"""
 
 
 def _json_list(items: tuple[str, ...]) -> str:
