@@ -37,10 +37,10 @@ is :func:`corroboration_statement`, run at every boundary and by the maintain jo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -51,7 +51,7 @@ from primitives.compile._gates import resolve_gate
 from primitives.compile._maintenance_idx import evidence_count_sql
 from primitives.compile._names import Tables
 from primitives.compile._views import SANITIZED_EVENT_KIND
-from primitives.lifecycle._passes import MaintenancePass, Similarity
+from primitives.lifecycle._passes import ClusterForm, MaintenancePass, Similarity
 from primitives.spec import AgentSpec
 from primitives.spec._behavior import PromotionRule
 from primitives.spec._common import split_ref
@@ -665,7 +665,7 @@ def end_scope_writes_citus(spec: AgentSpec, tables: Tables, row: Sequence[Any], 
     def values(table: sql.Composable, columns: Sequence[str], rows: list[list[Any]],
                tail: sql.Composable = _NOTHING) -> None:
         if rows:
-            writes.append(_insert_values(table, t, columns, rows, tail))
+            writes.append(insert_values(table, t, columns, rows, tail))
 
     anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
     values(mem, (*anchors, "id", "tier", "typology", "scope_id", "key", "content",
@@ -686,7 +686,7 @@ def end_scope_writes_citus(spec: AgentSpec, tables: Tables, row: Sequence[Any], 
     return writes
 
 
-def _insert_values(table: sql.Composable, tenant: sql.Composable, columns: Sequence[str],
+def insert_values(table: sql.Composable, tenant: sql.Composable, columns: Sequence[str],
                    rows: list[list[Any]], tail: sql.Composable = _NOTHING
                    ) -> tuple[sql.Composed, dict[str, Any]]:
     """``INSERT INTO table (tenant, columns) VALUES ...`` of ``rows`` (each the tenant, then
@@ -715,20 +715,20 @@ def corroboration_writes_citus(tables: Tables, row: Sequence[Any], *, embedding:
     vector = ("embedding", "embedding_model") if embedding else ()
     writes = []
     if promoted:
-        writes.append(_insert_values(tables.memories.ident, t, (
+        writes.append(insert_values(tables.memories.ident, t, (
             *anchors, "id", "tier", "typology", "scope_id", "key", "namespace", "content",
             "value", "envelope", "tags", "provenance", "event_time", "corroborated_at",
             *vector, "actor"), [[tenant, *r, actor] for r in promoted]))
     if ledger:
-        writes.append(_insert_values(tables.promotions.ident, t, (
+        writes.append(insert_values(tables.promotions.ident, t, (
             "rule", "source_id", "target_id"), [[tenant, *r] for r in ledger],
             sql.SQL(" ON CONFLICT DO NOTHING")))
     if edges and tables.edges is not None:
-        writes.append(_insert_values(tables.edges.ident, t, (
+        writes.append(insert_values(tables.edges.ident, t, (
             "source_id", "target_id", "relation_type"),
             [[tenant, *e, "derived_from"] for e in edges]))
     if journal:
-        writes.append(_insert_values(tables.events.ident, t, (
+        writes.append(insert_values(tables.events.ident, t, (
             "event_id", "kind", "memory_id", "actor", "payload"),
             [[tenant, event_ids(), kind, memory_id, actor, Jsonb(payload)]
              for kind, memory_id, payload in journal]))
@@ -777,7 +777,7 @@ def _boundary_edges(spec: AgentSpec, tables: Tables, *, citus: bool = False) -> 
 
 
 def idle_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
-                          similarity: Similarity) -> sql.Composed | None:
+                          similarity: Similarity, citus: bool = False) -> sql.Composed | None:
     """The maintain pass that closes every open scope of ``%(tenants)s`` idle longer than its
     tier's ``boundary.idle_after`` at ``%(now)s``, as :func:`end_scopes_statement` ends a
     scope (event ``scope_idle_closed``); promotion into a transient tier needs the scope it
@@ -792,14 +792,16 @@ def idle_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     closing = sql.SQL(
         "SELECT s.{t}, s.tier, s.scope_id, NULL::text FROM {scopes} AS s "
         "JOIN (VALUES {idle}) AS i(tier, idle) ON i.tier = s.tier "
-        "WHERE s.{t} = ANY(%(tenants)s::text[]) AND s.closed_at IS NULL "
+        "WHERE s.{t} = ANY(%(tenants)s::text[]){only} AND s.closed_at IS NULL "
         "AND s.last_activity_at < %(now)s::timestamptz - i.idle "
         "ORDER BY s.{t}, s.tier, s.scope_id FOR UPDATE OF s SKIP LOCKED"
     ).format(t=tables.tenant, scopes=tables.scopes.ident,
-             idle=_values(idle, ("text", "interval")))
+             idle=_values(idle, ("text", "interval")),
+             only=sql.SQL(" AND s.{} = %(tenant)s").format(tables.tenant) if citus
+             else sql.SQL(""))
     return end_scopes_statement(spec, tables, embedding=embedding, similarity=similarity,
                                 direct_delete=True, closing=closing, summary=True,
-                                event="scope_idle_closed")
+                                event="scope_idle_closed", citus=citus)
 
 
 @dataclass(frozen=True)
@@ -1102,8 +1104,16 @@ def boundary_passes(spec: AgentSpec, tables: Tables, *, embedding: bool,
     persistent = spec.persistent_tier.name
 
     def promote(rule: CorroborationRule) -> MaintenancePass:
-        return MaintenancePass(f"promote {rule.name}",
-                               corroboration_statement(spec, tables, rule, embedding=embedding))
+        def writes(row: Sequence[Any], params: Mapping[str, Any]
+                   ) -> list[tuple[sql.Composed, dict[str, Any]]]:
+            return corroboration_writes_citus(tables, row, embedding=embedding,
+                                              params=dict(params), event_ids=uuid4)
+        return MaintenancePass(
+            f"promote {rule.name}",
+            corroboration_statement(spec, tables, rule, embedding=embedding),
+            cluster=ClusterForm(corroboration_statement(spec, tables, rule,
+                                                        embedding=embedding, citus=True),
+                                writes))
 
     # continuous rules only: a rule at a tier boundary runs when end_scope ends its tier's scope
     rules = [r for r in corroboration_rules(spec) if r.continuous]
@@ -1111,7 +1121,14 @@ def boundary_passes(spec: AgentSpec, tables: Tables, *, embedding: bool,
     # rules out of the persistent tier after (what the closes compounded up)
     passes = [promote(r) for r in rules if r.from_tier != persistent]
     idle = idle_scopes_statement(spec, tables, embedding=embedding, similarity=similarity)
-    if idle is not None:
-        passes.append(MaintenancePass("idle_scopes", idle))
+    idle_citus = idle_scopes_statement(spec, tables, embedding=embedding,
+                                       similarity=similarity, citus=True)
+    if idle is not None and idle_citus is not None:
+        def closed(row: Sequence[Any], params: Mapping[str, Any]
+                   ) -> list[tuple[sql.Composed, dict[str, Any]]]:
+            return end_scope_writes_citus(spec, tables, row, embedding=embedding,
+                                          params=dict(params), event_ids=uuid4)
+        passes.append(MaintenancePass("idle_scopes", idle,
+                                      cluster=ClusterForm(idle_citus, closed)))
     passes += [promote(r) for r in rules if r.from_tier == persistent]
     return passes

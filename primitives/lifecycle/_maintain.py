@@ -14,6 +14,7 @@ promote anything twice.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from primitives.db._names import MAINTAINER_ROLE
 from primitives.lifecycle._boundary import maintain_lock_scope
 from primitives.lifecycle._decay import dispositions_statement
 from primitives.lifecycle._passes import (
+    ClusterForm,
     JobContext,
     MaintenancePass,
     Similarity,
@@ -97,6 +99,19 @@ def _tenants(conn: psycopg.Connection[Any], tables: Tables, *,
         "ORDER BY 1").format(t=tables.tenant, mem=tables.memories.ident,
                              scopes=tables.scopes.ident)
     return [row[0] for row in conn.execute(statement).fetchall()]
+
+
+def _run_cluster_form(conn: psycopg.Connection[Any], form: ClusterForm,
+                      params: dict[str, Any]) -> Any:
+    """A pass's cluster form for one tenant: its statement, then its writes; the
+    statement's count, ``(changed,)``."""
+    params = {**params, "nonce": uuid.uuid4().hex}
+    row = conn.execute(form.statement, params).fetchone()
+    if row is None:
+        return None
+    for statement, values in form.writes(row, params):
+        conn.execute(statement, values)
+    return row[:1]
 
 
 def _refresh_canonical_index(conn: psycopg.Connection[Any], tables: Tables) -> int:
@@ -250,7 +265,10 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                     # another maintain on these tenants finishes its batch first
                     conn.execute(lock, params)
                     for step in passes:
-                        changed = conn.execute(step.statement, params).fetchone()
+                        if citus and step.cluster is not None:
+                            changed = _run_cluster_form(conn, step.cluster, params)
+                        else:
+                            changed = conn.execute(step.statement, params).fetchone()
                         counts[step.name] += int(changed[0]) if changed else 0
                         if changed is not None and len(changed) > 1:
                             reported = report.reported.setdefault(spec.agent, {})

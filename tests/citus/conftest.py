@@ -74,9 +74,6 @@ def pg(cluster: Cluster, migrated: MigrateReport) -> PostgresHandle:
 
 _VIEW_CTE = ("the audit supersession view's recursive CTE: Citus runs a recursive CTE over a "
              "distributed table only when it filters on the distribution column (0A000)")
-_BOUNDARY = ("end_scope: the tier-boundary statement (one set-based statement over the closing "
-             "scopes, INSERT ... SELECT into the next tier) is not routable on Citus: 'could not "
-             "run distributed query with FOR UPDATE/SHARE commands'")
 _VIEW_WRITE = ("a write through a view over distributed tables is refused by Citus before "
                "privileges are checked (0A000 'cannot modify views when the query contains "
                "citus tables'), not 42501/55000: refused all the same")
@@ -91,6 +88,11 @@ _PLACEMENTS = ("erasure after writes of this module's tenants: the erase functio
                "coordinator instead of the tenant's worker ('cannot perform query on placements "
                "that were modified in this transaction by a different user'); cause not pinned "
                "down: tests/citus/test_cluster.py erases after writes in one transaction")
+_CHECKPOINT_DELETE = (
+    "erasure with thread_ids: the checkpointer's delete function (SECURITY DEFINER, run on "
+    "the coordinator as its owner) reaches shards the transaction wrote as the application "
+    "role ('cannot perform query on placements that were modified in this transaction by a "
+    "different user'); the graph's entity insert, refused before, has its cluster form")
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
     "test_app_role_cannot_alter_drop_or_write_through_agent_view": _VIEW_WRITE,
     "test_auditor_cannot_insert_update_or_delete": _VIEW_WRITE,
@@ -98,8 +100,6 @@ ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_c
     "test_cross_tenant_read_returns_nothing": _VIEW_CTE,
     "test_no_tenant_set_sees_nothing": _VIEW_CTE,
     "test_tenant_without_rows_sees_an_empty_relation": _VIEW_CTE,
-    "test_engine_cross_tenant_writes_change_nothing": _BOUNDARY,
-    "test_scope_id_with_sql_is_stored_and_ended_literally": _BOUNDARY,
     "test_leaky_function_in_where_sees_only_the_tenants_rows": _PG_TEMP,
     "test_moving_own_rows_to_another_tenant_is_refused": _REKEY,
     "test_moving_an_event_to_another_tenant_breaks_the_chains_docs_compliance_names": _REKEY,
@@ -118,25 +118,14 @@ ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_c
     "test_erase_function_called_directly_writes_no_text_and_always_journals": (
         "calls the single-node erase_row(uuid, text, uuid, text, jsonb); the cluster's takes "
         "the tenant first"),
-    "test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump": (
-        "writes graph entities: the entity insert holds a subquery, which Citus refuses in "
-        "an INSERT (0A000)"),
-    "test_erasures_view_reports_residue_when_erased_text_is_put_back": (
-        "writes graph entities: the entity insert holds a subquery, which Citus refuses in "
-        "an INSERT (0A000)"),
+    "test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump": _CHECKPOINT_DELETE,
+    "test_erasures_view_reports_residue_when_erased_text_is_put_back": _CHECKPOINT_DELETE,
     "test_old_row_versions_leave_the_disk_only_with_primitives_vacuum": (
         "reads dead tuples of the coordinator's shell table; the rows live on the workers"),
-    "test_concurrent_store_puts_of_one_key_keep_one_linear_history": (
-        "the store's put path (primitives.store) has no cluster form yet: its prepared "
-        "statement's parameter types are not known to Citus (42P18)"),
     "test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_holds_a_guess": (
         "EXPLAIN ANALYZE of a distributed query shows the coordinator's custom scan, not the "
         "shard's index scan: the rows removed by the policy that the test counts are not in "
         "it"),
-    "test_arbitrary_strings_round_trip_literally_in_every_field": (
-        "writes graph entities or ends scopes: statements without a cluster form yet"),
-    "test_interleaved_writes_across_tenants_never_leak_rows_or_lose_events": (
-        "ends scopes: the tier-boundary statement has no cluster form yet"),
     "test_no_tenant_value_ever_appears_in_a_statement_text": (
         "on a coordinator primitives.set_tenant runs SET LOCAL primitives.tenant = '<tenant>' "
         "(Citus forwards SET LOCAL, not set_config), so the tenant is in that statement's "

@@ -9,21 +9,38 @@ from __future__ import annotations
 import asyncio
 import uuid
 import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-import psycopg
+import pytest
 from psycopg import sql
 
+from primitives._project import migrate
 from primitives.db import APP_ROLE
 from primitives.engine import Engine
 from primitives.langgraph import MemoryStore
+from primitives.lifecycle._boundary import boundary_rules
 from tests.citus._cluster import Cluster
+from tests.conftest import PostgresHandle, single_node
 from tests.security._support import (
     SPEC_BY_AGENT,
     anchor_for,
     connect_engine,
     verify_chain,
 )
+
+BOUNDARY_AGENTS = ("assistant", "spectral", "world")
+"""Agents whose transient tiers end with promotion, corroboration or temporal edges."""
+
+
+@pytest.fixture(scope="module")
+def single(make_home: Callable[[], Path]) -> Iterator[PostgresHandle]:
+    """One node beside the cluster (in this suite ``pg`` is the coordinator)."""
+    for handle in single_node(make_home):
+        migrate([SPEC_BY_AGENT[a] for a in BOUNDARY_AGENTS], dsn=handle.admin_dsn,
+                progress=lambda _: None)
+        yield handle
 
 
 def _engine(cluster: Cluster, agent: str) -> Engine:
@@ -94,10 +111,72 @@ def test_a_store_puts_gets_searches_and_deletes_on_the_cluster(
     assert gone is None
     assert later is not None and later.value == {"text": "written by aput"}
     assert kinds.count("observed") == 4 and kinds.count("superseded") == 1
-    assert len(kinds) > 5  # the delete is journalled too
+    assert kinds.count("tombstoned") == 1  # the delete
 
 
-def _rows(admin: psycopg.Connection[Any], engine: Engine, tenant: str) -> list[Any]:
-    return admin.execute(sql.SQL(
-        "SELECT tier, scope_id, content FROM {} WHERE {} = %s ORDER BY content").format(
-        engine.tables.memories.ident, engine.tables.tenant), (tenant,)).fetchall()
+
+
+def _scope_chain(engine: Engine, tenant: str) -> list[Any]:
+    """Rows in the first transient tier's scope, then every scope end up to the persistent
+    tier (each tier's rows compounding into the next): what each end returned."""
+    spec = engine.spec
+    tier = next(t.name for t in spec.tiers if not t.persistent)
+    ends: list[Any] = []
+    with engine.tenant(anchor_for(spec, tenant)) as mem:
+        for text in ("the deploy failed on friday night", "the deploy failed on friday night!",
+                     "the deploy failed on friday night", "lunch is at noon on mondays"):
+            mem.observe(tier, text, scope_id="s1")
+    scope = "s1"
+    while True:
+        upward = [r for r in boundary_rules(spec)
+                  if r.from_tier == tier and not spec.tier(r.to_tier).persistent]
+        into = f"{scope}:up" if upward else None
+        with engine.tenant(anchor_for(spec, tenant)) as mem:
+            ends.append(tuple(mem.end_scope(tier, scope, into_scope=into)))
+            ends.append(mem.end_scope(tier, scope, into_scope=into).removed)  # again: nothing
+        if not upward:
+            return ends
+        tier, scope = upward[0].to_tier, into
+
+
+def _state(engine: Engine, tenant: str) -> tuple[list[Any], list[Any], list[Any]]:
+    """The tenant's journal (kind, payload without ids) in order, its rows and its ledger,
+    ids left out; the chain verified."""
+    t = engine.tables
+    with engine.tenant(anchor_for(engine.spec, tenant)) as mem:
+        conn = mem.connection
+        assert verify_chain(conn, t, tenant) is None
+        journal = [(kind, sorted(k for k in payload))
+                   for kind, payload in conn.execute(sql.SQL(
+                       "SELECT kind, payload FROM {} ORDER BY seq").format(t.events.ident))]
+        rows = conn.execute(sql.SQL(
+            "SELECT tier, typology, scope_id, content, archived_at IS NOT NULL, "
+            "provenance ->> 'rule', jsonb_array_length(coalesce(provenance -> 'derived_from', "
+            "'[]')), provenance -> 'corroborated_by' FROM {} ORDER BY 1, 2, 3, 4, 5, 6, 7"
+        ).format(t.memories.ident)).fetchall()
+        ledger = conn.execute(sql.SQL(
+            "SELECT rule, target_id IS NULL, count(*) FROM {} GROUP BY 1, 2 ORDER BY 1, 2"
+        ).format(t.promotions.ident)).fetchall()
+    return journal, rows, ledger
+
+
+@pytest.mark.parametrize("agent", BOUNDARY_AGENTS)
+def test_scope_ends_on_the_cluster_as_on_one_node(
+    cluster: Cluster, coordinator: str, single: PostgresHandle, agent: str
+) -> None:
+    """The same rows and scope ends on one node and on the cluster (``end_scope``'s
+    boundary, the corroboration rules that run with it, the write path's temporal edges):
+    the same counts, the same journal in the same order, the same rows and ledger."""
+    spec = SPEC_BY_AGENT[agent]
+    tenant = _tenant("end")
+    results = []
+    for dsn in (single.app_dsn, cluster.coordinator.dsn(APP_ROLE)):
+        engine = connect_engine(spec, dsn)
+        try:
+            results.append((_scope_chain(engine, tenant), _state(engine, tenant)))
+        finally:
+            engine.close()
+    (one_ends, one_state), (cluster_ends, cluster_state) = results
+    assert cluster_ends == one_ends
+    assert any(end[0] for end in one_ends if isinstance(end, tuple))  # rows were removed
+    assert cluster_state == one_state
