@@ -10,10 +10,12 @@ import asyncio
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from psycopg import sql
 
 from primitives._project import migrate
@@ -21,6 +23,8 @@ from primitives.db import APP_ROLE
 from primitives.engine import Engine
 from primitives.langgraph import MemoryStore
 from primitives.lifecycle._boundary import boundary_rules
+from primitives.lifecycle._maintain import maintain
+from primitives.spec import AgentSpec, load_spec_text
 from tests.citus._cluster import Cluster
 from tests.conftest import PostgresHandle, single_node
 from tests.security._support import (
@@ -30,6 +34,7 @@ from tests.security._support import (
     verify_chain,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 BOUNDARY_AGENTS = ("assistant", "spectral", "world")
 """Agents whose transient tiers end with promotion, corroboration or temporal edges."""
 
@@ -180,3 +185,60 @@ def test_scope_ends_on_the_cluster_as_on_one_node(
     assert cluster_ends == one_ends
     assert any(end[0] for end in one_ends if isinstance(end, tuple))  # rows were removed
     assert cluster_state == one_state
+
+
+def _maintained_spectral(name: str = "spectral_maint") -> AgentSpec:
+    """The Spectral spec under an agent name of its own: ``maintain`` visits every tenant of
+    an agent, so its tables hold only the rows of the test below."""
+    data = yaml.safe_load((ROOT / "agents" / "spectral_agent.yaml").read_text(encoding="utf-8"))
+    data["agent"] = name
+    data["persistence"]["store"]["prefix"] = name
+    data["persistence"]["checkpointer"]["enabled"] = False
+    # without the event-driven crossing of facts to world signals: its outbox trigger has
+    # no cluster form yet (docs/scaling.md)
+    data["discipline"].pop("sanitization")
+    data["discipline"]["visibility"] = {"rls": "session_var"}
+    for rule in data["behavior"].get("promotion", []):
+        rule.pop("sanitization", None)
+    # facts written directly (the reference spec promotes them), so that they can lapse
+    data["behavior"].setdefault("write_policy", {})["semantic"] = {
+        "mode": "auto", "justification": "the test writes the facts whose windows lapse"}
+    return load_spec_text(yaml.safe_dump(data), policies_dir=ROOT / "policies")
+
+
+def test_maintain_runs_on_the_cluster_as_on_one_node(
+    cluster: Cluster, coordinator: str, single: PostgresHandle
+) -> None:
+    """``primitives maintain`` over an agent whose facts' corroboration windows lapse (one
+    tenant, no other on its tables): at each of three runs, 100, 200 and 300 days on, the
+    same failed corroborations are counted on one node and on the cluster, the third
+    archives the facts, and both journals hold the same events in the same order."""
+    spec = _maintained_spectral()
+    tenant = _tenant("mnt")
+    seen = []
+    for admin, app in ((single.admin_dsn, single.app_dsn),
+                       (cluster.coordinator.dsn(), cluster.coordinator.dsn(APP_ROLE))):
+        migrate([spec], dsn=admin, progress=lambda _: None)
+        engine = connect_engine(spec, app)
+        try:
+            with engine.tenant(anchor_for(spec, tenant)) as mem:
+                for fact in ("the scanner runs nightly", "the mirror is read only"):
+                    mem.observe("workspace", fact, typology="semantic")
+                mem.observe("workspace", "rotate the keys monthly", typology="procedural")
+                start = mem.connection.execute("SELECT now()").fetchone()
+            assert start is not None
+            counts = []
+            for days in (100, 200, 300):
+                report = maintain([spec], admin, now=start[0] + timedelta(days=days),
+                                  force=True)
+                counts.append((report.tenants, report.agents[spec.agent]))
+            journal, rows, _ = _state(engine, tenant)
+        finally:
+            engine.close()
+        seen.append((counts, journal, rows))
+    assert seen[0] == seen[1]
+    counts, journal, rows = seen[1]
+    assert [c[1]["corroboration"] for c in counts] == [2, 2, 2]
+    assert [kind for kind, _ in journal].count("corroboration_failed") == 6
+    assert [kind for kind, _ in journal].count("archived") == 2
+    assert sorted(r[4] for r in rows) == [False, True, True]  # the facts archived
