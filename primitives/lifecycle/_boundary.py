@@ -313,10 +313,13 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     ``citus``: the form a Citus coordinator routes whole to the shards of one tenant,
     ``%(tenant)s``, the only tenant of the arrays: every table in it is also filtered by that
     tenant (Citus plans a statement with ``FOR UPDATE`` only when it reaches one shard group),
-    and the rows to remove are journalled and counted here but deleted by
-    :func:`remove_statement_citus`, next in the same transaction (from a shard, the delete
-    function would query the distributed table again). Columns 9 onwards of each row are
-    the removed rows' ids (``uuid[]``).
+    with ``%(nonce)s`` (a fresh text the new rows' ids are made from). It inserts nothing:
+    Citus plans an ``INSERT`` in a common table expression on its own, through ``COPY``,
+    which row-level security refuses. Its rows end with :data:`CITUS_PARTS` columns, what
+    :func:`end_scope_writes_citus` then writes; the rows to remove (without
+    ``direct_delete``) are journalled and counted here and deleted last by
+    :func:`remove_statement_citus` (from a shard, the single-node delete function would
+    query the distributed table again).
     """
     if citus:
         return _end_scopes_citus(spec, tables, embedding=embedding, similarity=similarity,

@@ -84,10 +84,6 @@ _PG_TEMP = ("a function created in pg_temp cannot be used in a query on distribu
             "(the workers have no pg_temp schema of this session: 3F000)")
 _NON_MIRROR = ("the non-mirror test agent's plan keeps its canonical 'rules' table local, and "
                "Citus refuses a foreign key from a distributed table to it (42P16)")
-_PLACEMENTS = ("erasure after writes of this module's tenants: the erase function ran on the "
-               "coordinator instead of the tenant's worker ('cannot perform query on placements "
-               "that were modified in this transaction by a different user'); cause not pinned "
-               "down: tests/citus/test_cluster.py erases after writes in one transaction")
 _CHECKPOINT_DELETE = (
     "erasure with thread_ids: the checkpointer's delete function (SECURITY DEFINER, run on "
     "the coordinator as its owner) reaches shards the transaction wrote as the application "
@@ -107,7 +103,6 @@ ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_c
     "test_app_role_cannot_reference_another_tenants_memory": _NON_MIRROR,
     "test_app_role_cannot_switch_the_guard_off": _NON_MIRROR,
     "test_raw_insert_of_a_copy_by_the_app_role_is_refused": _NON_MIRROR,
-    "test_erase_subject_with_sql_matches_literally": _PLACEMENTS,
     "test_planner_statistics_do_not_reveal_other_tenants_values": (
         "planner statistics of a distributed table live on the shards; the coordinator's "
         "pg_stats for the table are empty, so the test's precondition (the statistics hold "
