@@ -14,11 +14,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import yaml
 from psycopg import sql
 
 from primitives._project import migrate
+from primitives.compile._definer import transient_delete_function
 from primitives.db import APP_ROLE
 from primitives.engine import Engine
 from primitives.langgraph import MemoryStore
@@ -242,3 +244,37 @@ def test_maintain_runs_on_the_cluster_as_on_one_node(
     assert [kind for kind, _ in journal].count("corroboration_failed") == 6
     assert [kind for kind, _ in journal].count("archived") == 2
     assert sorted(r[4] for r in rows) == [False, True, True]  # the facts archived
+
+
+def test_the_set_delete_function_refuses_another_tenant_and_persistent_rows(
+    cluster: Cluster, coordinator: str
+) -> None:
+    """``<prefix>_delete_transient(tenant, ids)``, the cluster's set form of the delete
+    function (SECURITY DEFINER, run on the tenant's worker): called by the application role
+    for another tenant than the transaction's, or over a persistent row, it is refused and
+    nothing is deleted; for the transaction's tenant it deletes that tenant's transient
+    rows."""
+    engine = _engine(cluster, "spectral")
+    victim, attacker = _tenant("victim"), _tenant("attacker")
+    delete = sql.SQL("SELECT {}(%s::text, %s::uuid[])").format(
+        transient_delete_function(engine.tables))
+    try:
+        note = engine.observe(anchor_for(engine.spec, victim), "cycle", "a note", scope_id="s")
+        kept = engine.observe(anchor_for(engine.spec, victim), "workspace", "a procedure",
+                              typology="procedural")
+        with psycopg.connect(cluster.coordinator.dsn(APP_ROLE)) as app:
+            app.execute("SELECT primitives.set_tenant(%s)", (attacker,))
+            with pytest.raises(psycopg.errors.InsufficientPrivilege,
+                               match="tenant of the current transaction"):
+                app.execute(delete, (victim, [note.id]))
+        with psycopg.connect(cluster.coordinator.dsn(APP_ROLE)) as app:
+            app.execute("SELECT primitives.set_tenant(%s)", (victim,))
+            with pytest.raises(psycopg.Error, match="persistent"):
+                app.execute(delete, (victim, [kept.id]))
+        with engine.tenant(anchor_for(engine.spec, victim)) as mem:
+            assert mem.get(note.id) is not None and mem.get(kept.id) is not None
+            deleted = mem.connection.execute(delete, (victim, [note.id])).fetchone()
+            assert deleted == (1,)
+            assert mem.get(note.id) is None
+    finally:
+        engine.close()
