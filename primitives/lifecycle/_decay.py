@@ -334,13 +334,16 @@ def decay_models(spec: AgentSpec) -> DecayModels:
 
 # maintain passes ------------------------------------------------------------------------------
 def decay_archive_statement(spec: AgentSpec, tables: Tables,
-                            typologies: Collection[str] | None = None) -> sql.Composed | None:
+                            typologies: Collection[str] | None = None, *,
+                            citus: bool = False) -> sql.Composed | None:
     """Archive the active rows of ``%(tenants)s`` whose typology decays by ``ebbinghaus``,
     archives on ``decay_threshold`` (``behavior.lifecycle.<typology>.archive_on``), and whose
     effective confidence at ``%(now)s`` is below the model's ``threshold`` (protected rows keep
     full confidence, so they never fall below it), each with a ``decay_archived`` event
     carrying that confidence. Returns ``(changed)``. None without such a typology.
-    ``typologies``: only these (default: all)."""
+    ``typologies``: only these (default: all). ``citus``: the cluster form, as
+    :func:`corroboration_statement`'s (every table, the protections' too, filtered by
+    ``%(tenant)s``; the events returned after the count)."""
     models = decay_models(spec)
     now = sql.SQL("%(now)s")
     archiving = {t for t, life in spec.behavior.lifecycle.items()
@@ -355,20 +358,32 @@ def decay_archive_statement(spec: AgentSpec, tables: Tables,
         for t, v in thresholds))
     return sql.SQL(
         "WITH due AS (SELECT c.* FROM (SELECT m.{t} AS tenant, m.id, {conf} AS confidence, "
-        "{threshold} AS threshold FROM {mem} AS m WHERE m.{t} = ANY(%(tenants)s::text[]) "
+        "{threshold} AS threshold FROM {mem} AS m WHERE m.{t} = ANY(%(tenants)s::text[]){only} "
         "AND m.typology = ANY({typologies}::text[]) AND {active}) AS c "
         "WHERE c.confidence < c.threshold), "
         "archived AS (UPDATE {mem} AS m SET archived_at = %(now)s, updated_at = %(now)s "
-        "FROM due WHERE m.{t} = due.tenant AND m.id = due.id AND {active} "
+        "FROM due WHERE m.{t} = due.tenant{only} AND m.id = due.id AND {active} "
         "RETURNING m.{t} AS tenant, m.id), "
-        "journal AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
-        "SELECT a.tenant, gen_random_uuid(), 'decay_archived', a.id, %(actor)s, "
+        "journal AS ({journal}"
         "jsonb_build_object('confidence', due.confidence, 'threshold', due.threshold, "
-        "'column', 'archived_at') FROM archived AS a JOIN due ON due.tenant = a.tenant "
-        "AND due.id = a.id ORDER BY a.tenant, a.id RETURNING 1) "
-        "SELECT count(*)::bigint FROM journal"
-    ).format(t=tables.tenant, mem=tables.memories.ident, events=tables.events.ident,
-             conf=models.confidence_sql(tables, now, sql.SQL("= ANY(%(tenants)s::text[])")),
+        "'column', 'archived_at'){payload} FROM archived AS a JOIN due ON due.tenant = a.tenant "
+        "AND due.id = a.id{order}) "
+        "SELECT count(*)::bigint{event_rows} FROM journal"
+    ).format(t=tables.tenant, mem=tables.memories.ident,
+             conf=models.confidence_sql(tables, now, sql.SQL(
+                 "= %(tenant)s" if citus else "= ANY(%(tenants)s::text[])")),
+             only=sql.SQL(" AND m.{} = %(tenant)s").format(tables.tenant) if citus
+             else sql.SQL(""),
+             journal=sql.SQL(
+                 "SELECT a.tenant, 'decay_archived' AS kind, a.id AS memory_id, " if citus
+                 else "INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
+                 "SELECT a.tenant, gen_random_uuid(), 'decay_archived', a.id, %(actor)s, "
+             ).format(events=tables.events.ident, t=tables.tenant),
+             payload=sql.SQL(" AS payload" if citus else ""),
+             order=sql.SQL("" if citus else " ORDER BY a.tenant, a.id RETURNING 1"),
+             event_rows=sql.SQL(
+                 ", (SELECT jsonb_agg(jsonb_build_array(e.kind, e.memory_id, e.payload) "
+                 "ORDER BY e.tenant, e.memory_id) FROM journal AS e)" if citus else ""),
              threshold=threshold,
              typologies=sql.Literal([t for t, _ in thresholds]),
              active=active_predicate("m"))
@@ -543,6 +558,13 @@ def journal_writes_citus(tables: Tables, row: Sequence[Any], params: Mapping[str
          for kind, memory_id, payload in events])]
 
 
+def _cluster_form(tables: Tables, statement: sql.Composed | None) -> ClusterForm | None:
+    """A decay pass's cluster form: its ``citus`` statement, then its events."""
+    if statement is None:
+        return None
+    return ClusterForm(statement, partial(journal_writes_citus, tables))
+
+
 def decay_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:
     """The maintain job's decay work: ``decay_archive`` (Ebbinghaus typologies below their
     threshold are archived, never deleted), ``corroboration`` (failed corroborations of
@@ -558,10 +580,11 @@ def decay_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:
         scoped = covered = tuple(typologies)
         cluster = corroboration_statement(spec, tables, scoped, citus=True)
         for name, statement, form in (
-                ("decay_archive", decay_archive_statement(spec, tables, scoped), None),
+                ("decay_archive", decay_archive_statement(spec, tables, scoped),
+                 _cluster_form(tables, decay_archive_statement(spec, tables, scoped,
+                                                               citus=True))),
                 ("corroboration", corroboration_statement(spec, tables, scoped),
-                 None if cluster is None else ClusterForm(cluster, partial(
-                     journal_writes_citus, tables))),
+                 _cluster_form(tables, cluster)),
                 ("dispositions", dispositions_statement(spec, tables, typologies=scoped),
                  None)):
             if statement is not None:

@@ -278,3 +278,54 @@ def test_the_set_delete_function_refuses_another_tenant_and_persistent_rows(
             assert mem.get(note.id) is None
     finally:
         engine.close()
+
+
+def _maintained_assistant(name: str = "assistant_maint") -> AgentSpec:
+    """The assistant spec under an agent name and table prefix of its own, as
+    :func:`_maintained_spectral`."""
+    data = yaml.safe_load((ROOT / "agents" / "assistant_memory.yaml").read_text(
+        encoding="utf-8"))
+    data["agent"] = name
+    data["persistence"]["store"]["prefix"] = name
+    return load_spec_text(yaml.safe_dump(data), policies_dir=ROOT / "policies")
+
+
+def test_maintain_archives_decayed_rows_on_the_cluster_as_on_one_node(
+    cluster: Cluster, coordinator: str, single: PostgresHandle,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The assistant spec's ``decay_archive`` pass (Ebbinghaus decay below the threshold,
+    protections read from the entity tables) through ``maintain``, 400 days on: the same
+    rows archived (the opinion and the fact; the episode is exempt), with the same
+    ``decay_archived`` events, on one node and on the cluster; a second run archives
+    nothing. The Python jobs (the consolidation job's scope listing has no cluster form:
+    docs/scaling.md) are left out."""
+    from primitives.lifecycle import _passes
+    monkeypatch.setattr(_passes, "job_builders", [])
+    spec = _maintained_assistant()
+    tenant = _tenant("dec")
+    seen = []
+    for admin, app in ((single.admin_dsn, single.app_dsn),
+                       (cluster.coordinator.dsn(), cluster.coordinator.dsn(APP_ROLE))):
+        migrate([spec], dsn=admin, progress=lambda _: None)
+        engine = connect_engine(spec, app)
+        try:
+            with engine.tenant(anchor_for(spec, tenant)) as mem:
+                mem.observe("long_term", "the user likes jazz", typology="opinion")
+                mem.observe("long_term", "the user lives in Lyon", typology="semantic")
+                mem.observe("long_term", "met the user at a concert", typology="episodic")
+                start = mem.connection.execute("SELECT now()").fetchone()
+            assert start is not None
+            report = maintain([spec], admin, now=start[0] + timedelta(days=400), force=True)
+            again = maintain([spec], admin, now=start[0] + timedelta(days=400), force=True)
+            journal, rows, _ = _state(engine, tenant)
+        finally:
+            engine.close()
+        seen.append((report.agents, again.agents, journal, rows))
+    assert seen[0] == seen[1]
+    counts, repeated, journal, rows = seen[1]
+    assert counts[spec.agent]["decay_archive"] == 2
+    assert repeated[spec.agent]["decay_archive"] == 0
+    assert [kind for kind, _ in journal].count("decay_archived") == 2
+    assert sorted((r[1], r[4]) for r in rows) == [
+        ("episodic", False), ("opinion", True), ("semantic", True)]
