@@ -280,7 +280,7 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                             listed.extend(row[2][:max(0, list_dispositions - len(listed))])
                 if jobs:
                     job_ctx = JobContext(spec, tables, dsn, batch, batch_now, actor,
-                                         embedding, similarity, embedder, extractor)
+                                         embedding, similarity, embedder, extractor, citus)
                     for job in jobs:
                         counts[job.name] += job.run(job_ctx)
                 report.batches += 1

@@ -123,6 +123,9 @@ class JobContext:
     similarity: Similarity
     embedder: Any = None
     extractor: Any = None
+    citus: bool = False
+    """On a Citus coordinator: ``tenants`` is one tenant, whose statements Citus routes
+    whole to its worker when every table in them is filtered by it."""
 
 
 class MaintenanceJob(NamedTuple):

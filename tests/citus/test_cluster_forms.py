@@ -291,17 +291,14 @@ def _maintained_assistant(name: str = "assistant_maint") -> AgentSpec:
 
 
 def test_maintain_archives_decayed_rows_on_the_cluster_as_on_one_node(
-    cluster: Cluster, coordinator: str, single: PostgresHandle,
-    monkeypatch: pytest.MonkeyPatch,
+    cluster: Cluster, coordinator: str, single: PostgresHandle
 ) -> None:
     """The assistant spec's ``decay_archive`` pass (Ebbinghaus decay below the threshold,
     protections read from the entity tables) through ``maintain``, 400 days on: the same
     rows archived (the opinion and the fact; the episode is exempt), with the same
     ``decay_archived`` events, on one node and on the cluster; a second run archives
-    nothing. The Python jobs (the consolidation job's scope listing has no cluster form:
-    docs/scaling.md) are left out."""
-    from primitives.lifecycle import _passes
-    monkeypatch.setattr(_passes, "job_builders", [])
+    nothing. The run includes the spec's jobs (consolidation, embedding: nothing for
+    them to do here)."""
     spec = _maintained_assistant()
     tenant = _tenant("dec")
     seen = []
@@ -324,7 +321,7 @@ def test_maintain_archives_decayed_rows_on_the_cluster_as_on_one_node(
         seen.append((report.agents, again.agents, journal, rows))
     assert seen[0] == seen[1]
     counts, repeated, journal, rows = seen[1]
-    assert counts[spec.agent]["decay_archive"] == 2
+    assert counts[spec.agent] == {"decay_archive": 2, "consolidation": 0, "embed_pending": 0}
     assert repeated[spec.agent]["decay_archive"] == 0
     assert [kind for kind, _ in journal].count("decay_archived") == 2
     assert sorted((r[1], r[4]) for r in rows) == [
