@@ -44,6 +44,7 @@ from primitives.errors import (
     TenancyError,
 )
 from primitives.lifecycle import _boundary as boundary
+from primitives.lifecycle import _cluster_writes as cluster_writes
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.lifecycle._decay import DecayModels, decay_models
 from primitives.spec import AgentSpec
@@ -1118,13 +1119,13 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
     row = yield Step(statement, params, "one")
     assert row is not None
     if ctx.citus:
-        for write, write_params in boundary.end_scope_writes_citus(
+        for write, write_params in cluster_writes.end_scope_writes_citus(
                 spec, ctx.tables, row, embedding=ctx.has_embedding, params=params,
                 event_ids=q.new_event_id):
             yield Step(write, write_params)
-        removed = row[-boundary.CITUS_PARTS]
+        removed = row[-cluster_writes.CITUS_PARTS]
         if removed:
-            yield Step(boundary.remove_statement_citus(ctx.tables),
+            yield Step(cluster_writes.remove_statement_citus(ctx.tables),
                        {"tenant": ctx.tenant, "ids": list(removed)}, "one")
     promoted += yield from _corroboration(ctx, [r for r in rules if r.from_tier != tier])
     return ScopeEnd(removed=row[3], kept=row[4], archived=row[5], compounded=row[6],
@@ -1142,7 +1143,7 @@ def _corroboration(ctx: Context, rules: Sequence[boundary.CorroborationRule]) ->
             ctx.spec, ctx.tables, rule, embedding=ctx.has_embedding, citus=ctx.citus),
             params, "one")
         if ctx.citus and count is not None:
-            for write, write_params in boundary.corroboration_writes_citus(
+            for write, write_params in cluster_writes.corroboration_writes_citus(
                     ctx.tables, count, embedding=ctx.has_embedding, params=params,
                     event_ids=q.new_event_id):
                 yield Step(write, write_params)

@@ -37,13 +37,12 @@ is :func:`corroboration_statement`, run at every boundary and by the maintain jo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from primitives.compile._definer import transient_delete_function
 from primitives.compile._expr import active_predicate
@@ -51,6 +50,11 @@ from primitives.compile._gates import resolve_gate
 from primitives.compile._maintenance_idx import evidence_count_sql
 from primitives.compile._names import Tables
 from primitives.compile._views import SANITIZED_EVENT_KIND
+from primitives.lifecycle._cluster_writes import (
+    corroboration_writes_citus,
+    end_scope_writes_citus,
+    memory_copy_columns,
+)
 from primitives.lifecycle._passes import ClusterForm, MaintenancePass, Similarity
 from primitives.spec import AgentSpec
 from primitives.spec._behavior import PromotionRule
@@ -273,14 +277,6 @@ def _values(rows: Sequence[tuple[object, ...]], types: tuple[str, ...]) -> sql.C
         for row in rows)
 
 
-def _memory_copy_columns(tables: Tables, embedding: bool) -> list[str]:
-    """The columns a promoted row takes from its evidence, besides the anchor columns."""
-    columns = ["namespace", "value", "envelope", "tags", "event_time"]
-    if embedding:
-        columns += ["embedding", "embedding_model"]
-    return columns
-
-
 _CLOSING_ARRAYS = sql.SQL(
     "SELECT * FROM unnest(%(tenants)s::text[], %(tiers)s::text[], %(scope_ids)s::text[], "
     "%(into)s::text[])")
@@ -315,10 +311,10 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     tenant (Citus plans a statement with ``FOR UPDATE`` only when it reaches one shard group),
     with ``%(nonce)s`` (a fresh text the new rows' ids are made from). It inserts nothing:
     Citus plans an ``INSERT`` in a common table expression on its own, through ``COPY``,
-    which row-level security refuses. Its rows end with :data:`CITUS_PARTS` columns, what
-    :func:`end_scope_writes_citus` then writes; the rows to remove (without
-    ``direct_delete``) are journalled and counted here and deleted last by
-    :func:`remove_statement_citus` (from a shard, the single-node delete function would
+    which row-level security refuses. Its rows end with the columns
+    :mod:`~primitives.lifecycle._cluster_writes` then writes (``CITUS_PARTS``); the rows to
+    remove (without ``direct_delete``) are journalled and counted here and deleted last
+    (``remove_statement_citus``: from a shard, the single-node delete function would
     query the distributed table again).
     """
     if citus:
@@ -345,7 +341,7 @@ def _end_scopes(spec: AgentSpec, tables: Tables, *, embedding: bool, similarity:
     leave_rows = [(typ, _leave(spec, typ)) for typ in spec.typologies]
     persistent = spec.persistent_tier.name
     anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
-    copy = _memory_copy_columns(tables, embedding)
+    copy = memory_copy_columns(tables, embedding)
     anchor_select = sql.SQL("").join(
         sql.SQL(", CASE WHEN {n} = ANY(m.escalate_clear) THEN NULL ELSE h.{c} END").format(
             n=sql.Literal(c), c=sql.Identifier(c)) for c in anchors)
@@ -535,7 +531,6 @@ journal AS (
     )
 
 
-_NOTHING = sql.SQL("")
 _CITUS_PARTS = """\
   ARRAY(SELECT r.id FROM removed AS r ORDER BY r.id) AS removed_ids,
   (SELECT jsonb_agg(p.row ORDER BY p.id) FROM promoted AS p) AS promoted_rows,
@@ -546,11 +541,11 @@ _CITUS_PARTS = """\
      ORDER BY c.tier, c.scope_id) FROM closed AS c) AS closed_rows,
   (SELECT jsonb_agg(jsonb_build_array(j.kind, j.memory_id, j.payload)
      ORDER BY j.o, j.at, j.memory_id) FROM journal AS j) AS journal_rows"""
-"""The end of the cluster form's result (:data:`CITUS_PARTS` columns), for one tenant:
-what the statements that follow write (:func:`end_scope_writes_citus`): the ids of the
+"""The end of the cluster form's result (``_cluster_writes.CITUS_PARTS`` columns), for one
+tenant:
+what the statements that follow write (:mod:`primitives.lifecycle._cluster_writes`): the ids of the
 rows to remove, the promoted rows, the ledger's rows, the ``derived_from`` edges (NULL
 without the graph's edges), the closed scopes and the journal's events in their order."""
-CITUS_PARTS = 6
 _PER_SCOPE_CITUS = """\
 SELECT n.tenant, n.tier, n.scope_id, n.removed, n.kept, n.archived, n.compounded,
   n.promoted, n.corroborated, (SELECT count(*) FROM journal) AS events,
@@ -644,106 +639,6 @@ corroborated AS (
         AND x.id = p.target WHERE x.{t} = %(tenant)s FOR UPDATE OF x) AS n
   WHERE x.{t} = n.tenant AND x.{t} = %(tenant)s AND x.id = n.target
   RETURNING n.tenant, x.id, n.rule, n.members, x.provenance -> 'corroborated_by' AS evidence),"""
-
-
-def end_scope_writes_citus(spec: AgentSpec, tables: Tables, row: Sequence[Any], *,
-                           embedding: bool, params: dict[str, Any],
-                           event_ids: Callable[[], UUID]
-                           ) -> list[tuple[sql.Composed, dict[str, Any]]]:
-    """What the cluster form of :func:`end_scopes_statement` (``row``, its result for one
-    tenant's scope, ``params`` its parameters) leaves to write, as statements that Citus
-    routes to the tenant's shards, in the single-node statement's order: the promoted rows
-    (their columns as the single-node statement sets them), the ledger, the
-    ``derived_from`` edges, the closed scope and the journal's events, each event with an
-    id of ``event_ids``. Each is an
-    ``INSERT ... VALUES`` of the values the first statement returned as text (Citus runs an
-    ``INSERT ... SELECT`` of anything but colocated tables through ``COPY``, which
-    row-level security refuses). The removed rows leave last
-    (:func:`remove_statement_citus`)."""
-    t, mem = tables.tenant, tables.memories.ident
-    tenant, actor = params["tenant"], params["actor"]
-    promoted, ledger, edges, closed, journal = (part or [] for part in row[-5:])
-    writes: list[tuple[sql.Composed, dict[str, Any]]] = []
-
-    def values(table: sql.Composable, columns: Sequence[str], rows: list[list[Any]],
-               tail: sql.Composable = _NOTHING) -> None:
-        if rows:
-            writes.append(insert_values(table, t, columns, rows, tail))
-
-    anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
-    values(mem, (*anchors, "id", "tier", "typology", "scope_id", "key", "content",
-                 "provenance", "corroborated_at", *_memory_copy_columns(tables, embedding),
-                 "actor"), [[tenant, *r, actor] for r in promoted])
-    values(tables.promotions.ident, ("rule", "source_id", "target_id"),
-           [[tenant, *r] for r in ledger], sql.SQL(" ON CONFLICT DO NOTHING"))
-    if tables.edges is not None:
-        values(tables.edges.ident, ("source_id", "target_id", "relation_type"),
-               [[tenant, *e, "derived_from"] for e in edges])
-    values(tables.scopes.ident, ("tier", "scope_id", "closed_at"),
-           [[tenant, *c] for c in closed], sql.SQL(
-               " ON CONFLICT ({}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at"
-           ).format(t))
-    values(tables.events.ident, ("event_id", "kind", "memory_id", "actor", "payload"),
-           [[tenant, event_ids(), kind, memory_id, actor, Jsonb(payload)]
-            for kind, memory_id, payload in journal])
-    return writes
-
-
-def insert_values(table: sql.Composable, tenant: sql.Composable, columns: Sequence[str],
-                   rows: list[list[Any]], tail: sql.Composable = _NOTHING
-                   ) -> tuple[sql.Composed, dict[str, Any]]:
-    """``INSERT INTO table (tenant, columns) VALUES ...`` of ``rows`` (each the tenant, then
-    a value per column), every value a parameter of its own."""
-    named: dict[str, Any] = {}
-    tuples = []
-    for r in rows:
-        names = [f"v{len(named) + i}" for i in range(len(r))]
-        named.update(zip(names, r, strict=True))
-        tuples.append(sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Placeholder, names))))
-    return sql.SQL("INSERT INTO {} ({}, {}) VALUES {}{}").format(
-        table, tenant, sql.SQL(", ").join(map(sql.Identifier, columns)),
-        sql.SQL(", ").join(tuples), tail), named
-
-
-def corroboration_writes_citus(tables: Tables, row: Sequence[Any], *, embedding: bool,
-                               params: dict[str, Any], event_ids: Callable[[], UUID]
-                               ) -> list[tuple[sql.Composed, dict[str, Any]]]:
-    """What the cluster form of :func:`corroboration_statement` (``row``, its result for
-    ``params``) leaves to write, as :func:`end_scope_writes_citus` does: the promoted rows,
-    the ledger, the ``derived_from`` edges and the journal's events."""
-    t = tables.tenant
-    tenant, actor = params["tenant"], params["actor"]
-    promoted, ledger, edges, journal = row[1] or [], row[2] or [], row[3] or [], row[4] or []
-    anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
-    vector = ("embedding", "embedding_model") if embedding else ()
-    writes = []
-    if promoted:
-        writes.append(insert_values(tables.memories.ident, t, (
-            *anchors, "id", "tier", "typology", "scope_id", "key", "namespace", "content",
-            "value", "envelope", "tags", "provenance", "event_time", "corroborated_at",
-            *vector, "actor"), [[tenant, *r, actor] for r in promoted]))
-    if ledger:
-        writes.append(insert_values(tables.promotions.ident, t, (
-            "rule", "source_id", "target_id"), [[tenant, *r] for r in ledger],
-            sql.SQL(" ON CONFLICT DO NOTHING")))
-    if edges and tables.edges is not None:
-        writes.append(insert_values(tables.edges.ident, t, (
-            "source_id", "target_id", "relation_type"),
-            [[tenant, *e, "derived_from"] for e in edges]))
-    if journal:
-        writes.append(insert_values(tables.events.ident, t, (
-            "event_id", "kind", "memory_id", "actor", "payload"),
-            [[tenant, event_ids(), kind, memory_id, actor, Jsonb(payload)]
-             for kind, memory_id, payload in journal]))
-    return writes
-
-
-def remove_statement_citus(tables: Tables) -> sql.Composed:
-    """Delete the rows ``%(ids)s`` of ``%(tenant)s`` that the cluster form of
-    :func:`end_scopes_statement` journalled as removed, through the cluster's delete
-    function, which the coordinator sends to the tenant's worker."""
-    return sql.SQL("SELECT {}(%(tenant)s::text, %(ids)s::uuid[])").format(
-        transient_delete_function(tables))
 
 
 def _derived_edges(spec: AgentSpec, tables: Tables) -> bool:

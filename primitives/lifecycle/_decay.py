@@ -32,15 +32,13 @@ formulas in Python, which the tests hold the SQL to.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, NamedTuple
-from uuid import uuid4
+from typing import NamedTuple
 
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from primitives.compile._expr import active_predicate
 from primitives.compile._maintenance_idx import (
@@ -53,7 +51,8 @@ from primitives.compile._maintenance_idx import (
     since_epoch_sql,
 )
 from primitives.compile._names import Tables
-from primitives.lifecycle._boundary import MaintenancePass, insert_values
+from primitives.lifecycle._boundary import MaintenancePass
+from primitives.lifecycle._cluster_writes import journal_writes_citus
 from primitives.lifecycle._passes import ClusterForm
 from primitives.spec import AgentSpec
 from primitives.spec._behavior import DecayPolicy
@@ -543,19 +542,6 @@ def _journal_parts(tables: Tables, citus: bool, memory_id: str,
                 ",\n  (SELECT jsonb_agg(jsonb_build_array(e.kind, {id}, e.payload) "
                 "ORDER BY {order}) FROM journal AS e)").format(
                 id=sql.SQL(memory_id), order=sql.SQL(order))}
-
-
-def journal_writes_citus(tables: Tables, row: Sequence[Any], params: Mapping[str, Any]
-                         ) -> list[tuple[sql.Composed, dict[str, Any]]]:
-    """The events a pass's cluster form returned last in ``row`` (kind, memory id,
-    payload), inserted with ``VALUES`` for ``params``' tenant and actor."""
-    events = row[-1] or []
-    if not events:
-        return []
-    return [insert_values(tables.events.ident, tables.tenant, (
-        "event_id", "kind", "memory_id", "actor", "payload"),
-        [[params["tenant"], uuid4(), kind, memory_id, params["actor"], Jsonb(payload)]
-         for kind, memory_id, payload in events])]
 
 
 def _cluster_form(tables: Tables, statement: sql.Composed | None) -> ClusterForm | None:

@@ -202,6 +202,10 @@ def _maintained_spectral(name: str = "spectral_maint") -> AgentSpec:
     data["discipline"]["visibility"] = {"rls": "session_var"}
     for rule in data["behavior"].get("promotion", []):
         rule.pop("sanitization", None)
+    # runs closed by maintain when idle (their rows compound into the workspace)
+    for tier in data["tiers"]:
+        if tier["name"] == "run":
+            tier["boundary"]["idle_after"] = "2d"
     # facts written directly (the reference spec promotes them), so that they can lapse
     data["behavior"].setdefault("write_policy", {})["semantic"] = {
         "mode": "auto", "justification": "the test writes the facts whose windows lapse"}
@@ -211,10 +215,12 @@ def _maintained_spectral(name: str = "spectral_maint") -> AgentSpec:
 def test_maintain_runs_on_the_cluster_as_on_one_node(
     cluster: Cluster, coordinator: str, single: PostgresHandle
 ) -> None:
-    """``primitives maintain`` over an agent whose facts' corroboration windows lapse (one
-    tenant, no other on its tables): at each of three runs, 100, 200 and 300 days on, the
-    same failed corroborations are counted on one node and on the cluster, the third
-    archives the facts, and both journals hold the same events in the same order."""
+    """``primitives maintain`` over an agent whose facts' corroboration windows lapse and
+    whose run scopes close when idle (one tenant, no other on its tables): at each of three
+    runs, 100, 200 and 300 days on, the same failed corroborations are counted on one node
+    and on the cluster, the first closes the idle run (its rows compound into the
+    workspace), the third archives the facts, and both journals hold the same events in the
+    same order."""
     spec = _maintained_spectral()
     tenant = _tenant("mnt")
     seen = []
@@ -227,6 +233,9 @@ def test_maintain_runs_on_the_cluster_as_on_one_node(
                 for fact in ("the scanner runs nightly", "the mirror is read only"):
                     mem.observe("workspace", fact, typology="semantic")
                 mem.observe("workspace", "rotate the keys monthly", typology="procedural")
+                for text in ("the scan found two hosts", "the scan found two hosts!",
+                             "the scan took an hour"):
+                    mem.observe("run", text, scope_id="r1")
                 start = mem.connection.execute("SELECT now()").fetchone()
             assert start is not None
             counts = []
@@ -241,9 +250,15 @@ def test_maintain_runs_on_the_cluster_as_on_one_node(
     assert seen[0] == seen[1]
     counts, journal, rows = seen[1]
     assert [c[1]["corroboration"] for c in counts] == [2, 2, 2]
+    assert [c[1]["idle_scopes"] for c in counts] == [1, 0, 0]
+    kinds = [kind for kind, _ in journal]
+    assert kinds.count("scope_idle_closed") == 1 and kinds.count("removed_at_scope_end") == 3
+    assert kinds.count("promoted") >= 1
     assert [kind for kind, _ in journal].count("corroboration_failed") == 6
     assert [kind for kind, _ in journal].count("archived") == 2
-    assert sorted(r[4] for r in rows) == [False, True, True]  # the facts archived
+    facts = [r for r in rows if r[1] == "semantic"]
+    assert [r[4] for r in facts] == [True, True]  # the facts archived
+    assert not [r for r in rows if r[0] == "run"]  # the idle run's rows left
 
 
 def test_the_set_delete_function_refuses_another_tenant_and_persistent_rows(
