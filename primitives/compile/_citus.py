@@ -63,7 +63,12 @@ from psycopg import sql
 from primitives.compile._access import auditor_access
 from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
 from primitives.compile._ddl import Constraint, TableDef, bounds_signature
-from primitives.compile._definer import ERASE_ROW_CITUS_ARGS, erase_functions_citus
+from primitives.compile._definer import (
+    DELETE_TRANSIENT_CITUS_ARGS,
+    ERASE_ROW_CITUS_ARGS,
+    erase_functions_citus,
+    transient_delete_functions_citus,
+)
 from primitives.compile._expr import current_tenant_expr, current_tenant_value
 from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA, Table, Tables
 from primitives.compile._plan import (
@@ -321,6 +326,26 @@ def _cluster_views(steps: Iterator[Step], tables: Tables) -> Iterator[Step]:
         raise AssertionError(f"no step '{title}' in the plan")
 
 
+def _with_citus_delete(definition: TableDef, tables: Tables) -> TableDef:
+    """The memories with the cluster's set form of the delete function beside the
+    single-node one (:func:`~primitives.compile._definer.transient_delete_functions_citus`)."""
+    return replace(definition, functions=(*definition.functions,
+                                          *transient_delete_functions_citus(tables)))
+
+
+def _delete_delegated(tables: Tables) -> Step:
+    """The set form of the delete function distributed by its tenant argument, as
+    :func:`_erasure_delegated`."""
+    name = tables.object_name("delete_transient")
+    signature = sql.Literal(f"{tables.schema}.{name}({DELETE_TRANSIENT_CITUS_ARGS})")
+    return Step(
+        f"function {tables.schema}.{name} (of a set of rows): runs on the worker of the "
+        "tenant it is called for",
+        sql.SQL("SELECT pg_catalog.create_distributed_function({}::regprocedure, '$1', "
+                "colocate_with => {}, force_delegation => true)").format(
+            signature, sql.Literal(tables.memories.qualified)))
+
+
 def _foreign_keys(definition: TableDef) -> tuple[Constraint, ...]:
     return tuple(c for c in definition.constraints if c.kind == "foreign_key")
 
@@ -356,7 +381,7 @@ def compile_citus(
     tables: Tables = base.tables
     definitions = tuple(
         _with_citus_erasure(
-            _with_citus_guard(d) if d.table == tables.memories
+            _with_citus_delete(_with_citus_guard(d), tables) if d.table == tables.memories
             else _with_generic_chain(d, tables) if d.table == tables.events
             else d, tables, embedding=base.capabilities.vector)
         for d in base.definitions
@@ -388,6 +413,7 @@ def compile_citus(
     for definition in definitions:
         steps += _foreign_key_steps(definition)
     steps.append(_erasure_delegated(tables))
+    steps.append(_delete_delegated(tables))
     steps += _unpublish_steps(tables)
     steps += _cluster_views(_view_steps(spec, tables, definitions[0], base.capabilities), tables)
     steps += base.validations  # the distributed plan commits in parts; these run last

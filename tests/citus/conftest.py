@@ -72,52 +72,34 @@ def pg(cluster: Cluster, migrated: MigrateReport) -> PostgresHandle:
                           cluster.coordinator.dsn(AUDITOR_ROLE), None)
 
 
-_BOUNDARY = ("end_scope: the tier-boundary statement (one set-based statement over the closing "
-             "scopes, INSERT ... SELECT into the next tier) is not routable on Citus: 'could not "
-             "run distributed query with FOR UPDATE/SHARE commands'")
 _PG_TEMP = ("a function created in pg_temp cannot be used in a query on distributed tables "
             "(the workers have no pg_temp schema of this session: 3F000)")
 _NON_MIRROR = ("the non-mirror test agent's plan keeps its canonical 'rules' table local, and "
                "Citus refuses a foreign key from a distributed table to it (42P16)")
-_PLACEMENTS = ("erasure after writes of this module's tenants: the erase function ran on the "
-               "coordinator instead of the tenant's worker ('cannot perform query on placements "
-               "that were modified in this transaction by a different user'); cause not pinned "
-               "down: tests/citus/test_cluster.py erases after writes in one transaction")
+_CHECKPOINT_DELETE = (
+    "erasure with thread_ids: the checkpointer's delete function (SECURITY DEFINER, run on "
+    "the coordinator as its owner) reaches shards the transaction wrote as the application "
+    "role ('cannot perform query on placements that were modified in this transaction by a "
+    "different user'); the graph's entity insert, refused before, has its cluster form")
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
-    "test_engine_cross_tenant_writes_change_nothing": _BOUNDARY,
-    "test_scope_id_with_sql_is_stored_and_ended_literally": _BOUNDARY,
     "test_leaky_function_in_where_sees_only_the_tenants_rows": _PG_TEMP,
     "test_app_role_cannot_read_the_canonical_table_or_call_the_guard": _NON_MIRROR,
     "test_app_role_cannot_reference_another_tenants_memory": _NON_MIRROR,
     "test_app_role_cannot_switch_the_guard_off": _NON_MIRROR,
     "test_raw_insert_of_a_copy_by_the_app_role_is_refused": _NON_MIRROR,
-    "test_erase_subject_with_sql_matches_literally": _PLACEMENTS,
     "test_runtime_session_cannot_kill_or_cancel_another_tenants_backend": (
         "Citus adds pg_cancel_backend/pg_terminate_backend(bigint), so the test's smallint "
         "call is ambiguous (42725)"),
     "test_erase_function_called_directly_writes_no_text_and_always_journals": (
         "calls the single-node erase_row(uuid, text, uuid, text, jsonb); the cluster's takes "
         "the tenant first"),
-    "test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump": (
-        "writes graph entities: the entity insert holds a subquery, which Citus refuses in "
-        "an INSERT (0A000)"),
-    "test_erasures_view_reports_residue_when_erased_text_is_put_back": (
-        "writes graph entities: the entity insert holds a subquery, which Citus refuses in "
-        "an INSERT (0A000)"),
+    "test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump": _CHECKPOINT_DELETE,
+    "test_erasures_view_reports_residue_when_erased_text_is_put_back": _CHECKPOINT_DELETE,
     "test_old_row_versions_leave_the_disk_only_with_primitives_vacuum": (
-        "the writes and the erasure before the disk check have no cluster form yet: the "
-        "graph's entity insert holds a subquery (0A000), end_edge puts now() in a CASE "
-        "(0A000), and the erasure's <prefix>_checkpoints_delete_threads, run as its owner, "
-        "reaches placements the transaction wrote as the application role ('cannot perform "
-        "query on placements that were modified in this transaction by a different user'); "
-        "on a cluster the disk check itself reads the shards' files on the workers"),
-    "test_concurrent_store_puts_of_one_key_keep_one_linear_history": (
-        "the store's put path (primitives.store) has no cluster form yet: its prepared "
-        "statement's parameter types are not known to Citus (42P18)"),
-    "test_arbitrary_strings_round_trip_literally_in_every_field": (
-        "writes graph entities or ends scopes: statements without a cluster form yet"),
-    "test_interleaved_writes_across_tenants_never_leak_rows_or_lose_events": (
-        "ends scopes: the tier-boundary statement has no cluster form yet"),
+        "the erasure before the disk check: <prefix>_checkpoints_delete_threads, run as its "
+        "owner, reaches placements the transaction wrote as the application role ('cannot "
+        "perform query on placements that were modified in this transaction by a different "
+        "user'); on a cluster the disk check itself reads the shards' files on the workers"),
     "test_no_tenant_value_ever_appears_in_a_statement_text": (
         "on a coordinator primitives.set_tenant runs SET LOCAL primitives.tenant = '<tenant>' "
         "(Citus forwards SET LOCAL, not set_config), so the tenant is in that statement's "
