@@ -58,6 +58,7 @@ from tests.security.conftest import (  # noqa: E402,F401  (fixtures, registered 
     app_session,
     auditor_session,
     engines,
+    on_cluster,
     specs,
     world,
 )
@@ -83,14 +84,8 @@ _VIEW_WRITE = ("a write through a view over distributed tables is refused by Cit
 _REKEY = ("Citus refuses to change a distribution column before row-level security is "
           "checked (0A000 'modifying the partition value of rows is not allowed'), not 42501: "
           "the row stays with its tenant all the same")
-_PG_TEMP = ("a function created in pg_temp cannot be used in a query on distributed tables "
-            "(the workers have no pg_temp schema of this session: 3F000)")
 _NON_MIRROR = ("the non-mirror test agent's plan keeps its canonical 'rules' table local, and "
                "Citus refuses a foreign key from a distributed table to it (42P16)")
-_PLACEMENTS = ("erasure after writes of this module's tenants: the erase function ran on the "
-               "coordinator instead of the tenant's worker ('cannot perform query on placements "
-               "that were modified in this transaction by a different user'); cause not pinned "
-               "down: tests/citus/test_cluster.py erases after writes in one transaction")
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
     "test_app_role_cannot_alter_drop_or_write_through_agent_view": _VIEW_WRITE,
     "test_auditor_cannot_insert_update_or_delete": _VIEW_WRITE,
@@ -100,24 +95,17 @@ ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_c
     "test_tenant_without_rows_sees_an_empty_relation": _VIEW_CTE,
     "test_engine_cross_tenant_writes_change_nothing": _BOUNDARY,
     "test_scope_id_with_sql_is_stored_and_ended_literally": _BOUNDARY,
-    "test_leaky_function_in_where_sees_only_the_tenants_rows": _PG_TEMP,
+    "test_leaky_function_in_where_sees_only_the_tenants_rows": _VIEW_CTE,
     "test_moving_own_rows_to_another_tenant_is_refused": _REKEY,
     "test_moving_an_event_to_another_tenant_breaks_the_chains_docs_compliance_names": _REKEY,
     "test_app_role_cannot_read_the_canonical_table_or_call_the_guard": _NON_MIRROR,
     "test_app_role_cannot_reference_another_tenants_memory": _NON_MIRROR,
     "test_app_role_cannot_switch_the_guard_off": _NON_MIRROR,
     "test_raw_insert_of_a_copy_by_the_app_role_is_refused": _NON_MIRROR,
-    "test_erase_subject_with_sql_matches_literally": _PLACEMENTS,
     "test_planner_statistics_do_not_reveal_other_tenants_values": (
         "planner statistics of a distributed table live on the shards; the coordinator's "
         "pg_stats for the table are empty, so the test's precondition (the statistics hold "
         "values) does not hold"),
-    "test_runtime_session_cannot_kill_or_cancel_another_tenants_backend": (
-        "Citus adds pg_cancel_backend/pg_terminate_backend(bigint), so the test's smallint "
-        "call is ambiguous (42725)"),
-    "test_erase_function_called_directly_writes_no_text_and_always_journals": (
-        "calls the single-node erase_row(uuid, text, uuid, text, jsonb); the cluster's takes "
-        "the tenant first"),
     "test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump": (
         "writes graph entities: the entity insert holds a subquery, which Citus refuses in "
         "an INSERT (0A000)"),
