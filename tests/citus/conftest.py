@@ -84,8 +84,6 @@ _VIEW_WRITE = ("a write through a view over distributed tables is refused by Cit
 _REKEY = ("Citus refuses to change a distribution column before row-level security is "
           "checked (0A000 'modifying the partition value of rows is not allowed'), not 42501: "
           "the row stays with its tenant all the same")
-_NON_MIRROR = ("the non-mirror test agent's plan keeps its canonical 'rules' table local, and "
-               "Citus refuses a foreign key from a distributed table to it (42P16)")
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
     "test_app_role_cannot_alter_drop_or_write_through_agent_view": _VIEW_WRITE,
     "test_auditor_cannot_insert_update_or_delete": _VIEW_WRITE,
@@ -98,10 +96,6 @@ ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_c
     "test_leaky_function_in_where_sees_only_the_tenants_rows": _VIEW_CTE,
     "test_moving_own_rows_to_another_tenant_is_refused": _REKEY,
     "test_moving_an_event_to_another_tenant_breaks_the_chains_docs_compliance_names": _REKEY,
-    "test_app_role_cannot_read_the_canonical_table_or_call_the_guard": _NON_MIRROR,
-    "test_app_role_cannot_reference_another_tenants_memory": _NON_MIRROR,
-    "test_app_role_cannot_switch_the_guard_off": _NON_MIRROR,
-    "test_raw_insert_of_a_copy_by_the_app_role_is_refused": _NON_MIRROR,
     "test_planner_statistics_do_not_reveal_other_tenants_values": (
         "planner statistics of a distributed table live on the shards; the coordinator's "
         "pg_stats for the table are empty, so the test's precondition (the statistics hold "

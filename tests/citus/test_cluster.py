@@ -83,8 +83,13 @@ def test_migrate_distributes_every_table_of_every_agent_by_its_tenant(
             assert {column for _, column, _ in rows} == {tables.tenant_column}
             assert len({colocation for _, _, colocation in rows}) == 1, \
                 f"{spec.agent}: tables not colocated"
+        # the shards of the tables distributed by tenant (a reference table, such as the
+        # non-mirror guard's index, has a copy on the coordinator too)
         workers = conn.execute(
-            "SELECT DISTINCT nodeport FROM pg_dist_shard_placement").fetchall()
+            "SELECT DISTINCT p.nodeport FROM pg_dist_shard_placement AS p "
+            "JOIN pg_dist_shard AS s ON s.shardid = p.shardid "
+            "JOIN pg_dist_partition AS d ON d.logicalrelid = s.logicalrelid "
+            "WHERE d.partmethod = 'h'").fetchall()
     assert {port for (port,) in workers} == {w.port for w in cluster.workers}
 
 
@@ -488,3 +493,56 @@ async def test_the_async_engine_erases_after_a_failed_transaction_on_its_one_con
     finally:
         await engine.close()
     assert erased is not None and erased.content.startswith("sha256:")
+
+
+# Non-mirror on the cluster -------------------------------------------------------------------
+
+
+def test_the_non_mirror_guard_holds_on_the_workers_with_its_index_current(
+    cluster: Cluster, coordinator: str, tmp_path: Any
+) -> None:
+    """A platform's canonical table (local on the coordinator when made) becomes a
+    reference table when the guarded agent is migrated; the guard fires on the worker that
+    holds the tenant's shard: a copy is refused (nothing written), a note is kept and
+    references the canonical row (the foreign key to the reference table holds it). On each
+    worker the guard's index records every canonical row at the version that node's copy
+    has, so the guard compares only the rows a write shares words with."""
+    from primitives.compile import agent_tables
+    from primitives.db import APP_ROLE
+    from primitives.errors import NonMirrorViolation
+    from tests.integration._canonical import RULE_12, canonical_table, make_spec
+    from tests.security._support import connect_engine
+
+    with psycopg.connect(coordinator, autocommit=True) as admin:
+        made = canonical_table(admin)
+        canon = next(made)
+        try:
+            spec = make_spec(tmp_path, canon)
+            migrate([spec], dsn=coordinator, progress=lambda _: None)
+            placed = admin.execute(
+                "SELECT partmethod FROM pg_dist_partition WHERE logicalrelid = %s::regclass",
+                (canon,)).fetchone()
+            assert placed == ("n",)  # a reference table
+            tables = agent_tables(spec)
+            with connect_engine(spec, cluster.coordinator.dsn(APP_ROLE)) as engine:
+                with pytest.raises(NonMirrorViolation) as refused, \
+                        engine.tenant({"world_id": "w-1"}) as mem:
+                    mem.observe("world", RULE_12, typology="procedural")
+                assert refused.value.context["canonical_key"] == "12"
+                with engine.tenant({"world_id": "w-1"}) as mem:
+                    note = mem.observe("world", "retreats after melee: open rule 12",
+                                       typology="procedural")
+                    ref = mem.reference(note.id, "rule_content", "12")
+                    assert [r.stale for r in mem.references(note.id)] == [False]
+                    assert _count(mem.connection, tables) == 1
+            assert ref.version == "1"
+            indexed = sql.SQL(
+                "SELECT count(*) FROM {rules} AS c JOIN {rows} AS x ON x.canonical_key = "
+                "c.id::text AND x.row_version = md5(c.body_text)").format(
+                rules=sql.Identifier(*canon.split(".")),
+                rows=sql.Identifier(tables.schema, tables.object_name("canonical_indexed")))
+            for worker in cluster.workers:
+                with psycopg.connect(worker.dsn()) as direct:
+                    assert direct.execute(indexed).fetchone() == (2,)
+        finally:
+            next(made, None)
