@@ -504,7 +504,8 @@ def test_the_non_mirror_guard_holds_on_the_workers_with_its_index_current(
     """A platform's canonical table (local on the coordinator when made) becomes a
     reference table when the guarded agent is migrated; the guard fires on the worker that
     holds the tenant's shard: a copy is refused (nothing written), a note is kept and
-    references the canonical row (the foreign key to the reference table holds it). On each
+    references the canonical row (the foreign key to the reference table holds it), read
+    back with the row's current version (read on the coordinator). On each
     worker the guard's index records every canonical row at the version that node's copy
     has, so the guard compares only the rows a write shares words with."""
     from primitives.compile import agent_tables
@@ -533,9 +534,13 @@ def test_the_non_mirror_guard_holds_on_the_workers_with_its_index_current(
                     note = mem.observe("world", "retreats after melee: open rule 12",
                                        typology="procedural")
                     ref = mem.reference(note.id, "rule_content", "12")
-                    assert [r.stale for r in mem.references(note.id)] == [False]
                     assert _count(mem.connection, tables) == 1
-            assert ref.version == "1"
+                with engine.tenant({"world_id": "w-1"}) as mem:
+                    again = mem.references(note.id)
+                    kinds = [e["kind"] for e in mem.history(note.id)]
+            assert ref.version == ref.current_version == "1" and not ref.stale
+            assert [(r.key, r.version, r.current_version) for r in again] == [("12", "1", "1")]
+            assert kinds == ["observed", "canonical_referenced"]
             indexed = sql.SQL(
                 "SELECT count(*) FROM {rules} AS c JOIN {rows} AS x ON x.canonical_key = "
                 "c.id::text AND x.row_version = md5(c.body_text)").format(
