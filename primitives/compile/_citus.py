@@ -71,6 +71,7 @@ from primitives.compile._definer import (
 )
 from primitives.compile._expr import current_tenant_expr, current_tenant_value
 from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA, Table, Tables
+from primitives.compile._non_mirror import guard_functions
 from primitives.compile._plan import (
     Plan,
     Step,
@@ -346,6 +347,92 @@ def _delete_delegated(tables: Tables) -> Step:
             signature, sql.Literal(tables.memories.qualified)))
 
 
+def _reference_table_sql(table: tuple[str, str]) -> sql.Composed:
+    """``SELECT create_reference_table(...)`` when the table exists and is not in Citus's
+    metadata yet (a table that does not exist yet is left for a later migrate)."""
+    return sql.SQL(
+        "SELECT pg_catalog.create_reference_table(pg_catalog.to_regclass({name})) "
+        "WHERE pg_catalog.to_regclass({name}) IS NOT NULL AND NOT EXISTS "
+        "(SELECT 1 FROM pg_catalog.pg_dist_partition "
+        "WHERE logicalrelid = pg_catalog.to_regclass({name}))"
+    ).format(name=sql.Literal(sql.Identifier(*table).as_string(None)))
+
+
+def _canonical_reference_steps(spec: AgentSpec) -> Iterator[Step]:
+    """Each canonical table a non-mirror entry names, made a reference table (a copy on
+    every node), as the migrating admin: the guard fires on the workers, where it reads the
+    canonical text, and the references' foreign key to it leaves a distributed table, which
+    Citus allows only to a reference table."""
+    seen: set[tuple[str, str]] = set()
+    for item in spec.discipline.non_mirror:
+        table = item.canonical_table
+        if table is None or table in seen:
+            continue
+        seen.add(table)
+        name = ".".join(table)
+        yield Step(f"{name}: canonical table of {item.category}, on every node (reference "
+                   "table)", _reference_table_sql(table), commit_after=True)
+
+
+def _guard_index_reference_steps(tables: Tables) -> Iterator[Step]:
+    """The guard's index of the canonical texts (postings, row versions, signatures), made
+    reference tables: the guard reads them on the worker where it fires, and the refresh
+    joins them with the canonical tables, reference tables too."""
+    for suffix in ("canonical_indexed", "canonical_postings", "canonical_signatures"):
+        table = (tables.schema, tables.object_name(suffix))
+        yield Step(f"{'.'.join(table)}: on every node (reference table)",
+                   _reference_table_sql(table), commit_after=True)
+
+
+def _with_guard_index_references(steps: Iterator[Step], tables: Tables) -> Iterator[Step]:
+    """``steps``, with the guard's index tables made reference tables before the refresh
+    function that fills them is created."""
+    refresh = f"refresh function {tables.object_name('refresh_canonical_index')} (SECURITY"
+    for step in steps:
+        if refresh in step.title:
+            yield from _guard_index_reference_steps(tables)
+        yield step
+
+
+def _with_citus_non_mirror(definition: TableDef, spec: AgentSpec, tables: Tables,
+                           capabilities: Capabilities) -> TableDef:
+    """The non-mirror guard's functions in their cluster form
+    (:func:`~primitives.compile._non_mirror.guard_functions` with ``citus``), in place of
+    the single-node ones."""
+    single = {title for title, _ in guard_functions(spec, tables, capabilities)}
+    mine = [i for i, (title, _) in enumerate(definition.functions) if title in single]
+    if not mine:
+        return definition
+    kept = [f for f in definition.functions if f[0] not in single]
+    cluster = guard_functions(spec, tables, capabilities, citus=True)
+    return replace(definition, functions=(*kept[:mine[0]], *cluster, *kept[mine[0]:]))
+
+
+def _is_canonical_key(title: str, statement: sql.Composed) -> bool:
+    return title.startswith("foreign key ") and ", ADD CONSTRAINT " in statement.as_string(None)
+
+
+def _without_canonical_keys(definition: TableDef) -> TableDef:
+    """The references table without its foreign keys to canonical tables: they are added
+    once it is distributed (:func:`_canonical_key_steps`)."""
+    return replace(definition, functions=tuple(
+        f for f in definition.functions if not _is_canonical_key(*f)))
+
+
+def _canonical_key_steps(definition: TableDef) -> Iterator[Step]:
+    """The references table's foreign keys to canonical tables (reference tables), each
+    replaced in two statements: Citus refuses ``ADD CONSTRAINT`` beside other subcommands,
+    and a foreign key from a table not yet distributed to a reference table."""
+    for title, statement in definition.functions:
+        if not _is_canonical_key(title, statement):
+            continue
+        head, _, added = statement.as_string(None).partition(", ADD CONSTRAINT ")
+        table = head.partition(" DROP CONSTRAINT")[0]
+        label = f"{definition.table.qualified}: {title}"
+        yield Step(f"{label}: drop", _fixed(head))
+        yield Step(f"{label}: add", _fixed(f"{table} ADD CONSTRAINT {added}"))
+
+
 def _foreign_keys(definition: TableDef) -> tuple[Constraint, ...]:
     return tuple(c for c in definition.constraints if c.kind == "foreign_key")
 
@@ -381,22 +468,25 @@ def compile_citus(
     tables: Tables = base.tables
     definitions = tuple(
         _with_citus_erasure(
-            _with_citus_delete(_with_citus_guard(d), tables) if d.table == tables.memories
+            _with_citus_delete(_with_citus_non_mirror(_with_citus_guard(d), spec, tables,
+                                                      base.capabilities), tables)
+            if d.table == tables.memories
             else _with_generic_chain(d, tables) if d.table == tables.events
             else d, tables, embedding=base.capabilities.vector)
         for d in base.definitions
     )
-    steps: list[Step] = list(_cluster_steps())
+    steps: list[Step] = [*_cluster_steps(), *_canonical_reference_steps(spec)]
     steps.append(base.steps[0])  # SET LOCAL ROLE primitives_owner
     steps += _schema_steps(tables)
     steps.append(Step(f"{FRAMEWORK_SCHEMA}.{CITUS_GUARD_FUNCTION}: shard-local delete guard",
                       _guard_function_sql()))
     for definition in definitions:
-        without_fks = replace(definition, constraints=tuple(
+        without_fks = replace(_without_canonical_keys(definition), constraints=tuple(
             c for c in definition.constraints if c.kind != "foreign_key"))
-        steps += (_without_subquery(step)
-                  for step in _table_steps(tables, without_fks, not_valid=True,
-                                           access=auditor_access(spec, tables)))
+        steps += _with_guard_index_references(
+            (_without_subquery(step)
+             for step in _table_steps(tables, without_fks, not_valid=True,
+                                      access=auditor_access(spec, tables))), tables)
         if definition.bounds:
             # the shards' CHECK calls it on the workers
             steps.append(Step(
@@ -412,6 +502,7 @@ def compile_citus(
         ))
     for definition in definitions:
         steps += _foreign_key_steps(definition)
+        steps += _canonical_key_steps(definition)
     steps.append(_erasure_delegated(tables))
     steps.append(_delete_delegated(tables))
     steps += _unpublish_steps(tables)

@@ -37,6 +37,7 @@ from primitives._project import migrate
 from primitives.compile import agent_tables
 from primitives.db import tenant_transaction
 from primitives.engine import Engine
+from primitives.errors import PolicyViolation
 from primitives.langgraph import Checkpointer
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
@@ -202,7 +203,7 @@ def test_erasures_view_reports_residue_when_erased_text_is_put_back(
 
 
 def test_erase_function_called_directly_writes_no_text_and_always_journals(
-    pg: PostgresHandle, engine: Engine
+    pg: PostgresHandle, engine: Engine, on_cluster: bool
 ) -> None:
     """A session of the app role may call ``<prefix>_erase_row`` itself, with any arguments:
     the content it leaves is still the hash of what was there (never text of the caller's),
@@ -215,13 +216,27 @@ def test_erase_function_called_directly_writes_no_text_and_always_journals(
     original = "The team meets on Mondays"
     with engine.tenant({"user_id": tenant}) as mem:
         row = mem.observe("long_term", original, typology="episodic")
-    call = sql.SQL("SELECT {}(%s, %s, %s, %s, %s::jsonb)").format(erase_row_function(tables))
     forged = ("The team never meets", uuid.uuid4(), "mallory", '{"approvals": ["dpo"]}')
-    with psycopg.connect(pg.app_dsn, autocommit=True) as app:
-        with tenant_transaction(app, other):
-            assert app.execute(call, (row.id, *forged)).fetchone() == (None,)
-        with tenant_transaction(app, tenant):
-            assert app.execute(call, (row.id, *forged)).fetchone() == (True,)
+    if on_cluster:
+        # the cluster's function takes the tenant first (the worker it runs on) and refuses
+        # any tenant but the transaction's: called with the transaction's own tenant
+        call = sql.SQL("SELECT {}(%s, %s, %s, %s, %s, %s::jsonb)").format(
+            erase_row_function(tables))
+        with psycopg.connect(pg.app_dsn, autocommit=True) as app:
+            with tenant_transaction(app, other):
+                assert app.execute(call, (other, row.id, *forged)).fetchone() == (None,)
+            with pytest.raises(PolicyViolation), tenant_transaction(app, other):
+                app.execute(call, (tenant, row.id, *forged))
+            with tenant_transaction(app, tenant):
+                assert app.execute(call, (tenant, row.id, *forged)).fetchone() == (True,)
+    else:
+        call = sql.SQL("SELECT {}(%s, %s, %s, %s, %s::jsonb)").format(
+            erase_row_function(tables))
+        with psycopg.connect(pg.app_dsn, autocommit=True) as app:
+            with tenant_transaction(app, other):
+                assert app.execute(call, (row.id, *forged)).fetchone() == (None,)
+            with tenant_transaction(app, tenant):
+                assert app.execute(call, (row.id, *forged)).fetchone() == (True,)
     with engine.tenant({"user_id": tenant}) as mem:
         erased = mem.get(row.id)
         assert erased is not None and erased.content == f"sha256:{content_hash(original)}"

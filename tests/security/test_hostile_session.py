@@ -164,13 +164,21 @@ def test_app_session_cannot_rewrite_what_a_memory_holds(
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("function", ["pg_terminate_backend", "pg_cancel_backend"])
 def test_runtime_session_cannot_kill_or_cancel_another_tenants_backend(
-    pg: PostgresHandle, role: str, function: str,
+    pg: PostgresHandle, role: str, function: str, on_cluster: bool,
 ) -> None:
+    # the pid as integer, the built-in function's argument: Citus adds an overload taking a
+    # bigint (a cluster-wide process id), beside which a smallint argument is ambiguous
+    call = sql.SQL("SELECT pg_catalog.{}(%s::integer)").format(sql.Identifier(function))
     with psycopg.connect(pg.app_dsn, autocommit=True) as victim, \
             psycopg.connect(_dsn(pg, role), autocommit=True) as attacker:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            attacker.execute(sql.SQL("SELECT pg_catalog.{}(%s)").format(sql.Identifier(function)),
-                             (victim.info.backend_pid,))
+            attacker.execute(call, (victim.info.backend_pid,))
+        if on_cluster:  # and Citus's own overload, with the victim's cluster-wide id
+            gpid = victim.execute("SELECT pg_catalog.citus_backend_gpid()").fetchone()
+            assert gpid is not None
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                attacker.execute(sql.SQL("SELECT pg_catalog.{}(%s::bigint)").format(
+                    sql.Identifier(function)), (gpid[0],))
         assert victim.execute("SELECT 1").fetchone() == (1,)
 
 

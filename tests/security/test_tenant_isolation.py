@@ -6,6 +6,8 @@ hold rows in every table and every tenant view; ``c`` holds none (see ``conftest
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -363,31 +365,59 @@ def test_auditor_holds_select_only(agent: str, relation: Table, auditor_session:
 # -- side channels ------------------------------------------------------------------------------
 
 
+_LEAK = ("(text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 "
+         "AS $$ BEGIN RAISE NOTICE 'leak:%', $1; RETURN true; END $$")
+"""A cheap non-leakproof function that reports each value it is shown."""
+
+
 @pytest.fixture(scope="module")
-def leak_notices(app_session: Conn) -> list[str]:
-    """A cheap non-leakproof function in the session's pg_temp that reports what it is shown."""
-    app_session.execute(
-        "CREATE FUNCTION pg_temp.leak(text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 "
-        "AS $$ BEGIN RAISE NOTICE 'leak:%', $1; RETURN true; END $$")
+def leak(app_session: Conn, pg: PostgresHandle,
+         on_cluster: bool) -> Iterator[tuple[sql.Identifier, list[str]]]:
+    """The leaky function to call and the notices it raised. On one node the session makes
+    it in its own pg_temp. On a Citus cluster the filter runs on the workers, which have no
+    pg_temp schema of this session (the test checks that such a query is refused), so there
+    the admin makes it in a schema of its own, which Citus creates on the workers too, and
+    grants EXECUTE to the application role: the same kind of function, callable by that
+    role and not LEAKPROOF."""
+    app_session.execute(f"CREATE FUNCTION pg_temp.leak{_LEAK}")
     seen: list[str] = []
     app_session.add_notice_handler(
         lambda diag: seen.append(diag.message_primary or "")
         if (diag.message_primary or "").startswith("leak:") else None)
-    return seen
+    if not on_cluster:
+        yield sql.Identifier("pg_temp", "leak"), seen
+        return
+    schema = f"leak_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL(
+            "CREATE SCHEMA {s}; CREATE FUNCTION {s}.leak" + _LEAK + "; "
+            "GRANT USAGE ON SCHEMA {s} TO {app}; "
+            "GRANT EXECUTE ON FUNCTION {s}.leak(text) TO {app}").format(
+                s=sql.Identifier(schema), app=sql.Identifier(APP_ROLE)))
+        try:
+            yield sql.Identifier(schema, "leak"), seen
+        finally:
+            admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.mark.parametrize("agent, relation", TENANT_RELATION_PARAMS)
 def test_leaky_function_in_where_sees_only_the_tenants_rows(
     agent: str, relation: Table, world: dict[str, World], app_session: Conn,
-    leak_notices: list[str],
+    leak: tuple[sql.Identifier, list[str]], on_cluster: bool,
 ) -> None:
+    function, leak_notices = leak
     b = world[agent].b.tenant
     column = TABLES_BY_AGENT[agent].tenant
-    query = sql.SQL("SELECT count(*) FROM {} WHERE pg_temp.leak({}::text)").format(
-        relation.ident, column)
+    query = sql.SQL("SELECT count(*) FROM {} WHERE {}({}::text)")
     leak_notices.clear()
+    if on_cluster:  # the session's pg_temp function cannot reach the workers: refused
+        with pytest.raises(StorageError) as refused, tenant_transaction(app_session, b) as conn:
+            conn.execute(query.format(relation.ident, sql.Identifier("pg_temp", "leak"),
+                                      column))
+        assert refused.value.context["sqlstate"] == "3F000"
+        assert leak_notices == []
     with tenant_transaction(app_session, b) as conn:
-        conn.execute(query)
+        conn.execute(query.format(relation.ident, function, column))
     assert leak_notices and set(leak_notices) == {f"leak:{b}"}
 
 
