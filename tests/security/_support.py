@@ -23,6 +23,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from primitives.compile import Table, Tables, agent_tables
+from primitives.db._citus import is_citus_coordinator
 from primitives.engine import Engine
 from primitives.engine._core import append_only
 from primitives.spec import AgentSpec, load_specs
@@ -321,9 +322,7 @@ def on_citus(conn: psycopg.Connection[Any]) -> bool:
     """Whether ``conn`` is connected to a Citus coordinator: tests/citus runs this suite there,
     and a test whose premise is single-node (a refusal Citus raises before PostgreSQL does,
     state that lives on the workers' shards) branches on this explicitly."""
-    row = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension "
-                       "WHERE extname = 'citus')").fetchone()
-    return bool(row and row[0])
+    return is_citus_coordinator(conn)
 
 
 def citus_refusal(err: BaseException, words: str) -> bool:
