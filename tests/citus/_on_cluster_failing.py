@@ -25,7 +25,6 @@ ON_CLUSTER_FAILING: frozenset[str] = frozenset({
     'test_app_role_cannot_switch_the_guard_off[drop-trigger]',
     'test_app_role_cannot_switch_the_guard_off[replica-role]',
     'test_arbitrary_strings_round_trip_literally_in_every_field',
-    'test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connections',
     'test_auditor_cannot_insert_update_or_delete[assistant_active_memories]',
     'test_auditor_cannot_insert_update_or_delete[assistant_audit_redactions]',
     'test_auditor_cannot_insert_update_or_delete[assistant_audit_sanitization]',

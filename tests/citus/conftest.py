@@ -148,11 +148,6 @@ ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_c
         "a session-level SET primitives.tenant is not forwarded to the workers (only SET "
         "LOCAL is), so the test's precondition, that the attacker's session sees the victim's "
         "rows, does not hold: the shards see no tenant"),
-    "test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connections": (
-        "a setting persisted on the application role (ALTER ROLE ... SET statement_timeout = "
-        "1) is propagated to the workers by Citus and applies to the coordinator's "
-        "connections to them, which the engine's RESET ALL on its own connection does not "
-        "reach: the engine's statements are cancelled on the workers (docs/scaling.md)"),
     "test_tenant_switched_inside_an_engine_transaction_does_not_widen_engine_calls": (
         "a tenant switched with SET or set_config after primitives.set_tenant is not "
         "forwarded to the workers, which keep the caller's tenant: the caller's own write is "
