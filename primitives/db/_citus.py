@@ -139,6 +139,29 @@ END
 $fn$""").format(settings=sql.SQL(", ").join(map(sql.Literal, WORKER_SETTINGS)))
 
 
+_WORKER_ACTIVITY_REVOKE = sql.SQL("""\
+DO $revoke$
+BEGIN
+    -- The coordinator sends each statement to a worker with the values deparsed into its
+    -- text, over a connection of the transaction's role: on a worker, a session of that role
+    -- would read every tenant's values in pg_stat_activity (a query the coordinator routes
+    -- to a worker evaluates its functions there). Only a superuser may revoke them.
+    IF NOT coalesce((SELECT rolsuper FROM pg_catalog.pg_roles
+                     WHERE rolname = current_user), false) THEN
+        RAISE WARNING '% is not a superuser: on worker %, runtime roles may read the text of '
+                      'the statements the coordinator sends, which holds every value',
+                      current_user, pg_catalog.inet_server_port();
+        RETURN;
+    END IF;
+    REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer) FROM PUBLIC;
+    REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUBLIC;
+    REVOKE SELECT ON pg_catalog.pg_stat_activity FROM PUBLIC;
+END
+$revoke$""")
+"""Run on every worker by :func:`migrate_cluster`: what the worker's statement texts hold
+(the values, as literals) is read by no runtime role there. The coordinator's texts hold
+none (``primitives.set_tenant`` binds the tenant; the engine binds every value)."""
+
 def is_citus(conn: psycopg.Connection[Any]) -> bool:
     """Whether the ``citus`` extension is installed in this database."""
     row = conn.execute(_HAS_CITUS).fetchone()
@@ -209,6 +232,8 @@ def migrate_cluster(conn: psycopg.Connection[Any], admin_dsn: str) -> list[str]:
                     node.execute(sql.SQL("ALTER ROLE {} LOGIN").format(sql.Identifier(role)))
                 if index == 0:
                     node.execute(_SET_TENANT_SET_LOCAL)
+                else:
+                    node.execute(_WORKER_ACTIVITY_REVOKE)
         except MigrationError as err:
             raise MigrationError(f"node {where}: {err}", node=where) from err
         except psycopg.Error as err:

@@ -367,3 +367,52 @@ def test_a_reused_id_is_refused_on_the_cluster_and_a_retry_returns_its_row(
     finally:
         engine.close()
     assert events == (1,)
+
+
+def test_no_runtime_role_reads_the_values_in_the_workers_statement_texts(
+    cluster: Cluster, coordinator: str, app: psycopg.Connection[Any],
+) -> None:
+    """The coordinator deparses each statement it sends to a worker with the values as
+    literals; the worker runs it over a connection of the application role. No session of a
+    runtime role may read those texts: not through a query the coordinator routes to the
+    worker (its functions run there), not through ``citus_stat_activity`` (which reads every
+    node's ``pg_stat_activity`` as the caller), not on the worker itself."""
+    from primitives.db import APP_ROLE, AUDITOR_ROLE
+
+    spec, tables = SPEC_BY_AGENT["spectral"], TABLES_BY_AGENT["spectral"]
+    mark = f"zq{uuid.uuid4().hex[:14]}"
+    victim, spy = f"victim-{mark}", f"spy-{uuid.uuid4().hex[:8]}"
+    with app.transaction():
+        _as_tenant(app, spy)
+        _insert(app, tables, _memory(spec, tables, spy))
+    routed = sql.SQL("SELECT a.query FROM {} AS m, "
+                     "LATERAL pg_catalog.pg_stat_get_activity(NULL) AS a "
+                     "WHERE m.{} = %s").format(tables.memories.ident,
+                                               sql.Identifier(tables.tenant_column))
+    with psycopg.connect(cluster.coordinator.dsn(APP_ROLE)) as writer:
+        # the victim's transaction stays open: its worker connection shows the insert's text
+        _as_tenant(writer, victim)
+        row = _memory(spec, tables, victim)
+        row["content"] = f"{mark} the victim's secret"
+        _insert(writer, tables, row)
+        with psycopg.connect(coordinator, autocommit=True) as admin:
+            texts = [q for (q,) in admin.execute(
+                "SELECT query FROM pg_catalog.citus_stat_activity WHERE NOT is_worker_query "
+                "OR query <> ''").fetchall() if q]
+        assert any(mark in text for text in texts)  # the premise: the value is in a text
+        for role in (APP_ROLE, AUDITOR_ROLE):
+            with psycopg.connect(cluster.coordinator.dsn(role), autocommit=True) as other:
+                seen = [q for (q,) in other.execute(
+                    "SELECT query FROM pg_catalog.citus_stat_activity").fetchall() if q]
+                assert seen and not any(mark in text for text in seen), role
+            for worker in cluster.workers:
+                with psycopg.connect(worker.dsn(role), autocommit=True) as direct:
+                    for statement in ("SELECT query FROM pg_catalog.pg_stat_activity",
+                                      "SELECT pg_catalog.pg_stat_get_backend_activity(1)"):
+                        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                            direct.execute(statement)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege,
+                           match="pg_stat_get_activity"), app.transaction():
+            _as_tenant(app, spy)
+            app.execute(routed, (spy,))
+        writer.rollback()

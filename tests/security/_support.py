@@ -304,3 +304,12 @@ def relation_counts(conn: psycopg.Connection[Any], tables: Tables,
     for relation in tables.tables:
         if relation != tables.pii_raw:
             yield relation.name, count(conn, relation, tables.tenant_column, tenant)
+
+
+def on_citus_coordinator(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn`` is connected to a Citus coordinator: the security suite runs there too
+    (tests/citus), and the few tests whose premise holds only on one node branch on this,
+    each saying why and asserting the same property on the cluster."""
+    from primitives.db._citus import is_citus_coordinator
+
+    return is_citus_coordinator(conn)

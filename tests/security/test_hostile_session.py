@@ -125,6 +125,8 @@ ROLE_SETTING_CLASSES = {
                    "gin_fuzzy_search_limit": "1"},
     # a committed write acknowledged before it is on disk
     "durability": {"synchronous_commit": "off"},
+    # every connection ended when it waits between two transactions
+    "idle-session": {"idle_session_timeout": "1"},
     # literals and results read another way
     "formats": {"standard_conforming_strings": "off", "DateStyle": "SQL, DMY",
                 "IntervalStyle": "sql_standard", "extra_float_digits": "-15",
