@@ -135,7 +135,8 @@ ROLE_SETTING_CLASSES = {
 ENGINE_VALUES = {  # what the engine's statements run with (primitives.db._session)
     "transaction_read_only": "off", "transaction_isolation": "read committed",
     "statement_timeout": "0", "lock_timeout": "0", "idle_in_transaction_session_timeout": "0",
-    "transaction_timeout": "0", "row_security": "on", "gin_fuzzy_search_limit": "0",
+    "transaction_timeout": "0", "idle_session_timeout": "0", "row_security": "on",
+    "gin_fuzzy_search_limit": "0",
     "synchronous_commit": "on", "standard_conforming_strings": "on",
     "DateStyle": "ISO, MDY", "IntervalStyle": "postgres", "extra_float_digits": "1",
     "bytea_output": "hex",
