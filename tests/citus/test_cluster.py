@@ -416,3 +416,39 @@ def test_no_runtime_role_reads_the_values_in_the_workers_statement_texts(
             _as_tenant(app, spy)
             app.execute(routed, (spy,))
         writer.rollback()
+
+
+def test_a_coordinator_started_with_pgoptions_outranks_the_roles_idle_session_timeout(
+) -> None:
+    """``idle_session_timeout`` persisted on the application role ends the coordinator's
+    cached connections to the workers between transactions (no ``SET LOCAL`` holds there:
+    the ``idle-session`` class of ``test_role_settings_of_each_class_do_not_reach_the_engines_statements``
+    fails on the cluster). A coordinator whose environment holds ``PGOPTIONS`` gives the
+    connections Citus opens those startup options, which outrank a role setting."""
+    import time
+
+    from primitives.db import APP_ROLE
+    from primitives.embeddings import HashingEmbedder
+    from tests.citus._cluster import running_cluster
+    from tests.security._support import anchor_for, connect_engine, transient_tier
+
+    spec = SPEC_BY_AGENT["spectral"]
+    with running_cluster({"PGOPTIONS": "-c idle_session_timeout=0"}) as other:
+        migrate([spec], dsn=other.coordinator.dsn(), progress=lambda _: None)
+        with psycopg.connect(other.coordinator.dsn(APP_ROLE), autocommit=True) as attacker:
+            attacker.execute("ALTER ROLE CURRENT_USER SET idle_session_timeout = 1")
+        anchor = anchor_for(spec, f"idle-{uuid.uuid4().hex[:8]}")
+        embedder = HashingEmbedder(dims=spec.retrieval.embedding.dims)
+        with connect_engine(spec, other.coordinator.dsn(APP_ROLE), max_connections=1,
+                            embedder=embedder) as engine:
+            for i in range(3):
+                with engine.tenant(anchor) as mem:
+                    mem.observe(transient_tier(spec), f"note {i} survives the idle timeout")
+                time.sleep(0.05)  # the worker connections wait, cached, between transactions
+            with engine.tenant(anchor) as mem:
+                hits = mem.search("note survives the idle timeout")
+                shown = mem.connection.execute(sql.SQL(
+                    "SELECT pg_catalog.current_setting('idle_session_timeout') FROM {} "
+                    "LIMIT 1").format(engine.tables.memories.ident)).fetchone()
+        assert len(hits) == 3
+        assert shown == ("0",)  # on the worker that holds the tenant's shard
