@@ -19,7 +19,11 @@ others until it commits. Three consequences shape this module:
 On the coordinator, ``primitives.set_tenant`` runs ``SET LOCAL primitives.tenant``, which
 Citus forwards to the workers, where row-level security and the journal trigger read it:
 the function first sets ``citus.propagate_set_commands = 'local'`` for its transaction (the
-distributed plan also sets it for the app role, which a role setting could undo).
+distributed plan also sets it for the app role, which a role setting could undo), then
+copies the calling session's :data:`WORKER_SETTINGS` the same way, so that the settings a
+role persists on itself are not those of the engine's statements on the workers. On each
+worker, no runtime role may read other sessions' statement texts, which hold the values the
+coordinator deparses into them (:data:`_WORKER_ACTIVITY_REVOKE`).
 
 Example::
 
