@@ -12,9 +12,5 @@ ON_CLUSTER_FAILING: frozenset[str] = frozenset({
     'test_leaky_function_in_where_sees_only_the_tenants_rows[world_agent_audit_supersession]',
     'test_no_tenant_value_ever_appears_in_a_statement_text',
     'test_old_row_versions_leave_the_disk_only_with_primitives_vacuum',
-    'test_roles_are_what_the_design_says',
-    'test_session_level_tenant_does_not_reach_a_later_engine_transaction',
-    'test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connections',
-    "test_tenant_switched_inside_an_engine_transaction_does_not_widen_engine_calls[SELECT set_config('primitives.tenant', {}, false)]",
-    'test_tenant_switched_inside_an_engine_transaction_does_not_widen_engine_calls[SET primitives.tenant = {}]',
+    'test_role_settings_of_each_class_do_not_reach_the_engines_statements[idle-session]',
 })

@@ -90,25 +90,15 @@ ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_c
         "perform query on placements that were modified in this transaction by a different "
         "user'); on a cluster the disk check itself reads the shards' files on the workers"),
     "test_no_tenant_value_ever_appears_in_a_statement_text": (
-        "on a coordinator primitives.set_tenant runs SET LOCAL primitives.tenant = '<tenant>' "
-        "(Citus forwards SET LOCAL, not set_config), so the tenant is in that statement's "
-        "text (docs/scaling.md)"),
-    "test_roles_are_what_the_design_says": (
-        "on a cluster the owner and maintainer roles can log in (the coordinator connects to "
-        "the workers as them: docs/scaling.md)"),
-    "test_session_level_tenant_does_not_reach_a_later_engine_transaction": (
-        "a session-level SET primitives.tenant is not forwarded to the workers (only SET "
-        "LOCAL is), so the test's precondition, that the attacker's session sees the victim's "
-        "rows, does not hold: the shards see no tenant"),
-    "test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connections": (
-        "a setting persisted on the application role (ALTER ROLE ... SET statement_timeout = "
-        "1) is propagated to the workers by Citus and applies to the coordinator's "
-        "connections to them, which the engine's RESET ALL on its own connection does not "
-        "reach: the engine's statements are cancelled on the workers (docs/scaling.md)"),
-    "test_tenant_switched_inside_an_engine_transaction_does_not_widen_engine_calls": (
-        "a tenant switched with SET or set_config after primitives.set_tenant is not "
-        "forwarded to the workers, which keep the caller's tenant: the caller's own write is "
-        "not refused (the test expects 42501); it is written for the caller"),
+        "its workload writes through the LangGraph store and checkpointer, whose put path has "
+        "no cluster form yet (42P18); the coordinator's texts hold no value (set_tenant's SET "
+        "LOCAL runs inside the function), the workers' are covered by test_cluster.py's "
+        "test_no_runtime_role_reads_the_values_in_the_workers_statement_texts"),
+    "test_role_settings_of_each_class_do_not_reach_the_engines_statements": (
+        "idle_session_timeout persisted on the application role ends the coordinator's "
+        "cached connections to the workers between two transactions, where no SET LOCAL "
+        "holds; only startup options outrank a role setting, and Citus sends none to the "
+        "workers (docs/scaling.md: PGOPTIONS in the coordinator's environment)"),
 }
 """Test ids (of tests/citus/test_on_cluster_*.py, without the file) that cannot pass on the
 cluster, with the reason; they run as ``xfail(strict=True)``, so one that starts passing

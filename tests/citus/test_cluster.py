@@ -551,3 +551,88 @@ def test_the_non_mirror_guard_holds_on_the_workers_with_its_index_current(
                     assert direct.execute(indexed).fetchone() == (2,)
         finally:
             next(made, None)
+
+
+def test_no_runtime_role_reads_the_values_in_the_workers_statement_texts(
+    cluster: Cluster, coordinator: str, app: psycopg.Connection[Any],
+) -> None:
+    """The coordinator deparses each statement it sends to a worker with the values as
+    literals; the worker runs it over a connection of the application role. No session of a
+    runtime role may read those texts: not through a query the coordinator routes to the
+    worker (its functions run there), not through ``citus_stat_activity`` (which reads every
+    node's ``pg_stat_activity`` as the caller), not on the worker itself."""
+    from primitives.db import APP_ROLE, AUDITOR_ROLE
+
+    spec, tables = SPEC_BY_AGENT["spectral"], TABLES_BY_AGENT["spectral"]
+    mark = f"zq{uuid.uuid4().hex[:14]}"
+    victim, spy = f"victim-{mark}", f"spy-{uuid.uuid4().hex[:8]}"
+    with app.transaction():
+        _as_tenant(app, spy)
+        _insert(app, tables, _memory(spec, tables, spy))
+    routed = sql.SQL("SELECT a.query FROM {} AS m, "
+                     "LATERAL pg_catalog.pg_stat_get_activity(NULL) AS a "
+                     "WHERE m.{} = %s").format(tables.memories.ident,
+                                               sql.Identifier(tables.tenant_column))
+    with psycopg.connect(cluster.coordinator.dsn(APP_ROLE)) as writer:
+        # the victim's transaction stays open: its worker connection shows the insert's text
+        _as_tenant(writer, victim)
+        row = _memory(spec, tables, victim)
+        row["content"] = f"{mark} the victim's secret"
+        _insert(writer, tables, row)
+        with psycopg.connect(coordinator, autocommit=True) as admin:
+            texts = [q for (q,) in admin.execute(
+                "SELECT query FROM pg_catalog.citus_stat_activity WHERE NOT is_worker_query "
+                "OR query <> ''").fetchall() if q]
+        assert any(mark in text for text in texts)  # the premise: the value is in a text
+        for role in (APP_ROLE, AUDITOR_ROLE):
+            with psycopg.connect(cluster.coordinator.dsn(role), autocommit=True) as other:
+                seen = [q for (q,) in other.execute(
+                    "SELECT query FROM pg_catalog.citus_stat_activity").fetchall() if q]
+                assert seen and not any(mark in text for text in seen), role
+            for worker in cluster.workers:
+                with psycopg.connect(worker.dsn(role), autocommit=True) as direct:
+                    for statement in ("SELECT query FROM pg_catalog.pg_stat_activity",
+                                      "SELECT pg_catalog.pg_stat_get_backend_activity(1)"):
+                        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                            direct.execute(statement)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege,
+                           match="pg_stat_get_activity"), app.transaction():
+            _as_tenant(app, spy)
+            app.execute(routed, (spy,))
+        writer.rollback()
+
+
+def test_a_coordinator_started_with_pgoptions_outranks_the_roles_idle_session_timeout(
+) -> None:
+    """``idle_session_timeout`` persisted on the application role ends the coordinator's
+    cached connections to the workers between transactions (no ``SET LOCAL`` holds there:
+    the ``idle-session`` class of ``test_role_settings_of_each_class_do_not_reach_the_engines_statements``
+    fails on the cluster). A coordinator whose environment holds ``PGOPTIONS`` gives the
+    connections Citus opens those startup options, which outrank a role setting."""
+    import time
+
+    from primitives.db import APP_ROLE
+    from primitives.embeddings import HashingEmbedder
+    from tests.citus._cluster import running_cluster
+    from tests.security._support import anchor_for, connect_engine, transient_tier
+
+    spec = SPEC_BY_AGENT["spectral"]
+    with running_cluster({"PGOPTIONS": "-c idle_session_timeout=0"}) as other:
+        migrate([spec], dsn=other.coordinator.dsn(), progress=lambda _: None)
+        with psycopg.connect(other.coordinator.dsn(APP_ROLE), autocommit=True) as attacker:
+            attacker.execute("ALTER ROLE CURRENT_USER SET idle_session_timeout = 1")
+        anchor = anchor_for(spec, f"idle-{uuid.uuid4().hex[:8]}")
+        embedder = HashingEmbedder(dims=spec.retrieval.embedding.dims)
+        with connect_engine(spec, other.coordinator.dsn(APP_ROLE), max_connections=1,
+                            embedder=embedder) as engine:
+            for i in range(3):
+                with engine.tenant(anchor) as mem:
+                    mem.observe(transient_tier(spec), f"note {i} survives the idle timeout")
+                time.sleep(0.05)  # the worker connections wait, cached, between transactions
+            with engine.tenant(anchor) as mem:
+                hits = mem.search("note survives the idle timeout")
+                shown = mem.connection.execute(sql.SQL(
+                    "SELECT pg_catalog.current_setting('idle_session_timeout') FROM {} "
+                    "LIMIT 1").format(engine.tables.memories.ident)).fetchone()
+        assert len(hits) == 3
+        assert shown == ("0",)  # on the worker that holds the tenant's shard

@@ -29,6 +29,7 @@ from tests.security._support import (
     count,
     insert_row,
     new_tenant,
+    on_citus,
     seed_tenant,
 )
 
@@ -38,6 +39,13 @@ pytestmark = [pytest.mark.db,
 SPEC = SPEC_BY_AGENT["spectral"]
 STATE = ("SELECT current_setting('primitives.tenant', true), primitives.current_tenant(), "
          "pg_backend_pid()")
+
+
+def _counts_of(engine: Engine, tenant: str) -> tuple[int, int]:
+    """(memories, journal events) the tenant holds."""
+    with engine.tenant(anchor_for(SPEC, tenant)) as mem:
+        return (count(mem.connection, engine.tables.memories),
+                count(mem.connection, engine.tables.events))
 
 
 @pytest.fixture
@@ -111,7 +119,13 @@ def test_session_level_tenant_does_not_reach_a_later_engine_transaction(
     caller = new_tenant("caller")
     with engine._pool.connection() as conn:  # a malicious caller sets it for the session
         conn.execute(sql.SQL("SET primitives.tenant = {}").format(sql.Literal(victim.tenant)))
-        assert count(conn, engine.tables.memories) > 0  # the session itself sees the victim
+        seen = count(conn, engine.tables.memories)
+        if on_citus(conn):
+            # a session-level SET stays on the coordinator (Citus forwards only SET LOCAL):
+            # the rows are on the workers, where the session has no tenant and sees nothing
+            assert seen == 0
+        else:
+            assert seen > 0  # the session itself sees the victim
     with engine.tenant(anchor_for(SPEC, caller)) as mem:
         setting = mem.connection.execute("SELECT primitives.current_tenant()").fetchone()
         assert setting == (caller,)
@@ -136,11 +150,29 @@ def test_tenant_switched_inside_an_engine_transaction_does_not_widen_engine_call
         assert mem.search(victim.marker, tiers=list(SPEC.tier_names)) == []
         assert all(mem.get(i) is None for i in victim.memory_ids)
         assert all(mem.history(i) == [] for i in victim.memory_ids)
-    with pytest.raises(PolicyViolation) as refused, \
-            engine.tenant(anchor_for(SPEC, caller)) as mem:
-        mem.connection.execute(switch)
-        mem.observe("cycle", "written for the caller while the setting names the victim")
-    assert refused.value.context["sqlstate"] == "42501"
+    with engine._pool.connection() as conn:
+        cluster = on_citus(conn)
+    if cluster:
+        # The switch stays on the coordinator (Citus forwards only SET LOCAL): the workers,
+        # where the rows and their policies are, keep the caller's tenant from set_tenant.
+        # The caller's write is then not refused; it lands in the caller's tenant, and the
+        # victim's rows and journal gain nothing.
+        before = _counts_of(engine, victim.tenant)
+        with engine.tenant(anchor_for(SPEC, caller)) as mem:
+            mem.connection.execute(switch)
+            written = mem.observe("cycle", "written for the caller while the setting "
+                                           "names the victim")
+        with engine.tenant(anchor_for(SPEC, caller)) as mem:
+            assert mem.get(written.id) is not None
+        with engine.tenant(anchor_for(SPEC, victim.tenant)) as mem:
+            assert mem.get(written.id) is None
+        assert _counts_of(engine, victim.tenant) == before
+    else:
+        with pytest.raises(PolicyViolation) as refused, \
+                engine.tenant(anchor_for(SPEC, caller)) as mem:
+            mem.connection.execute(switch)
+            mem.observe("cycle", "written for the caller while the setting names the victim")
+        assert refused.value.context["sqlstate"] == "42501"
     # and the next engine transaction is scoped to its own tenant again
     with engine.tenant(anchor_for(SPEC, victim.tenant)) as mem:
         assert {h.memory.id for h in mem.search(victim.marker, tiers=list(SPEC.tier_names))}

@@ -320,3 +320,27 @@ def test_the_citus_plan_puts_canonical_tables_and_the_guards_index_on_every_node
     assert first(f"create_distributed_table('{refs}'") < added
     assert statements[added - 1].startswith(f"ALTER TABLE {refs} DROP CONSTRAINT IF EXISTS")
     assert not any("DROP CONSTRAINT" in s and "FOREIGN KEY" in s for s in statements)
+
+
+def test_set_tenant_on_a_coordinator_forwards_every_runtime_setting_it_can() -> None:
+    """Every setting the runtime's connections start with is either copied to the workers'
+    transactions by the coordinator's ``primitives.set_tenant`` or named with why not: a
+    worker's connection starts with the application role's persisted settings."""
+    from primitives.db._citus import (
+        _SET_TENANT_SET_LOCAL,
+        WORKER_SETTINGS,
+        WORKER_SETTINGS_NOT_FORWARDED,
+    )
+    from primitives.db._session import _SINCE_17, DEFAULT_SETTINGS, PINNED_SETTINGS
+
+    runtime = {n.lower() for n in (*PINNED_SETTINGS, *DEFAULT_SETTINGS, *_SINCE_17)}
+    runtime.add("search_path")
+    assert runtime == set(WORKER_SETTINGS) - {"transaction_read_only"} | set(
+        WORKER_SETTINGS_NOT_FORWARDED)
+    assert not set(WORKER_SETTINGS) & set(WORKER_SETTINGS_NOT_FORWARDED)
+    body = _SET_TENANT_SET_LOCAL.as_string(None)
+    for name in WORKER_SETTINGS:
+        assert f"'{name}'" in body
+    # the settings before the tenant, every one with SET LOCAL (what Citus forwards)
+    assert body.index("FOREACH setting") < body.index("SET LOCAL primitives.tenant")
+    assert "set_config(" not in body
