@@ -70,7 +70,6 @@ from primitives.engine import (
     resolve_anchor,
 )
 from primitives.engine import _store_ops as store_ops
-from primitives.engine._async import _arun_once
 from primitives.engine._base import render
 from primitives.engine._core import EMBED_CONTEXT, Context, Step
 from primitives.engine._core import Op as CoreOp
@@ -705,13 +704,9 @@ class AsyncMemoryStore(BaseStore):
         except StopIteration as done:
             value = done.value
         else:
-            pool = self.engine._pool
-            conn = await pool.getconn()
-            try:
-                value = await _arun_once(conn, ctx.tenant, _resumed(operation, step),
-                                         after_last="new" if batch.puts is None else "refuse")
-            finally:
-                await pool.putconn(conn)
+            value = await self.engine.run_once(
+                ctx, _resumed(operation, step),
+                after_last="new" if batch.puts is None else "refuse")
         if batch.puts is None:
             await self.engine._accessed(ctx.tenant, _found(batch.ops, value))
             return list(value)
