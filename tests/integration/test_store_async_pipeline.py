@@ -209,3 +209,32 @@ async def test_gets_in_a_shared_round_trip_push_back_each_tenants_expiry_in_its_
     assert after[frozen] == before[frozen]
     for tenant in tenants[1:]:
         assert all(after[tenant][k] > before[tenant][k] for k in before[tenant]), tenant
+
+
+async def test_one_tenants_concurrent_gets_and_puts_run_as_two_statements_reads_first(
+        pg: PostgresHandle, spectral: AgentSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gets and puts of one tenant in flight together: the gets are one transaction and the
+    puts another, sent in one round trip, the reads first (as a LangGraph batch orders its
+    ops), so a get of a key being put sees the version before it; every put is journalled."""
+    [tenant] = _tenants(1)
+    store = await AsyncMemoryStore.from_spec(spectral, pg.app_dsn, max_connections=1)
+    try:
+        await asyncio.gather(*(store.aput(_ns(tenant), f"k{i}", {"text": f"v0 {i}"})
+                               for i in range(20)))
+        exchanges = Exchanges(monkeypatch)
+        calls = []
+        for i in range(20):
+            calls.append(store.aput(_ns(tenant), f"k{i}", {"text": f"v1 {i}"}))
+            calls.append(store.aget(_ns(tenant), f"k{i}"))
+        done = await asyncio.gather(*calls)
+        assert exchanges.sizes == [2]  # one round trip: the reads' and the puts' transactions
+        assert done[0::2] == [None] * 20
+        assert [g.value["text"] for g in done[1::2]] == [f"v0 {i}" for i in range(20)]
+        got = await asyncio.gather(*(store.aget(_ns(tenant), f"k{i}") for i in range(20)))
+        assert [g.value["text"] for g in got] == [f"v1 {i}" for i in range(20)]
+    finally:
+        await store.aclose()
+    with connect_auditor(pg.auditor_dsn) as conn:
+        [report] = verify_chains(conn, spectral, tenants=[tenant])
+    # 20 first writes, then 20 changes: each superseded, observed and resolved
+    assert (report.events, report.intact) == (20 + 20 * 3, True)
