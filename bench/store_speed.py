@@ -19,8 +19,10 @@ embedder, ``PostgresStore`` with an index config (384 dims, ``fields=["text"]``)
 embed function is the same model's ``embed_documents``. Last, ``async_concurrent``: the
 async stores (``AsyncMemoryStore``, ``AsyncPostgresStore``, each on its default pool) under
 rounds of 1,000 concurrent small calls (half ``aput`` of a new key, half ``aget``), the
-systems' rounds alternating; throughput is calls per second over all rounds. Results:
-``bench/results/store_speed.json``.
+systems' rounds alternating; throughput is calls per second over all rounds. It runs after
+the embedding model has loaded in the process, whose loader freezes the heap
+(``FlagEmbedder(freeze_gc=True)``), so neither store's rounds pay for full collections that
+walk the model's objects. Results: ``bench/results/store_speed.json``.
 """
 
 from __future__ import annotations

@@ -414,6 +414,21 @@ class AsyncEngine(EngineBase):
                                                  tenant=resolved.tenant))
         raise AssertionError("unreachable")
 
+    async def run_once(self, ctx: core.Context, op: core.Op[R], *,
+                       after_last: Literal["refuse", "new"] = "refuse") -> R:
+        """Drive ``op`` to its end on a pooled connection, its statements in one-shot
+        transactions of ``ctx``'s tenant (as :meth:`write_once` runs one), once: no retry,
+        nothing noted. ``after_last="new"``: a statement after the one marked last opens a
+        new transaction (a TTL refresh after a read), ``"refuse"``: it is a bug. For a caller
+        that sent the operation's first statement itself and resumes it here (the async
+        store's shared round trip of several tenants' transactions)."""
+        pool = self._pool
+        conn = await pool.getconn()
+        try:
+            return await _arun_once(conn, ctx.tenant, op, after_last=after_last)
+        finally:
+            await pool.putconn(conn)
+
     async def write(self, anchor: Mapping[str, object],
                     fn: Callable[[AsyncTenantMemory], Awaitable[T]], *, actor: str = "agent",
                     seed: str | None = None) -> T:

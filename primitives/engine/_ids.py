@@ -32,12 +32,13 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from uuid import UUID
 
-__all__ = ["JobIds", "new_uuid", "seeded_ids", "seeded_uuid"]
+__all__ = ["JobIds", "new_uuid", "new_uuid_text", "seeded_ids", "seeded_uuid"]
 
 BATCH = 64
 """Ids made per system call."""
 
 _batch: list[UUID] = []
+_texts: list[str] = []
 
 
 class JobIds:
@@ -92,4 +93,29 @@ def new_uuid() -> UUID:
         return _batch.pop()
 
 
-os.register_at_fork(after_in_child=_batch.clear)
+def new_uuid_text() -> str:
+    """``str(new_uuid())``, without the ``UUID`` object where the id is random: what a
+    statement that takes its ids as text (a JSON array of items) needs, at a fraction of
+    the cost. Seeded inside a job, as :func:`new_uuid` is (the same sequence)."""
+    job = _job.get()
+    if job is not None:
+        return str(job.next())
+    try:
+        return _texts.pop()
+    except IndexError:
+        raw = bytearray(os.urandom(16 * BATCH))
+        for k in range(0, len(raw), 16):  # the version and variant bits, as uuid4() sets
+            raw[k + 6] = (raw[k + 6] & 0x0F) | 0x40
+            raw[k + 8] = (raw[k + 8] & 0x3F) | 0x80
+        digits = raw.hex()
+        _texts.extend(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+                      for h in (digits[k:k + 32] for k in range(0, len(digits), 32)))
+        return _texts.pop()
+
+
+def _clear() -> None:
+    _batch.clear()
+    _texts.clear()
+
+
+os.register_at_fork(after_in_child=_clear)

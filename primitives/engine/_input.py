@@ -55,6 +55,12 @@ def bounded_text(value: object, field: str, limit: int, setting: str) -> str:
 def bounded_labels(items: object, field: str, *, count: int, chars: int, count_setting: str,
                    chars_setting: str) -> list[str]:
     """A list of at most ``count`` labels, each :func:`bounded_text` of ``chars``."""
+    if type(items) is list or type(items) is tuple:
+        # the common case, checked without naming each label (the names are for errors)
+        if len(items) <= count and all(type(item) is str and len(item) <= chars
+                                       and item.isascii() and "\x00" not in item
+                                       for item in items):
+            return list(items)
     if isinstance(items, str | bytes) or not isinstance(items, Sequence | set | frozenset):
         raise PolicyViolation(f"{field} must be a list of strings, not "
                               f"{type(items).__name__}", field=field)
@@ -75,6 +81,10 @@ def check_json(value: object, field: str, *, depth: int) -> None:
 
     Walked with an explicit stack, so a 10,000-deep value is refused, not a RecursionError.
     """
+    if _plain_json(value, depth):
+        return
+    # something to refuse, or a type the quick walk does not take (a subclass, a tuple):
+    # the walk that names where
     stack: list[tuple[object, int, str]] = [(value, 1, field)]
     while stack:
         item, level, where = stack.pop()
@@ -103,6 +113,38 @@ def check_json(value: object, field: str, *, depth: int) -> None:
             raise PolicyViolation(f"{field} holds a {type(item).__name__} at {where}; JSON "
                                   "holds objects, arrays, strings, numbers, booleans and null",
                                   field=field)
+
+
+def _plain_json(value: object, depth: int) -> bool:
+    """True when ``value`` is made only of plain ``dict`` (string keys), ``list``, ASCII
+    ``str`` without NUL, ``int``, ``bool``, finite ``float`` and None, no deeper than
+    ``depth``: what :func:`check_json` accepts, walked without naming each place (a value
+    not shown plain here is walked again by :func:`check_json`, which decides)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, level = pop()
+        if type(item) is str:
+            if not item.isascii() or "\x00" in item:
+                return False
+        elif type(item) is dict:
+            if level > depth:
+                return False
+            for key, child in item.items():
+                if type(key) is not str or not key.isascii() or "\x00" in key:
+                    return False
+                push((child, level + 1))
+        elif type(item) is list:
+            if level > depth:
+                return False
+            for child in item:
+                push((child, level + 1))
+        elif type(item) is float:
+            if not math.isfinite(item):
+                return False
+        elif item is not None and type(item) is not int and type(item) is not bool:
+            return False
+    return True
 
 
 def check_object(value: object, field: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from psycopg.types.json import Jsonb
 from primitives.engine import _core as core
 from primitives.engine import _queries as q
 from primitives.engine._core import Context, Op, Step
-from primitives.engine._ids import new_uuid
+from primitives.engine._ids import new_uuid_text
 from primitives.engine._input import bounded_labels, bounded_text, check_json
 from primitives.engine._records import MEMORY_COLUMNS, Hit, Memory, SearchResult
 from primitives.errors import GovernanceError, PolicyViolation, TenancyError
@@ -356,9 +356,11 @@ def put_items(ctx: Context, ops: Sequence[ItemPut], *,
             meta["ttl_minutes"] = float(op.ttl_minutes)
         if not op.indexed:
             meta["index"] = False
+        # ids as text, drawn in the order the op-by-op path draws them (a seeded job's ids
+        # match)
         items.append({
-            "n": n, "id": str(new_uuid()), "sup_event": str(q.new_event_id()),
-            "obs_event": str(q.new_event_id()), "tier": w.tier, "typology": w.typology,
+            "n": n, "id": new_uuid_text(), "sup_event": new_uuid_text(),
+            "obs_event": new_uuid_text(), "tier": w.tier, "typology": w.typology,
             "scope_id": w.scope_id, "namespace": w.namespace, "key": op.key,
             "content": w.content, "value": w.value, "envelope": w.envelope, "tags": w.tags,
             "payload": core.observed_payload(w, op.key, "direct"), "meta": meta,
@@ -393,12 +395,16 @@ def _one_item_params(item: Mapping[str, Any], value_json: str) -> dict[str, Any]
         "put_namespace": list(item["namespace"]), "put_key": item["key"],
         "put_content": item["content"], "put_value": value_json,
         "put_envelope": core.canonical_json(item["envelope"]), "put_tags": list(item["tags"]),
-        "put_payload": json.dumps(item["payload"], separators=(",", ":"), default=str),
+        "put_payload": _COMPACT.encode(item["payload"]),
         "put_meta": core.canonical_json(item["meta"]), "put_ttl": item["ttl"],
         "put_res_event": item["res_event"],
         "put_conflict": None if conflict is None else json.dumps(conflict),
         "put_invalidate": item.get("invalidate"), "put_archive": item.get("archive"),
         "put_confidence": item.get("confidence"), "put_decay_rate": item.get("decay_rate")}
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), default=str)
+"""``json.dumps(..., separators=(",", ":"), default=str)``, its encoder made once."""
 
 
 def _conflict_fields(policy: Any) -> dict[str, Any]:
@@ -411,7 +417,7 @@ def _conflict_fields(policy: Any) -> dict[str, Any]:
     if validity:
         confidence = core.CONTRADICTED_CONFIDENCE if confidence is None else confidence
         decay_rate = core.CONTRADICTED_DECAY_RATE if decay_rate is None else decay_rate
-    return {"res_event": str(q.new_event_id()), "invalidate": validity,
+    return {"res_event": new_uuid_text(), "invalidate": validity,
             "archive": not validity, "confidence": confidence, "decay_rate": decay_rate,
             "conflict": {"strategy": policy.strategy, "detected": "key",
                          "confidence": confidence, "decay_rate": decay_rate}}

@@ -70,7 +70,6 @@ from primitives.engine import (
     resolve_anchor,
 )
 from primitives.engine import _store_ops as store_ops
-from primitives.engine._async import _arun_once
 from primitives.engine._base import render
 from primitives.engine._core import EMBED_CONTEXT, Context, Step
 from primitives.engine._core import Op as CoreOp
@@ -574,7 +573,8 @@ class AsyncMemoryStore(BaseStore):
     async def _drain(self) -> None:
         """Take the calls queued for anchors no other task is running, until none is left;
         each anchor's calls run as one batch (one transaction), identical reads once when the
-        batch has no write; if that batch fails, each call runs alone, so one call's refusal
+        batch has no write, or, when some calls only read and others write, as two: the
+        reading calls' batch first, then the others' (:func:`_reads_first`); if that batch fails, each call runs alone, so one call's refusal
         is its own (the failed transaction wrote nothing). One anchor runs in one task at a
         time, so two transactions of a tenant never wait on each other's rows. A task takes
         its share of the free anchors (the free anchors over the tasks not running any), and
@@ -603,7 +603,11 @@ class AsyncMemoryStore(BaseStore):
                     calls = calls[:_TAKE]
                 if anchor is not None:
                     work.busy.add(anchor)
-                taken.append((anchor, calls))
+                    # the calls that only read, then the others: each part can be one
+                    # statement (a mixed batch could not), two transactions of the anchor
+                    taken.extend((anchor, part) for part in _reads_first(calls))
+                else:
+                    taken.append((anchor, calls))
             work.held[task] = taken
             try:
                 if len(taken) == 1:
@@ -705,13 +709,9 @@ class AsyncMemoryStore(BaseStore):
         except StopIteration as done:
             value = done.value
         else:
-            pool = self.engine._pool
-            conn = await pool.getconn()
-            try:
-                value = await _arun_once(conn, ctx.tenant, _resumed(operation, step),
-                                         after_last="new" if batch.puts is None else "refuse")
-            finally:
-                await pool.putconn(conn)
+            value = await self.engine.run_once(
+                ctx, _resumed(operation, step),
+                after_last="new" if batch.puts is None else "refuse")
         if batch.puts is None:
             await self.engine._accessed(ctx.tenant, _found(batch.ops, value))
             return list(value)
@@ -833,6 +833,17 @@ class _Work:
     held: dict[asyncio.Task[None], list[tuple[Anchor | None, list[_Call]]]] = field(
         default_factory=dict)
     """The anchors and calls each task is running."""
+
+
+def _reads_first(calls: list[_Call]) -> list[list[_Call]]:
+    """``calls`` of one anchor as the calls that only read and the others, in their order
+    within each part (a part left empty is left out). The calls are in flight together, so
+    any order between two of them is one a caller may see; reads first is the order a
+    LangGraph batch runs its ops in (gets, searches and listings before puts)."""
+    reads = [call for call in calls if _reads_only(call.plan[0][0].ops)]
+    if not reads or len(reads) == len(calls):
+        return [calls]
+    return [reads, [call for call in calls if not _reads_only(call.plan[0][0].ops)]]
 
 
 def _once(ops: list[Op]) -> tuple[list[Op], list[int], list[int]]:

@@ -184,3 +184,24 @@ def test_listed_envelope_keys_follow_the_content_in_the_embedded_text(spec: Agen
     assert embedding_text(both, "Caroline: adoption", envelope, datetime(2023, 5, 8, 13, 56)) \
         == "[1:56 pm on 8 May, 2023] Caroline: adoption (previous: Melanie: what did you " \
            "research?)"
+
+
+@pytest.mark.skipif(minilm_path() is None, reason="the embeddings extra is not installed")
+@pytest.mark.parametrize("freeze", [True, False])
+def test_loading_the_model_freezes_the_collected_heap_unless_told_not_to(freeze: bool) -> None:
+    import gc
+
+    gc.unfreeze()
+    try:
+        embedder = FlagEmbedder(minilm_path() or "", model_id=MINILM, dims=384, pooling="mean",
+                                freeze_gc=freeze)
+        embedder.load()
+        frozen = gc.get_freeze_count()
+        if freeze:
+            assert frozen > 100_000  # torch and the model: the objects a full collection walks
+        else:
+            assert frozen == 0
+        embedder.load()  # loaded already: nothing again
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
