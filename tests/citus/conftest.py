@@ -73,15 +73,12 @@ def pg(cluster: Cluster, migrated: MigrateReport) -> PostgresHandle:
                           cluster.coordinator.dsn(AUDITOR_ROLE), None)
 
 
-_VIEW_CTE = ("the audit supersession view's recursive CTE: Citus runs a recursive CTE over a "
-             "distributed table only when it filters on the distribution column (0A000)")
 _CHECKPOINT_DELETE = (
     "erasure with thread_ids: the checkpointer's delete function (SECURITY DEFINER, run on "
     "the coordinator as its owner) reaches shards the transaction wrote as the application "
     "role ('cannot perform query on placements that were modified in this transaction by a "
     "different user'); the graph's entity insert, refused before, has its cluster form")
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
-    "test_leaky_function_in_where_sees_only_the_tenants_rows": _VIEW_CTE,
     "test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump": _CHECKPOINT_DELETE,
     "test_erasures_view_reports_residue_when_erased_text_is_put_back": _CHECKPOINT_DELETE,
     "test_old_row_versions_leave_the_disk_only_with_primitives_vacuum": (
