@@ -5,11 +5,13 @@ timings)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from bench._env import scratch_database
 from bench._targets import BENCH_SPEC
 from bench.server_ab import (
     COPIES,
@@ -21,6 +23,7 @@ from bench.server_ab import (
     render_table,
     variant_sql,
 )
+from primitives._project import migrate
 from primitives.db._oneshot import _commands, _Prepared
 from primitives.db._pipeline import SET_TENANT, Command
 from primitives.spec import load_spec
@@ -146,3 +149,25 @@ def test_the_store_puts_land_on_both_copies(
         with pytest.raises(SystemExit, match="'items-array' weighs a store put"):
             measure(variant=None, message=message, write=write, writes=1, rounds=1,
                     out=None, progress=lambda _: None)
+
+
+VARIANTS = sorted((Path(__file__).resolve().parents[2] / "bench" / "variants").glob("*.sql"))
+
+
+@pytest.fixture(scope="module")
+def variant_copy(pg: PostgresHandle) -> Iterator[str]:
+    """The admin DSN of a scratch database holding the bench spec's ``variant`` copy."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+        with scratch_database("variants") as (dsn, _embedded):
+            migrate([copy_spec("variant")], dsn=dsn, progress=lambda _: None)
+            yield dsn
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.stem for v in VARIANTS])
+def test_each_shipped_variant_applies_to_the_variant_copy(variant_copy: str, variant: Path) -> None:
+    """Every file in bench/variants still finds what it rewrites (the chain trigger's text,
+    the indexes it drops): applied in a transaction that is rolled back."""
+    with psycopg.connect(variant_copy) as owner:
+        owner.execute(variant_sql(variant).encode())
+        owner.rollback()
