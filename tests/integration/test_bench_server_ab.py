@@ -94,16 +94,22 @@ def test_the_variant_runs_on_the_variant_copy_only(
 
 
 def test_each_message_form_rewrites_the_engines_message() -> None:
-    engine = _commands(b"t", _Prepared("primitives_once_x", "PREPARE ...", (b"1",)), True)
+    call = _Prepared("primitives_once_x", "PREPARE ...", (b"1",))
+    engine = _commands(b"t", call, True, tenant_prepared=True)
     execute = Command(b"primitives_once_x", (b"1",), prepared=True)
-    assert engine == [Command(b"BEGIN"), Command(SET_TENANT, (b"t",)), execute,
-                      Command(b"COMMIT"), Command(b"RESET ALL")]
+    tenant = Command(b"primitives_set_tenant", (b"t",), prepared=True)
+    assert engine == [Command(b"BEGIN"), tenant, execute, Command(b"COMMIT"),
+                      Command(b"RESET ALL")]
+    unnamed = _commands(b"t", call, True)
+    assert unnamed == [Command(b"BEGIN"), Command(SET_TENANT, (b"t",)), *engine[2:]]
     forms = {form: _form(engine, form) for form in MESSAGES if form != "items-array"}
     assert forms == {
         "engine": engine,
-        "implicit": [Command(SET_TENANT, (b"t",)), execute, Command(b"RESET ALL")],
+        "implicit": [tenant, execute, Command(b"RESET ALL")],
         "no-reset": engine[:-1],
+        "unnamed-tenant": unnamed,
     }
+    assert _form(unnamed, "implicit") == unnamed[1:-2] + unnamed[-1:]
     with pytest.raises(AssertionError, match="no longer have the shape"):
         _form([execute], "implicit")
 
