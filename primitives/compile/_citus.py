@@ -34,6 +34,11 @@ What differs from the single-node plan, and why:
   distribute a table that depends on an operator class.
 - Each ``create_distributed_table`` ends a transaction (``Step.commit_after``): Citus
   creates the shards over connections of its own, which must see the table as committed.
+- The audit supersession view has no recursive CTE (Citus runs one over a distributed table
+  only when it filters on the distribution column, so an auditor could not read the view):
+  :func:`~primitives.compile._views.supersession_view_per_tenant` groups each tenant's
+  links and walks them with the pure function ``primitives.supersession_chains``, created on
+  every node; the whole query runs on each shard. Same columns, same rows.
 - The delete guard on ``<prefix>_memories`` fires on a shard, where a query on the
   distributed ``<prefix>_action_links`` would be a nested distributed query, which
   Citus refuses. ``primitives.guard_memory_delete_citus`` reads the tenant's
@@ -58,9 +63,15 @@ from psycopg import sql
 from primitives.compile._access import auditor_access
 from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
 from primitives.compile._ddl import Constraint, TableDef, bounds_signature
-from primitives.compile._definer import ERASE_ROW_CITUS_ARGS, erase_functions_citus
+from primitives.compile._definer import (
+    DELETE_TRANSIENT_CITUS_ARGS,
+    ERASE_ROW_CITUS_ARGS,
+    erase_functions_citus,
+    transient_delete_functions_citus,
+)
 from primitives.compile._expr import current_tenant_expr, current_tenant_value
-from primitives.compile._names import APP_ROLE, FRAMEWORK_SCHEMA, Table, Tables
+from primitives.compile._names import APP_ROLE, AUDITOR_ROLE, FRAMEWORK_SCHEMA, Table, Tables
+from primitives.compile._non_mirror import guard_functions
 from primitives.compile._plan import (
     Plan,
     Step,
@@ -69,6 +80,11 @@ from primitives.compile._plan import (
     _unpublish_steps,
     _view_steps,
     compile_plan,
+)
+from primitives.compile._views import (
+    supersession_chains_function,
+    supersession_chains_signature,
+    supersession_view_per_tenant,
 )
 from primitives.spec import AgentSpec
 
@@ -285,6 +301,138 @@ def _erasure_delegated(tables: Tables) -> Step:
             signature, sql.Literal(tables.memories.qualified)))
 
 
+def _cluster_views(steps: Iterator[Step], tables: Tables) -> Iterator[Step]:
+    """The plan's view steps, the supersession view in its per-tenant form (after the
+    function it calls, on every node)."""
+    title = f"{tables.audit_supersession.qualified}: view"
+    replaced = False
+    for step in steps:
+        if step.title != title:
+            yield step
+            continue
+        signature = supersession_chains_signature()
+        yield Step(f"{signature}: walks one tenant's supersession links",
+                   supersession_chains_function())
+        yield Step(f"{signature}: on every node", _distribute_function_sql(signature))
+        # the view runs with its reader's rights: whoever reads it calls the function
+        yield Step(f"{signature}: only the roles that read the view call it",
+                   sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(sql.SQL(signature)))
+        yield Step(f"{signature}: the application role and the auditor read the view",
+                   sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}, {}").format(
+                       sql.SQL(signature), sql.Identifier(APP_ROLE),
+                       sql.Identifier(AUDITOR_ROLE)))
+        yield replace(step, statement=supersession_view_per_tenant(tables))
+        replaced = True
+    if not replaced:  # pragma: no cover - the single-node plan always has the view
+        raise AssertionError(f"no step '{title}' in the plan")
+
+
+def _with_citus_delete(definition: TableDef, tables: Tables) -> TableDef:
+    """The memories with the cluster's set form of the delete function beside the
+    single-node one (:func:`~primitives.compile._definer.transient_delete_functions_citus`)."""
+    return replace(definition, functions=(*definition.functions,
+                                          *transient_delete_functions_citus(tables)))
+
+
+def _delete_delegated(tables: Tables) -> Step:
+    """The set form of the delete function distributed by its tenant argument, as
+    :func:`_erasure_delegated`."""
+    name = tables.object_name("delete_transient")
+    signature = sql.Literal(f"{tables.schema}.{name}({DELETE_TRANSIENT_CITUS_ARGS})")
+    return Step(
+        f"function {tables.schema}.{name} (of a set of rows): runs on the worker of the "
+        "tenant it is called for",
+        sql.SQL("SELECT pg_catalog.create_distributed_function({}::regprocedure, '$1', "
+                "colocate_with => {}, force_delegation => true)").format(
+            signature, sql.Literal(tables.memories.qualified)))
+
+
+def _reference_table_sql(table: tuple[str, str]) -> sql.Composed:
+    """``SELECT create_reference_table(...)`` when the table exists and is not in Citus's
+    metadata yet (a table that does not exist yet is left for a later migrate)."""
+    return sql.SQL(
+        "SELECT pg_catalog.create_reference_table(pg_catalog.to_regclass({name})) "
+        "WHERE pg_catalog.to_regclass({name}) IS NOT NULL AND NOT EXISTS "
+        "(SELECT 1 FROM pg_catalog.pg_dist_partition "
+        "WHERE logicalrelid = pg_catalog.to_regclass({name}))"
+    ).format(name=sql.Literal(sql.Identifier(*table).as_string(None)))
+
+
+def _canonical_reference_steps(spec: AgentSpec) -> Iterator[Step]:
+    """Each canonical table a non-mirror entry names, made a reference table (a copy on
+    every node), as the migrating admin: the guard fires on the workers, where it reads the
+    canonical text, and the references' foreign key to it leaves a distributed table, which
+    Citus allows only to a reference table."""
+    seen: set[tuple[str, str]] = set()
+    for item in spec.discipline.non_mirror:
+        table = item.canonical_table
+        if table is None or table in seen:
+            continue
+        seen.add(table)
+        name = ".".join(table)
+        yield Step(f"{name}: canonical table of {item.category}, on every node (reference "
+                   "table)", _reference_table_sql(table), commit_after=True)
+
+
+def _guard_index_reference_steps(tables: Tables) -> Iterator[Step]:
+    """The guard's index of the canonical texts (postings, row versions, signatures), made
+    reference tables: the guard reads them on the worker where it fires, and the refresh
+    joins them with the canonical tables, reference tables too."""
+    for suffix in ("canonical_indexed", "canonical_postings", "canonical_signatures"):
+        table = (tables.schema, tables.object_name(suffix))
+        yield Step(f"{'.'.join(table)}: on every node (reference table)",
+                   _reference_table_sql(table), commit_after=True)
+
+
+def _with_guard_index_references(steps: Iterator[Step], tables: Tables) -> Iterator[Step]:
+    """``steps``, with the guard's index tables made reference tables before the refresh
+    function that fills them is created."""
+    refresh = f"refresh function {tables.object_name('refresh_canonical_index')} (SECURITY"
+    for step in steps:
+        if refresh in step.title:
+            yield from _guard_index_reference_steps(tables)
+        yield step
+
+
+def _with_citus_non_mirror(definition: TableDef, spec: AgentSpec, tables: Tables,
+                           capabilities: Capabilities) -> TableDef:
+    """The non-mirror guard's functions in their cluster form
+    (:func:`~primitives.compile._non_mirror.guard_functions` with ``citus``), in place of
+    the single-node ones."""
+    single = {title for title, _ in guard_functions(spec, tables, capabilities)}
+    mine = [i for i, (title, _) in enumerate(definition.functions) if title in single]
+    if not mine:
+        return definition
+    kept = [f for f in definition.functions if f[0] not in single]
+    cluster = guard_functions(spec, tables, capabilities, citus=True)
+    return replace(definition, functions=(*kept[:mine[0]], *cluster, *kept[mine[0]:]))
+
+
+def _is_canonical_key(title: str, statement: sql.Composed) -> bool:
+    return title.startswith("foreign key ") and ", ADD CONSTRAINT " in statement.as_string(None)
+
+
+def _without_canonical_keys(definition: TableDef) -> TableDef:
+    """The references table without its foreign keys to canonical tables: they are added
+    once it is distributed (:func:`_canonical_key_steps`)."""
+    return replace(definition, functions=tuple(
+        f for f in definition.functions if not _is_canonical_key(*f)))
+
+
+def _canonical_key_steps(definition: TableDef) -> Iterator[Step]:
+    """The references table's foreign keys to canonical tables (reference tables), each
+    replaced in two statements: Citus refuses ``ADD CONSTRAINT`` beside other subcommands,
+    and a foreign key from a table not yet distributed to a reference table."""
+    for title, statement in definition.functions:
+        if not _is_canonical_key(title, statement):
+            continue
+        head, _, added = statement.as_string(None).partition(", ADD CONSTRAINT ")
+        table = head.partition(" DROP CONSTRAINT")[0]
+        label = f"{definition.table.qualified}: {title}"
+        yield Step(f"{label}: drop", _fixed(head))
+        yield Step(f"{label}: add", _fixed(f"{table} ADD CONSTRAINT {added}"))
+
+
 def _foreign_keys(definition: TableDef) -> tuple[Constraint, ...]:
     return tuple(c for c in definition.constraints if c.kind == "foreign_key")
 
@@ -320,22 +468,25 @@ def compile_citus(
     tables: Tables = base.tables
     definitions = tuple(
         _with_citus_erasure(
-            _with_citus_guard(d) if d.table == tables.memories
+            _with_citus_delete(_with_citus_non_mirror(_with_citus_guard(d), spec, tables,
+                                                      base.capabilities), tables)
+            if d.table == tables.memories
             else _with_generic_chain(d, tables) if d.table == tables.events
             else d, tables, embedding=base.capabilities.vector)
         for d in base.definitions
     )
-    steps: list[Step] = list(_cluster_steps())
+    steps: list[Step] = [*_cluster_steps(), *_canonical_reference_steps(spec)]
     steps.append(base.steps[0])  # SET LOCAL ROLE primitives_owner
     steps += _schema_steps(tables)
     steps.append(Step(f"{FRAMEWORK_SCHEMA}.{CITUS_GUARD_FUNCTION}: shard-local delete guard",
                       _guard_function_sql()))
     for definition in definitions:
-        without_fks = replace(definition, constraints=tuple(
+        without_fks = replace(_without_canonical_keys(definition), constraints=tuple(
             c for c in definition.constraints if c.kind != "foreign_key"))
-        steps += (_without_subquery(step)
-                  for step in _table_steps(tables, without_fks, not_valid=True,
-                                           access=auditor_access(spec, tables)))
+        steps += _with_guard_index_references(
+            (_without_subquery(step)
+             for step in _table_steps(tables, without_fks, not_valid=True,
+                                      access=auditor_access(spec, tables))), tables)
         if definition.bounds:
             # the shards' CHECK calls it on the workers
             steps.append(Step(
@@ -351,9 +502,11 @@ def compile_citus(
         ))
     for definition in definitions:
         steps += _foreign_key_steps(definition)
+        steps += _canonical_key_steps(definition)
     steps.append(_erasure_delegated(tables))
+    steps.append(_delete_delegated(tables))
     steps += _unpublish_steps(tables)
-    steps += _view_steps(spec, tables, definitions[0], base.capabilities)
+    steps += _cluster_views(_view_steps(spec, tables, definitions[0], base.capabilities), tables)
     steps += base.validations  # the distributed plan commits in parts; these run last
     return Plan(
         agent=spec.agent,

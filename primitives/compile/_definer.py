@@ -38,6 +38,7 @@ __all__ = [
     "pii_raw_functions",
     "read_pii_raw_function",
     "transient_delete_function",
+    "transient_delete_functions_citus",
 ]
 
 _DEFINER = sql.SQL("""\
@@ -238,6 +239,44 @@ def erase_functions_citus(tables: Tables, *, embedding: bool = False, raw: bool 
         (f"{label}: not callable by PUBLIC",
          sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
         (f"{label}: callable by the app role",
+         sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
+                                                             sql.Identifier(APP_ROLE))),
+    )
+
+
+DELETE_TRANSIENT_CITUS_ARGS: Final = "text, uuid[]"
+"""The cluster's set form of the delete function takes the tenant first: Citus delegates the
+call to the worker that holds the tenant's shards (:func:`transient_delete_functions_citus`)."""
+
+
+def transient_delete_functions_citus(tables: Tables) -> tuple[tuple[str, sql.Composed], ...]:
+    """On a Citus cluster, beside :func:`memory_functions`' delete:
+    ``<prefix>_delete_transient(tenant, ids)`` deletes the tenant's rows ``ids`` and returns
+    how many went (the delete guard still refuses persistent and action-linked rows). The
+    plan distributes it by the tenant, colocated with the memories, with
+    ``force_delegation``, for the reason :func:`erase_functions_citus` gives (``end_scope``
+    removes a closing scope's rows with it after writing the tenant's shards). It refuses
+    any tenant but the transaction's."""
+    body = sql.SQL(
+        "DECLARE\n    deleted integer;\nBEGIN\n"
+        "    IF p_tenant IS DISTINCT FROM primitives.current_tenant() THEN\n"
+        "        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = "
+        "'a delete is allowed only for the tenant of the current transaction';\n"
+        "    END IF;\n"
+        "    DELETE FROM {mem} AS m WHERE m.{t} = p_tenant AND m.id = ANY (p_ids);\n"
+        "    GET DIAGNOSTICS deleted = ROW_COUNT;\n    RETURN deleted;\nEND"
+    ).format(mem=tables.memories.ident, t=tables.tenant)
+    function = transient_delete_function(tables)
+    label = f"function {tables.schema}.{tables.object_name('delete_transient')}"
+    signature = sql.SQL("{}({})").format(function, sql.SQL(DELETE_TRANSIENT_CITUS_ARGS))
+    return (
+        (f"{label} (SECURITY DEFINER, of a set of rows, on the cluster)",
+         _DEFINER_PLPGSQL.format(function=function,
+                                 args=sql.SQL("p_tenant text, p_ids uuid[]"),
+                                 returns=sql.SQL("integer"), body=body)),
+        (f"{label} (of a set of rows): not callable by PUBLIC",
+         sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
+        (f"{label} (of a set of rows): callable by the app role",
          sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
                                                              sql.Identifier(APP_ROLE))),
     )

@@ -121,7 +121,7 @@ _CHECK = sql.SQL("""\
                     FROM {table} AS c
                     LEFT JOIN {rows} AS x
                       ON x.category = {category_literal} AND x.canonical_key = c.{key}::text
-                     AND x.row_version = c.xmin::text
+                     AND x.row_version = {version}
                     WHERE x.canonical_key IS NULL
                        OR x.canonical_key IN (
                           SELECT p.canonical_key FROM {postings} AS p
@@ -156,8 +156,18 @@ _CHECK = sql.SQL("""\
 """)
 
 
+def _row_version(item: NonMirror, *, citus: bool) -> sql.Composable:
+    """What the guard's index records as a canonical row's version: its ``xmin`` on one
+    node; on a Citus cluster, where every node holds its own copy of the canonical table
+    (each row with an ``xmin`` of that node), the md5 of its text."""
+    if not citus:
+        return sql.SQL("c.xmin::text")
+    assert item.canonical_column is not None
+    return sql.SQL("pg_catalog.md5(c.{})").format(sql.Identifier(item.canonical_column))
+
+
 def _guard_body(items: tuple[NonMirror, ...], capabilities: Capabilities,
-                tables: Tables) -> sql.Composed:
+                tables: Tables, *, citus: bool = False) -> sql.Composed:
     rows, postings = indexed_table(tables), postings_table(tables)
     signatures = signatures_table(tables)
     checks = []
@@ -167,6 +177,7 @@ def _guard_body(items: tuple[NonMirror, ...], capabilities: Capabilities,
         checks.append(_CHECK.format(
             table_name=name, table=table, key=sql.Identifier(item.canonical_key),
             column=sql.Identifier(item.canonical_column),
+            version=_row_version(item, citus=citus),
             trgm=sql.Identifier(capabilities.trigram_schema),
             threshold=sql.Literal(item.similarity_threshold),
             sqlstate=sql.Literal(NON_MIRROR_SQLSTATE), rows=rows, postings=postings,
@@ -306,6 +317,77 @@ _REFRESH_BRANCH = sql.SQL("""\
     END IF;
 """)
 
+_REFRESH_BRANCH_CITUS = sql.SQL("""\
+    IF pg_catalog.to_regclass({table_name}) IS NOT NULL THEN
+        keys := '{{}}'; versions := '{{}}'; bodies := '{{}}';
+        SELECT array_agg(c.{key}::text), array_agg({version}), array_agg(c.{column})
+        INTO keys, versions, bodies FROM {table} AS c;
+        keys := coalesce(keys, '{{}}'); versions := coalesce(versions, '{{}}');
+        bodies := coalesce(bodies, '{{}}');
+        DELETE FROM {rows} AS x WHERE x.category = {category}
+           AND NOT EXISTS (SELECT 1 FROM unnest(keys, versions) AS c(k, v)
+                           WHERE c.k = x.canonical_key AND c.v = x.row_version);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        changed := changed + n;
+        DELETE FROM {postings} AS p WHERE p.category = {category}
+           AND NOT EXISTS (SELECT 1 FROM {rows} AS x WHERE x.category = {category}
+                           AND x.canonical_key = p.canonical_key);
+        DELETE FROM {signatures} AS g WHERE g.category = {category}
+           AND NOT EXISTS (SELECT 1 FROM {rows} AS x WHERE x.category = {category}
+                           AND x.canonical_key = g.canonical_key);
+        SELECT array_agg(f.k), array_agg(f.v), array_agg(f.body) INTO fresh_keys, fresh_versions, fresh_bodies
+        FROM unnest(keys, versions, bodies) AS f(k, v, body)
+        WHERE NOT EXISTS (SELECT 1 FROM {rows} AS x WHERE x.category = {category}
+                          AND x.canonical_key = f.k);
+        n := coalesce(cardinality(fresh_keys), 0);
+        IF n > 0 THEN
+            INSERT INTO {rows} (category, canonical_key, row_version)
+            SELECT {category}, f.k, f.v FROM unnest(fresh_keys, fresh_versions) AS f(k, v);
+            INSERT INTO {postings} (category, shingle, canonical_key)
+            SELECT DISTINCT {category}, g.h, f.k
+            FROM unnest(fresh_keys, fresh_bodies) AS f(k, body)
+            CROSS JOIN LATERAL unnest({shingle_fn}(f.body)) AS g(h);
+        END IF;
+        changed := changed + n;
+        -- word signatures of the rows without one, as on one node
+        SELECT array_agg(f.k) INTO fresh_keys FROM unnest(keys) AS f(k)
+        WHERE NOT EXISTS (SELECT 1 FROM {signatures} AS o
+                          WHERE o.category = {category} AND o.canonical_key = f.k);
+        IF fresh_keys IS NOT NULL THEN
+            INSERT INTO {signatures} (category, word, canonical_key, size)
+            WITH words AS (
+                SELECT c.k, w.h, c.k = ANY(fresh_keys) AS todo
+                FROM unnest(keys, bodies) AS c(k, body)
+                CROSS JOIN LATERAL unnest({words_fn}(c.body)) AS w(h)),
+            df AS (SELECT h, count(*) AS n FROM words GROUP BY h),
+            ranked AS (
+                SELECT w.k, w.h, row_number() OVER (PARTITION BY w.k ORDER BY d.n, w.h) AS r
+                FROM words AS w JOIN df AS d ON d.h = w.h WHERE w.todo)
+            SELECT {category}, r.h, r.k, count(*) OVER (PARTITION BY r.k)
+            FROM ranked AS r WHERE r.r <= {signature_words};
+        END IF;
+    ELSE
+        DELETE FROM {rows} AS x WHERE x.category = {category};
+        GET DIAGNOSTICS n = ROW_COUNT;
+        changed := changed + n;
+        DELETE FROM {postings} AS p WHERE p.category = {category};
+        DELETE FROM {signatures} AS g WHERE g.category = {category};
+    END IF;
+""")
+"""The refresh of one category on a Citus cluster: the canonical rows are read once, into
+arrays, and the statements that write the guard's index read those: Citus locks every
+reference table that a statement writing a reference table reads, for writing, which the
+owner role may not do on the platform's canonical table. Row versions are the md5 of the
+text (:func:`_row_version`)."""
+
+_REFRESH_CITUS_DECLARE = sql.SQL("""    keys           text[];
+    versions       text[];
+    bodies         text[];
+    fresh_keys     text[];
+    fresh_versions text[];
+    fresh_bodies   text[];
+""")
+
 _REFRESH = sql.SQL("""\
 CREATE OR REPLACE FUNCTION {function}() RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -314,7 +396,7 @@ AS $fn$
 DECLARE
     changed bigint := 0;
     n       bigint;
-BEGIN
+{declare}BEGIN
     -- one refresh at a time (migrate and maintain may meet); the tables have no unique key
     -- (they are not tenant tables, and every key of this schema leads with the tenant)
     PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext({lock}));
@@ -342,8 +424,8 @@ def refresh_function(tables: Tables) -> sql.Identifier:
     return sql.Identifier(tables.schema, tables.object_name("refresh_canonical_index"))
 
 
-def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Capabilities
-                 ) -> tuple[tuple[str, sql.Composed], ...]:
+def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Capabilities,
+                 *, citus: bool = False) -> tuple[tuple[str, sql.Composed], ...]:
     rows, postings = indexed_table(tables), postings_table(tables)
     signatures = signatures_table(tables)
     label = f"{tables.schema}.{tables.object_name('canonical_postings')}"
@@ -354,8 +436,9 @@ def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Cap
     for item in items:
         source, name = _source(item)
         assert item.canonical_column is not None
-        branches.append(_REFRESH_BRANCH.format(
+        branches.append((_REFRESH_BRANCH_CITUS if citus else _REFRESH_BRANCH).format(
             table_name=name, table=source, key=sql.Identifier(item.canonical_key),
+            version=_row_version(item, citus=citus),
             column=sql.Identifier(item.canonical_column), rows=rows, postings=postings,
             signatures=signatures, category=sql.Literal(item.category),
             shingle_fn=shingle_function(tables), words_fn=words_function(tables),
@@ -388,20 +471,24 @@ def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Cap
         (f"{label}: no access but the owner's functions",
          sql.SQL("REVOKE ALL ON TABLE {}, {}, {} FROM PUBLIC").format(rows, postings,
                                                                       signatures)),
-        *((f"{tables.schema}.{table_name}: row-level security forced, the owner's policy only"
-           f" ({n})", statement.format(
+        *((f"{tables.schema}.{table_name}: row-level security "
+           f"{'on, not forced (the owner copies into it on a cluster)' if citus else 'forced'}"
+           f", the owner's policy only ({n})", statement.format(
                t=table, p=sql.Identifier(tables.object_name("guard_owner")),
                owner=sql.Identifier(OWNER_ROLE)))
           for table_name, table in (("canonical_indexed", rows),
                                     ("canonical_postings", postings),
                                     ("canonical_signatures", signatures))
           for n, statement in enumerate((
+              sql.SQL("ALTER TABLE {t} ENABLE ROW LEVEL SECURITY, NO FORCE ROW LEVEL SECURITY")
+              if citus else
               sql.SQL("ALTER TABLE {t} ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY"),
               sql.SQL("DROP POLICY IF EXISTS {p} ON {t}"),
               sql.SQL("CREATE POLICY {p} ON {t} FOR ALL TO {owner} USING (true) "
                       "WITH CHECK (true)")), start=1)),
         (f"{refresh_label} (SECURITY DEFINER)",
          _REFRESH.format(function=refresh, branches=sql.Composed(branches),
+                         declare=_REFRESH_CITUS_DECLARE if citus else sql.SQL(""),
                          lock=sql.Literal(f"{tables.schema}.{tables.object_name('refresh_canonical_index')}"))),
         (f"{refresh_label}: not callable by PUBLIC",
          sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(refresh)),
@@ -413,19 +500,22 @@ def _index_steps(items: tuple[NonMirror, ...], tables: Tables, capabilities: Cap
     )
 
 
-def guard_functions(spec: AgentSpec, tables: Tables, capabilities: Capabilities
-                    ) -> tuple[tuple[str, sql.Composed], ...]:
+def guard_functions(spec: AgentSpec, tables: Tables, capabilities: Capabilities, *,
+                    citus: bool = False) -> tuple[tuple[str, sql.Composed], ...]:
     """The guard trigger function (SECURITY DEFINER: it reads the canonical tables as the
-    owner role) and its revoke from PUBLIC; empty when nothing is guarded."""
+    owner role) and its revoke from PUBLIC; empty when nothing is guarded. ``citus``: the
+    forms a Citus cluster runs (row versions and the refresh: :data:`_REFRESH_BRANCH_CITUS`),
+    with the same titles."""
     items = guarded(spec, capabilities)
     if not items:
         return ()
     function = guard_function(tables)
     label = f"non-mirror guard {tables.schema}.{tables.object_name('non_mirror_guard')}"
     return (
-        *_index_steps(items, tables, capabilities),
+        *_index_steps(items, tables, capabilities, citus=citus),
         (f"{label} (SECURITY DEFINER)",
-         _GUARD.format(function=function, checks=_guard_body(items, capabilities, tables),
+         _GUARD.format(function=function,
+                       checks=_guard_body(items, capabilities, tables, citus=citus),
                        shingle_fn=shingle_function(tables), words_fn=words_function(tables))),
         (f"{label}: not callable by PUBLIC",
          sql.SQL("REVOKE ALL ON FUNCTION {}() FROM PUBLIC").format(function)),

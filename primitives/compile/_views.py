@@ -15,7 +15,7 @@ from typing import Final
 from psycopg import sql
 
 from primitives.compile._expr import ERASED_CONTENT_PATTERN, active_predicate, column
-from primitives.compile._names import Table, Tables
+from primitives.compile._names import FRAMEWORK_SCHEMA, Table, Tables
 from primitives.compile._rls import auditor_policy_name, tenant_policy_name
 from primitives.spec import AgentSpec, RetentionPolicy
 
@@ -23,6 +23,7 @@ __all__ = [
     "ERASED_EVENT_KIND",
     "RETENTION_STATES",
     "SANITIZED_EVENT_KIND",
+    "SUPERSESSION_CHAINS_FUNCTION",
     "VIEW_COLUMNS",
     "action_basis_view",
     "active_memories_view",
@@ -33,7 +34,10 @@ __all__ = [
     "redactions_view",
     "retention_state_view",
     "sanitization_view",
+    "supersession_chains_function",
+    "supersession_chains_signature",
     "supersession_view",
+    "supersession_view_per_tenant",
     "view_comments",
 ]
 
@@ -193,6 +197,89 @@ def supersession_view(tables: Tables) -> sql.Composed:
                                        "superseded_at")),
         ]),
         m_is_member=_on_memory(tables, "m", "c", "memory_id"),
+    )
+    return _view(tables.audit_supersession, body)
+
+
+SUPERSESSION_CHAINS_FUNCTION: Final = "supersession_chains"
+"""Name (schema ``primitives``) of the function that walks one tenant's supersession links,
+used by :func:`supersession_view_per_tenant`."""
+
+_CHAINS_SIGNATURE: Final = "(ids uuid[], successors uuid[])"
+
+# The chains of one tenant from its links (ids[i] superseded by successors[i]): the same
+# walk as supersession_view's recursive CTE (roots supersede nothing, cycles are cut), over
+# the arrays it is given instead of a table. Pure: it reads no relation, so it runs
+# wherever the query that calls it runs. search_path pinned (and the function never inlined).
+_CHAINS_FUNCTION: Final = sql.SQL("""\
+CREATE OR REPLACE FUNCTION {name}{signature}
+RETURNS TABLE (root_id uuid, memory_id uuid, depth integer, superseded_by uuid)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog
+AS $fn$
+WITH RECURSIVE link AS (
+    SELECT l.id, l.successor FROM unnest(ids, successors) AS l (id, successor)
+), chain AS (
+    SELECT l.id AS root_id, l.id AS memory_id, l.successor AS superseded_by, 0 AS depth,
+           ARRAY[l.id] AS path
+    FROM link AS l
+    WHERE l.successor IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM link AS p WHERE p.successor = l.id)
+    UNION ALL
+    SELECT c.root_id, c.superseded_by, n.successor, c.depth + 1, c.path || c.superseded_by
+    FROM chain AS c
+    LEFT JOIN link AS n ON n.id = c.superseded_by
+    WHERE c.superseded_by IS NOT NULL AND c.superseded_by <> ALL (c.path)
+)
+SELECT chain.root_id, chain.memory_id, chain.depth, chain.superseded_by FROM chain
+$fn$""")
+
+
+def supersession_chains_function() -> sql.Composed:
+    """``CREATE OR REPLACE FUNCTION primitives.supersession_chains(ids, successors)``."""
+    return _CHAINS_FUNCTION.format(
+        name=sql.Identifier(FRAMEWORK_SCHEMA, SUPERSESSION_CHAINS_FUNCTION),
+        signature=sql.SQL(_CHAINS_SIGNATURE))
+
+
+def supersession_chains_signature() -> str:
+    """``primitives.supersession_chains(uuid[], uuid[])``, as ``regprocedure`` reads it."""
+    return f"{FRAMEWORK_SCHEMA}.{SUPERSESSION_CHAINS_FUNCTION}(uuid[], uuid[])"
+
+
+def supersession_view_per_tenant(tables: Tables) -> sql.Composed:
+    """``<prefix>_audit_supersession`` without a recursive CTE in the view: the same columns
+    and rows as :func:`supersession_view`, each tenant's links gathered into two arrays
+    (``GROUP BY`` the tenant) and walked by :func:`supersession_chains_function`.
+
+    For a Citus cluster, which runs a recursive CTE over a distributed table only when it
+    filters on the distribution column: grouped by the tenant and joined on it, the whole
+    query runs on each shard. A chain's member that is not a row of the tenant's memories
+    ends the chain before it, as the recursive form's join does.
+    """
+    t = tables.tenant_column
+    tenant_g = column(t, "g")
+    body = sql.SQL(
+        "SELECT {select}\n"
+        "FROM (SELECT {tenant_s}, array_agg(s.id) AS ids, array_agg(s.superseded_by) AS successors\n"
+        "      FROM {memories} AS s\n"
+        "      WHERE s.superseded_by IS NOT NULL\n"
+        "      GROUP BY {tenant_s}) AS g\n"
+        "CROSS JOIN LATERAL {chains}(g.ids, g.successors) AS c\n"
+        "JOIN {memories} AS m ON {m_is_member}"
+    ).format(
+        select=_select([
+            tenant_g, column("root_id", "c"), column("memory_id", "c"), column("depth", "c"),
+            column("superseded_by", "c"),
+            (sql.SQL("c.superseded_by IS NULL"), "is_latest"),
+            *(column(x, "m") for x in ("tier", "typology", "namespace", "key", "created_at",
+                                       "superseded_at")),
+        ]),
+        tenant_s=column(t, "s"),
+        memories=tables.memories.ident,
+        chains=sql.Identifier(FRAMEWORK_SCHEMA, SUPERSESSION_CHAINS_FUNCTION),
+        m_is_member=sql.SQL("{} = {} AND {} = {}").format(
+            column(t, "m"), tenant_g, column("id", "m"), column("memory_id", "c")),
     )
     return _view(tables.audit_supersession, body)
 

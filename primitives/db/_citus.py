@@ -19,7 +19,11 @@ others until it commits. Three consequences shape this module:
 On the coordinator, ``primitives.set_tenant`` runs ``SET LOCAL primitives.tenant``, which
 Citus forwards to the workers, where row-level security and the journal trigger read it:
 the function first sets ``citus.propagate_set_commands = 'local'`` for its transaction (the
-distributed plan also sets it for the app role, which a role setting could undo).
+distributed plan also sets it for the app role, which a role setting could undo), then
+copies the calling session's :data:`WORKER_SETTINGS` the same way, so that the settings a
+role persists on itself are not those of the engine's statements on the workers. On each
+worker, no runtime role may read other sessions' statement texts, which hold the values the
+coordinator deparses into them (:data:`_WORKER_ACTIVITY_REVOKE`).
 
 Example::
 
@@ -33,8 +37,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
@@ -54,6 +58,8 @@ from primitives.db._names import MAINTAINER_ROLE, OWNER_ROLE
 from primitives.errors import MigrationError, StorageError
 
 __all__ = [
+    "WORKER_SETTINGS",
+    "WORKER_SETTINGS_NOT_FORWARDED",
     "apply_distributed_plan",
     "cluster_nodes",
     "is_citus",
@@ -68,20 +74,97 @@ _LOGIN_ROLES = (OWNER_ROLE, MAINTAINER_ROLE)
 """Roles the coordinator connects to the workers as, while it runs the plans and the
 maintenance passes."""
 
+WORKER_SETTINGS: Final[tuple[str, ...]] = (
+    # default_transaction_read_only = on would make the worker's transaction read-only;
+    # its transaction_read_only is still settable there (no query has run yet)
+    "transaction_read_only",
+    "statement_timeout",
+    "lock_timeout",
+    "idle_in_transaction_session_timeout",
+    "transaction_timeout",
+    "synchronous_commit",
+    "row_security",
+    "search_path",
+    "gin_fuzzy_search_limit",
+    "datestyle",
+    "intervalstyle",
+    "extra_float_digits",
+    "standard_conforming_strings",
+    "bytea_output",
+)
+"""Settings that ``primitives.set_tenant`` on a coordinator copies from the calling session
+to the workers' transactions (``SET LOCAL``, which Citus forwards). The coordinator reaches
+a worker as the transaction's role, so the role's persisted settings (``ALTER ROLE
+CURRENT_USER SET ...``, which Citus propagates to the workers) are that connection's
+defaults; the runtime's own connection outranks them with startup options
+(:mod:`primitives.db._session`), which do not travel to the workers. A setting missing from
+the server (``transaction_timeout`` before PostgreSQL 17) is skipped."""
+
+WORKER_SETTINGS_NOT_FORWARDED: Final[Mapping[str, str]] = {
+    "default_transaction_read_only": "its effect, transaction_read_only, is forwarded",
+    "default_transaction_isolation": "Citus opens every worker transaction with the "
+                                     "coordinator's isolation level",
+    "default_transaction_deferrable": "deferrable matters only to serializable read-only "
+                                      "transactions, and cannot be set after the first query",
+    "client_encoding": "Citus never forwards it and sets its connections' encoding itself",
+    "idle_session_timeout": "applies between transactions, where no SET LOCAL holds: not "
+                            "fixable from the transaction (docs/scaling.md)",
+}
+"""The runtime's session settings (:data:`~primitives.db._session.PINNED_SETTINGS`,
+:data:`~primitives.db._session.DEFAULT_SETTINGS`) that are not in :data:`WORKER_SETTINGS`,
+each with why."""
+
 _SET_TENANT_SET_LOCAL = sql.SQL("""\
 CREATE OR REPLACE FUNCTION primitives.set_tenant(tenant text) RETURNS text
 LANGUAGE plpgsql VOLATILE
 AS $fn$
+DECLARE
+    setting text;
+    value text;
 BEGIN
     -- SET LOCAL, not set_config: the coordinator forwards SET LOCAL to the workers, when
     -- citus.propagate_set_commands is 'local'; set here for the transaction, so that no
     -- role or session setting (ALTER ROLE ... RESET ALL) keeps the tenant off the workers
     SET LOCAL citus.propagate_set_commands = 'local';
-    EXECUTE format('SET LOCAL primitives.tenant = %L', tenant);
+    -- the workers' connections start with the role's persisted settings: this session's
+    -- values (the runtime's startup options) go with the transaction instead
+    FOREACH setting IN ARRAY ARRAY[{settings}]::text[] LOOP
+        value := pg_catalog.current_setting(setting, true);
+        CONTINUE WHEN value IS NULL;
+        IF setting = 'search_path' THEN  -- a list, shown quoted
+            EXECUTE 'SET LOCAL search_path = ' || CASE value WHEN '' THEN '''''' ELSE value END;
+        ELSE
+            EXECUTE pg_catalog.format('SET LOCAL %I = %L', setting, value);
+        END IF;
+    END LOOP;
+    EXECUTE pg_catalog.format('SET LOCAL primitives.tenant = %L', tenant);
     RETURN tenant;
 END
-$fn$""")
+$fn$""").format(settings=sql.SQL(", ").join(map(sql.Literal, WORKER_SETTINGS)))
 
+
+_WORKER_ACTIVITY_REVOKE = sql.SQL("""\
+DO $revoke$
+BEGIN
+    -- The coordinator sends each statement to a worker with the values deparsed into its
+    -- text, over a connection of the transaction's role: on a worker, a session of that role
+    -- would read every tenant's values in pg_stat_activity (a query the coordinator routes
+    -- to a worker evaluates its functions there). Only a superuser may revoke them.
+    IF NOT coalesce((SELECT rolsuper FROM pg_catalog.pg_roles
+                     WHERE rolname = current_user), false) THEN
+        RAISE WARNING '% is not a superuser: on worker %, runtime roles may read the text of '
+                      'the statements the coordinator sends, which holds every value',
+                      current_user, pg_catalog.inet_server_port();
+        RETURN;
+    END IF;
+    REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer) FROM PUBLIC;
+    REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUBLIC;
+    REVOKE SELECT ON pg_catalog.pg_stat_activity FROM PUBLIC;
+END
+$revoke$""")
+"""Run on every worker by :func:`migrate_cluster`: what the worker's statement texts hold
+(the values, as literals) is read by no runtime role there. The coordinator's texts hold
+none (``primitives.set_tenant`` binds the tenant; the engine binds every value)."""
 
 def is_citus(conn: psycopg.Connection[Any]) -> bool:
     """Whether the ``citus`` extension is installed in this database."""
@@ -153,6 +236,8 @@ def migrate_cluster(conn: psycopg.Connection[Any], admin_dsn: str) -> list[str]:
                     node.execute(sql.SQL("ALTER ROLE {} LOGIN").format(sql.Identifier(role)))
                 if index == 0:
                     node.execute(_SET_TENANT_SET_LOCAL)
+                else:
+                    node.execute(_WORKER_ACTIVITY_REVOKE)
         except MigrationError as err:
             raise MigrationError(f"node {where}: {err}", node=where) from err
         except psycopg.Error as err:

@@ -115,10 +115,20 @@ def _with_options(dsn: str, options: str) -> str:
     return make_conninfo(dsn, options=options)
 
 
-def _given(dsn: str) -> tuple[str, str]:
-    """(the DSN's own options, or PGOPTIONS; the options safe to probe with on any server)."""
-    given = conninfo_to_dict(dsn).get("options") or os.environ.get("PGOPTIONS", "")
-    return str(given), session_options(0, given=str(given))
+def _given(dsn: str) -> tuple[str, tuple[str, str]]:
+    """(the DSN's own options, or PGOPTIONS; the options to probe with: those of a server
+    that has ``transaction_timeout``, then those safe on any server).
+
+    The probe's own connection needs the options too: a ``transaction_timeout`` persisted on
+    the role ends a connection whose startup does not outrank it, during its first
+    transaction; a server before PostgreSQL 17 refuses the option at startup."""
+    given = str(conninfo_to_dict(dsn).get("options") or os.environ.get("PGOPTIONS", ""))
+    return given, (session_options(170000, given=given), session_options(0, given=given))
+
+
+def _unknown_option(err: psycopg.OperationalError) -> bool:
+    return any(f'unrecognized configuration parameter "{name}"' in str(err)
+               for name in _SINCE_17)
 
 
 def _conninfo(dsn: str, given: str, probe: tuple[Any, ...] | None) -> str:
@@ -133,9 +143,14 @@ def runtime_conninfo(dsn: str, who: str = "the application role") -> str:
     connection asks the server version and where the extensions live). A connection that
     fails raises :class:`StorageError` naming its cause, as ``who``, within the connect
     timeout (:mod:`primitives.db._connect`)."""
-    given, safe = _given(dsn)
+    given, (newer, safe) = _given(dsn)
     try:
-        conn = psycopg.connect(with_timeout(_with_options(dsn, safe)), autocommit=True)
+        try:
+            conn = psycopg.connect(with_timeout(_with_options(dsn, newer)), autocommit=True)
+        except psycopg.OperationalError as err:
+            if not _unknown_option(err):
+                raise
+            conn = psycopg.connect(with_timeout(_with_options(dsn, safe)), autocommit=True)
     except psycopg.OperationalError as err:
         raise StorageError(connect_failure(err, dsn, who)) from err
     with conn:
@@ -145,10 +160,16 @@ def runtime_conninfo(dsn: str, who: str = "the application role") -> str:
 
 async def aruntime_conninfo(dsn: str, who: str = "the application role") -> str:
     """The async twin of :func:`runtime_conninfo`."""
-    given, safe = _given(dsn)
+    given, (newer, safe) = _given(dsn)
     try:
-        conn = await psycopg.AsyncConnection.connect(with_timeout(_with_options(dsn, safe)),
-                                                     autocommit=True)
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                with_timeout(_with_options(dsn, newer)), autocommit=True)
+        except psycopg.OperationalError as err:
+            if not _unknown_option(err):
+                raise
+            conn = await psycopg.AsyncConnection.connect(
+                with_timeout(_with_options(dsn, safe)), autocommit=True)
     except psycopg.OperationalError as err:
         raise StorageError(connect_failure(err, dsn, who)) from err
     async with conn:

@@ -201,11 +201,20 @@ class AsyncEngine(EngineBase):
             return 0
         statement = flush_statement(self.tables)
         async with self._pool.connection() as conn:
-            for tenant, ids, counts, ats in batches:
-                async with atenant_transaction(conn, tenant):
-                    await conn.execute(statement, {"tenant": tenant, "ids": ids,
-                                                   "counts": counts, "ats": ats})
+            try:
+                for tenant, ids, counts, ats in batches:
+                    async with atenant_transaction(conn, tenant):
+                        await conn.execute(statement, {"tenant": tenant, "ids": ids,
+                                                       "counts": counts, "ats": ats})
+            except BaseException:
+                await self._after_error(conn)
+                raise
         return sum(len(ids) for _, ids, _, _ in batches)
+
+    async def _after_error(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Like :meth:`Engine._after_error`: closed on a Citus coordinator."""
+        if self.citus:
+            await conn.close()
 
     async def _accessed(self, tenant: str, result: R) -> R:
         if self.access.record(tenant, read_ids(result)):
@@ -223,11 +232,16 @@ class AsyncEngine(EngineBase):
                      actor: str = "agent") -> AsyncIterator[AsyncTenantMemory]:
         ctx, seed, ids = self.job_context(self.context(resolve_anchor(self.spec, anchor), actor))
         try:
-            async with self._pool.connection() as conn, atenant_transaction(conn, ctx.tenant):
-                head = (await arun_op(conn, determinism.open_job(ctx, seed))
-                        if seed is not None else 0)  # as Engine.tenant
-                with seeded_ids(ids, head):
-                    yield AsyncTenantMemory(ctx, conn, self.access)
+            async with self._pool.connection() as conn:
+                try:
+                    async with atenant_transaction(conn, ctx.tenant):
+                        head = (await arun_op(conn, determinism.open_job(ctx, seed))
+                                if seed is not None else 0)  # as Engine.tenant
+                        with seeded_ids(ids, head):
+                            yield AsyncTenantMemory(ctx, conn, self.access)
+                except BaseException:
+                    await self._after_error(conn)
+                    raise
         except StorageFull as err:
             await self._journal_refusal(ctx, err)
             raise
@@ -242,8 +256,12 @@ class AsyncEngine(EngineBase):
             return
         try:
             async with self._pool.connection() as conn:
-                err.context["event_id"] = str(await _arun_once(conn, ctx.tenant, op,
-                                                               after_last="refuse"))
+                try:
+                    err.context["event_id"] = str(await _arun_once(conn, ctx.tenant, op,
+                                                                   after_last="refuse"))
+                except BaseException:
+                    await self._after_error(conn)
+                    raise
         except (psycopg.Error, StorageError) as failed:
             # the refusal itself still reaches the caller, saying its event is missing
             err.context["journal_error"] = str(failed)
@@ -260,6 +278,9 @@ class AsyncEngine(EngineBase):
                 conn = await pool.getconn()  # as Engine.observe: not the connection() context
                 try:
                     return await _arun_once(conn, ctx.tenant, make(ctx), after_last="new")
+                except BaseException:
+                    await self._after_error(conn)
+                    raise
                 finally:
                     await pool.putconn(conn)
             except RETRYABLE as err:
@@ -325,6 +346,9 @@ class AsyncEngine(EngineBase):
                             after_last="refuse")
                         self.note_pending(ctx)
                         return memory
+                    except BaseException:
+                        await self._after_error(conn)
+                        raise
                     finally:
                         await pool.putconn(conn)
                 except RETRYABLE as err:
@@ -378,6 +402,9 @@ class AsyncEngine(EngineBase):
                 conn = await pool.getconn()  # as Engine.observe: not the connection() context
                 try:
                     result = await _arun_once(conn, ctx.tenant, make(ctx), after_last="refuse")
+                except BaseException:
+                    await self._after_error(conn)
+                    raise
                 finally:
                     await pool.putconn(conn)
                 self.note_pending(ctx)

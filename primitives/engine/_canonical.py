@@ -80,8 +80,19 @@ def insert_reference(tables: Tables) -> sql.Composed:
 
 
 @lru_cache(maxsize=64)
-def select_references(tables: Tables) -> sql.Composed:
-    """A memory's references with each canonical row's current version (one statement)."""
+def select_references(tables: Tables, *, citus: bool = False) -> sql.Composed:
+    """A memory's references with each canonical row's current version (one statement).
+    ``citus``: without the current version (NULL), which :func:`references` reads on the
+    coordinator: Citus sends the statement to the tenant's worker, where the version
+    function's query of the canonical (reference) table would be a distributed query from
+    a shard, which it refuses."""
+    if citus:
+        return sql.SQL(
+            "SELECT r.memory_id, r.category, r.canonical_key, r.canonical_version, "
+            "NULL::text, r.created_at FROM {} AS r "
+            "WHERE r.{} = %(tenant)s AND r.memory_id = %(memory_id)s "
+            "ORDER BY r.created_at, r.category, r.canonical_key"
+        ).format(_refs(tables), tables.tenant)
     return sql.SQL(
         "SELECT r.memory_id, r.category, r.canonical_key, r.canonical_version, "
         "v.canonical_version, r.created_at FROM {} AS r "
@@ -181,6 +192,16 @@ def references(ctx: Context, memory_id: UUID | str) -> Op[list[CanonicalRef]]:
     """The canonical references of ``memory_id``, each with its row's current version."""
     if ctx.tables.canonical_refs is None:
         return []
-    rows = yield Step(select_references(ctx.tables),
+    rows = yield Step(select_references(ctx.tables, citus=ctx.citus),
                       {"tenant": ctx.tenant, "memory_id": _memory_id(memory_id)}, "all")
-    return [CanonicalRef(*row) for row in rows]
+    if not ctx.citus:
+        return [CanonicalRef(*row) for row in rows]
+    # on a cluster: the current versions read on the coordinator, one statement a category
+    current: dict[tuple[str, str], str] = {}
+    for category in dict.fromkeys(row[1] for row in rows):
+        found = yield Step(current_versions(ctx.tables), {
+            "category": category, "keys": [row[2] for row in rows if row[1] == category]},
+            "all")
+        current |= {(category, key): version for key, version in found}
+    return [CanonicalRef(memory_id, category, key, version, current.get((category, key)), at)
+            for memory_id, category, key, version, _, at in rows]

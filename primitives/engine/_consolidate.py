@@ -307,24 +307,31 @@ def _set_provenance(tables: Tables) -> sql.Composed:
     ).format(tables.memories.ident, tables.tenant)
 
 
-def missed_scopes_statement(tables: Tables) -> sql.Composed:
+def missed_scopes_statement(tables: Tables, *, citus: bool = False) -> sql.Composed:
     """Scopes of ``%(tenants)s`` with source rows the ledger has not seen whose session is
     over: its boundary tier's scope is closed, or (``%(idle)s`` not NULL) nothing was
     written to it for that long before ``%(now)s``. Rows (tenant, scope_id), in order.
-    Params: ``rule``, ``tier``, ``typology``, ``boundary_tiers`` (text[]), ``idle``."""
+    Params: ``rule``, ``tier``, ``typology``, ``boundary_tiers`` (text[]), ``idle``.
+    ``citus``: every table also filtered by ``%(tenant)s`` (the one tenant of the batch on a
+    Citus coordinator, which then sends the statement whole to that tenant's worker; planned
+    there, the correlated subquery in ``HAVING`` is refused)."""
+    def only(alias: str) -> sql.Composable:
+        return sql.SQL(" AND {}.{} = %(tenant)s").format(
+            sql.Identifier(alias), tables.tenant) if citus else sql.SQL("")
     return sql.SQL(
-        "SELECT m.{t}, m.scope_id FROM {mem} AS m WHERE m.{t} = ANY(%(tenants)s::text[]) "
+        "SELECT m.{t}, m.scope_id FROM {mem} AS m WHERE m.{t} = ANY(%(tenants)s::text[]){m} "
         "AND m.tier = %(tier)s AND m.typology = %(typology)s AND m.scope_id IS NOT NULL "
         "AND m.erased_at IS NULL AND {active} AND NOT EXISTS (SELECT 1 FROM {led} AS p "
-        "WHERE p.{t} = m.{t} AND p.rule = %(rule)s AND p.source_id = m.id) "
+        "WHERE p.{t} = m.{t}{p} AND p.rule = %(rule)s AND p.source_id = m.id) "
         "GROUP BY m.{t}, m.scope_id HAVING EXISTS (SELECT 1 FROM {scopes} AS s "
-        "WHERE s.{t} = m.{t} AND s.scope_id = m.scope_id "
+        "WHERE s.{t} = m.{t}{s} AND s.scope_id = m.scope_id "
         "AND s.tier = ANY(%(boundary_tiers)s::text[]) AND s.closed_at IS NOT NULL) "
         "OR (%(idle)s::interval IS NOT NULL "
         "AND max(m.created_at) < %(now)s::timestamptz - %(idle)s::interval) "
         "ORDER BY 1, 2"
     ).format(t=tables.tenant, mem=tables.memories.ident, led=tables.promotions.ident,
-             scopes=tables.scopes.ident, active=active_predicate("m"))
+             scopes=tables.scopes.ident, active=active_predicate("m"),
+             m=only("m"), p=only("p"), s=only("s"))
 
 
 # operations -------------------------------------------------------------------------------------

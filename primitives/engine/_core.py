@@ -44,6 +44,7 @@ from primitives.errors import (
     TenancyError,
 )
 from primitives.lifecycle import _boundary as boundary
+from primitives.lifecycle import _cluster_writes as cluster_writes
 from primitives.lifecycle._boundary import ScopeEnd
 from primitives.lifecycle._decay import DecayModels, decay_models
 from primitives.spec import AgentSpec
@@ -731,7 +732,9 @@ def _write(ctx: Context, w: WriteInput, *, event_time: datetime | None, source: 
         yield from resolve_conflict(ctx, policy, candidate, new_id, detected="similarity")
     elif policy is not None and previous is not None:
         yield from resolve_conflict(ctx, policy, previous.id, new_id, detected="key")
-    if linked:
+    if linked and ctx.citus:
+        yield from _temporal_edge_citus(ctx, tier, scope_id, new_id, when)
+    elif linked:
         yield Step(q.temporal_edge(ctx.tables), {
             "tenant": ctx.tenant, "tier": tier, "scope_id": scope_id, "id": new_id,
             "event_time": when, "actor": ctx.actor}, last=final)
@@ -938,6 +941,25 @@ def source_confidence(spec: AgentSpec, source: str | None) -> float | None:
     return float(declared["user"]) if "user" in declared else None
 
 
+def _temporal_edge_citus(ctx: Context, tier: str, scope_id: str | None, new_id: UUID,
+                         when: Any) -> Op[None]:
+    """:func:`q.temporal_edge` on a Citus coordinator, which runs an ``INSERT ... SELECT``
+    through ``COPY`` (refused under row-level security): the previous row is read first,
+    then the edge and its ``edge_recorded`` event are inserted with ``VALUES``."""
+    row = yield Step(q.temporal_edge_source_citus(ctx.tables), {
+        "tenant": ctx.tenant, "tier": tier, "scope_id": scope_id, "id": new_id,
+        "event_time": when}, "one")
+    if row is None:
+        return None
+    edge = yield Step(q.insert_temporal_edge_citus(ctx.tables), {
+        "tenant": ctx.tenant, "source_id": row[0], "id": new_id}, "one")
+    assert edge is not None
+    yield _event(ctx, "edge_recorded", row[0], {
+        "edge_id": str(edge[0]), "target_id": str(new_id), "relation_type": "temporal",
+        "weight": 1, "confidence": 1, "automatic": True})
+    return None
+
+
 def links_to_previous(spec: AgentSpec, scope_id: str | None) -> bool:
     """A write in a scope links to the scope's previous row by a temporal edge when the spec
     asks (``graph.temporal_edges_on_write``, ``temporal`` among ``graph.edges``)."""
@@ -1088,11 +1110,23 @@ def end_scope(ctx: Context, tier: str, scope_id: str, *,
     rules = [r for r in boundary.corroboration_rules(spec) if r.at_end_of(tier)]
     promoted = yield from _corroboration(ctx, [r for r in rules if r.from_tier == tier])
     statement = boundary.end_scopes_statement(
-        spec, ctx.tables, embedding=ctx.has_embedding, similarity=similarity_kind(ctx))
-    row = yield Step(statement, {
-        "tenants": [ctx.tenant], "tiers": [tier], "scope_ids": [scope_id],
-        "into": [into_scope], "actor": ctx.actor}, "one")
+        spec, ctx.tables, embedding=ctx.has_embedding, similarity=similarity_kind(ctx),
+        citus=ctx.citus)
+    params = {"tenants": [ctx.tenant], "tiers": [tier], "scope_ids": [scope_id],
+              "into": [into_scope], "actor": ctx.actor}
+    if ctx.citus:  # what the one statement inserts and removes follows it, routed whole
+        params.update(tenant=ctx.tenant, nonce=str(q.new_event_id()))
+    row = yield Step(statement, params, "one")
     assert row is not None
+    if ctx.citus:
+        for write, write_params in cluster_writes.end_scope_writes_citus(
+                spec, ctx.tables, row, embedding=ctx.has_embedding, params=params,
+                event_ids=q.new_event_id):
+            yield Step(write, write_params)
+        removed = row[-cluster_writes.CITUS_PARTS]
+        if removed:
+            yield Step(cluster_writes.remove_statement_citus(ctx.tables),
+                       {"tenant": ctx.tenant, "ids": list(removed)}, "one")
     promoted += yield from _corroboration(ctx, [r for r in rules if r.from_tier != tier])
     return ScopeEnd(removed=row[3], kept=row[4], archived=row[5], compounded=row[6],
                     promoted=row[7], corroborated=row[8], corroboration_promoted=promoted)
@@ -1102,9 +1136,17 @@ def _corroboration(ctx: Context, rules: Sequence[boundary.CorroborationRule]) ->
     """Run corroboration promotion ``rules`` for the tenant; the rows promoted."""
     promoted = 0
     for rule in rules:
+        params = {"tenants": [ctx.tenant], "actor": ctx.actor}
+        if ctx.citus:  # routed whole; what it inserts follows (as end_scope's boundary)
+            params.update(tenant=ctx.tenant, nonce=str(q.new_event_id()))
         count = yield Step(boundary.corroboration_statement(
-            ctx.spec, ctx.tables, rule, embedding=ctx.has_embedding),
-            {"tenants": [ctx.tenant], "actor": ctx.actor}, "one")
+            ctx.spec, ctx.tables, rule, embedding=ctx.has_embedding, citus=ctx.citus),
+            params, "one")
+        if ctx.citus and count is not None:
+            for write, write_params in cluster_writes.corroboration_writes_citus(
+                    ctx.tables, count, embedding=ctx.has_embedding, params=params,
+                    event_ids=q.new_event_id):
+                yield Step(write, write_params)
         promoted += int(count[0]) if count else 0
     return promoted
 

@@ -686,6 +686,32 @@ def temporal_edge(tables: Tables) -> sql.Composed:
 
 
 @lru_cache(maxsize=64)
+def temporal_edge_source_citus(tables: Tables) -> sql.Composed:
+    """:func:`temporal_edge`'s previous row (one row, its id, or none), for the cluster form
+    (``engine._core._temporal_edge_citus``)."""
+    assert tables.edges is not None
+    return sql.SQL(
+        "SELECT m.id FROM {mem} AS m WHERE m.{t} = %(tenant)s "
+        "AND m.tier = %(tier)s AND m.scope_id = %(scope_id)s AND m.id <> %(id)s "
+        "AND m.event_time <= %(event_time)s AND {active} "
+        "AND NOT EXISTS (SELECT FROM {edges} AS x WHERE x.{t} = %(tenant)s "
+        "AND x.target_id = %(id)s AND x.relation_type = 'temporal') "
+        "ORDER BY m.event_time DESC, m.created_at DESC, m.id DESC LIMIT 1"
+    ).format(mem=tables.memories.ident, t=tables.tenant, active=ACTIVE,
+             edges=tables.edges.ident)
+
+
+@lru_cache(maxsize=64)
+def insert_temporal_edge_citus(tables: Tables) -> sql.Composed:
+    """The temporal edge from ``%(source_id)s`` to ``%(id)s``; returns its id."""
+    assert tables.edges is not None
+    return sql.SQL(
+        "INSERT INTO {} ({}, source_id, target_id, relation_type) "
+        "VALUES (%(tenant)s, %(source_id)s, %(id)s, 'temporal') RETURNING id"
+    ).format(tables.edges.ident, tables.tenant)
+
+
+@lru_cache(maxsize=64)
 def consent_event(tables: Tables) -> sql.Composed:
     """The tenant's journal event ``%(id)s`` if it is of kind ``%(kind)s``."""
     return sql.SQL(

@@ -322,9 +322,14 @@ def put_items(ctx: Context, ops: Sequence[ItemPut], *,
     typology, a graph that records ``supersedes`` edges, a ticked tier, a temporal edge, or
     the anchor's provenance keys. A single op goes as :func:`q.item_put_one` (``one=False``:
     as the array of :func:`q.item_put_many`, which ``python -m bench.server_ab`` weighs it
-    against)."""
+    against).
+
+    On a Citus coordinator (``ctx.citus``) it always returns ``None``: the one statement
+    inserts from its own results (``INSERT ... SELECT`` in a common table expression), which
+    Citus runs through ``COPY`` into the shards, refused under row-level security; the
+    general path's writes have their cluster form (:func:`core.observe`)."""
     spec = ctx.spec
-    if not ops or ctx.embeds or ctx.anchor.provenance:
+    if not ops or ctx.embeds or ctx.anchor.provenance or ctx.citus:
         return None
     graph = spec.graph
     supersedes_edge = (graph is not None and "supersedes" in graph.edges

@@ -220,11 +220,29 @@ class Engine(EngineBase):
             return 0
         statement = flush_statement(self.tables)
         with self._pool.connection() as conn:
-            for tenant, ids, counts, ats in batches:
-                with tenant_transaction(conn, tenant):
-                    conn.execute(statement, {"tenant": tenant, "ids": ids, "counts": counts,
-                                             "ats": ats})
+            try:
+                for tenant, ids, counts, ats in batches:
+                    with tenant_transaction(conn, tenant):
+                        conn.execute(statement, {"tenant": tenant, "ids": ids,
+                                                 "counts": counts, "ats": ats})
+            except BaseException:
+                self._after_error(conn)
+                raise
         return sum(len(ids) for _, ids, _, _ in batches)
+
+    def _after_error(self, conn: psycopg.Connection[Any]) -> None:
+        """A connection whose transaction failed: on a Citus coordinator it is closed, and
+        the pool opens another. Citus 14.0 counts, per backend, how deep it is in planning a
+        subquery or CTE on its own; an error raised meanwhile (such as "could not run
+        distributed query with FOR UPDATE/SHARE commands") leaves the count raised, and from
+        then on that backend delegates no call of a distributed function, taking every call
+        for one inside a subquery. The erasure function (``<prefix>_erase_row``) would then
+        run on the coordinator as its owner and reach shards that the transaction wrote as
+        the application role over another user's connection, which Citus refuses ("cannot
+        perform query on placements that were modified in this transaction by a different
+        user"). ``tests/citus/test_cluster.py`` shows both."""
+        if self.citus:
+            conn.close()
 
     def _accessed(self, tenant: str, result: R) -> R:
         if self.access.record(tenant, read_ids(result)):
@@ -243,12 +261,19 @@ class Engine(EngineBase):
         """One tenant-scoped transaction; commits on success, rolls back on any error."""
         ctx, seed, ids = self.job_context(self.context(resolve_anchor(self.spec, anchor), actor))
         try:
-            with self._pool.connection() as conn, tenant_transaction(conn, ctx.tenant):
-                # a job's transaction: seeded ids and clock until it ends (or random ids, so a
-                # transaction inside another one's block never takes that job's ids)
-                head = run_op(conn, determinism.open_job(ctx, seed)) if seed is not None else 0
-                with seeded_ids(ids, head):
-                    yield TenantMemory(ctx, conn, self.access)
+            with self._pool.connection() as conn:
+                try:
+                    with tenant_transaction(conn, ctx.tenant):
+                        # a job's transaction: seeded ids and clock until it ends (or random
+                        # ids, so a transaction inside another one's block never takes that
+                        # job's ids)
+                        head = (run_op(conn, determinism.open_job(ctx, seed))
+                                if seed is not None else 0)
+                        with seeded_ids(ids, head):
+                            yield TenantMemory(ctx, conn, self.access)
+                except BaseException:
+                    self._after_error(conn)
+                    raise
         except StorageFull as err:
             self._journal_refusal(ctx, err)
             raise
@@ -265,8 +290,12 @@ class Engine(EngineBase):
             return
         try:
             with self._pool.connection() as conn:
-                err.context["event_id"] = str(_run_once(conn, ctx.tenant, op,
-                                                        after_last="refuse"))
+                try:
+                    err.context["event_id"] = str(_run_once(conn, ctx.tenant, op,
+                                                            after_last="refuse"))
+                except BaseException:
+                    self._after_error(conn)
+                    raise
         except (psycopg.Error, StorageError) as failed:
             # the refusal itself still reaches the caller, saying its event is missing
             err.context["journal_error"] = str(failed)
@@ -288,6 +317,9 @@ class Engine(EngineBase):
                 conn = pool.getconn()  # see observe: the pool's connection() costs more
                 try:
                     return _run_once(conn, ctx.tenant, make(ctx), after_last="new")
+                except BaseException:
+                    self._after_error(conn)
+                    raise
                 finally:
                     pool.putconn(conn)
             except RETRYABLE as err:
@@ -367,6 +399,9 @@ class Engine(EngineBase):
                                            after_last="refuse")
                         self.note_pending(ctx)
                         return memory
+                    except BaseException:
+                        self._after_error(conn)
+                        raise
                     finally:
                         pool.putconn(conn)
                 except RETRYABLE as err:
@@ -453,6 +488,9 @@ class Engine(EngineBase):
                 conn = pool.getconn()  # see observe: the pool's connection() costs more
                 try:
                     result = _run_once(conn, ctx.tenant, make(ctx), after_last="refuse")
+                except BaseException:
+                    self._after_error(conn)
+                    raise
                 finally:
                     pool.putconn(conn)
                 self.note_pending(ctx)

@@ -37,8 +37,10 @@ is :func:`corroboration_statement`, run at every boundary and by the maintain jo
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+from uuid import uuid4
 
 from psycopg import sql
 
@@ -48,7 +50,12 @@ from primitives.compile._gates import resolve_gate
 from primitives.compile._maintenance_idx import evidence_count_sql
 from primitives.compile._names import Tables
 from primitives.compile._views import SANITIZED_EVENT_KIND
-from primitives.lifecycle._passes import MaintenancePass, Similarity
+from primitives.lifecycle._cluster_writes import (
+    corroboration_writes_citus,
+    end_scope_writes_citus,
+    memory_copy_columns,
+)
+from primitives.lifecycle._passes import ClusterForm, MaintenancePass, Similarity
 from primitives.spec import AgentSpec
 from primitives.spec._behavior import PromotionRule
 from primitives.spec._common import split_ref
@@ -270,14 +277,6 @@ def _values(rows: Sequence[tuple[object, ...]], types: tuple[str, ...]) -> sql.C
         for row in rows)
 
 
-def _memory_copy_columns(tables: Tables, embedding: bool) -> list[str]:
-    """The columns a promoted row takes from its evidence, besides the anchor columns."""
-    columns = ["namespace", "value", "envelope", "tags", "event_time"]
-    if embedding:
-        columns += ["embedding", "embedding_model"]
-    return columns
-
-
 _CLOSING_ARRAYS = sql.SQL(
     "SELECT * FROM unnest(%(tenants)s::text[], %(tiers)s::text[], %(scope_ids)s::text[], "
     "%(into)s::text[])")
@@ -295,7 +294,7 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
                          similarity: Similarity, direct_delete: bool = False,
                          closing: sql.Composable | None = None,
                          summary: bool = False,
-                         event: str = "scope_ended") -> sql.Composed:
+                         event: str = "scope_ended", citus: bool = False) -> sql.Composed:
     """End the scopes named by ``%(tenants)s``, ``%(tiers)s``, ``%(scope_ids)s`` (text[] of
     one length) with promoted rows of a transient target tier placed in ``%(into)s`` (text[],
     NULL: the target tier must be persistent); ``%(actor)s`` is the journal's actor and
@@ -306,7 +305,33 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     Returns one row per closing scope: tenant, tier, scope_id, removed, kept, archived,
     compounded, promoted, corroborated. ``direct_delete``: remove rows with DELETE (the
     maintainer role) instead of the app role's SECURITY DEFINER function.
+
+    ``citus``: the form a Citus coordinator routes whole to the shards of one tenant,
+    ``%(tenant)s``, the only tenant of the arrays: every table in it is also filtered by that
+    tenant (Citus plans a statement with ``FOR UPDATE`` only when it reaches one shard group),
+    with ``%(nonce)s`` (a fresh text the new rows' ids are made from). It inserts nothing:
+    Citus plans an ``INSERT`` in a common table expression on its own, through ``COPY``,
+    which row-level security refuses. Its rows end with the columns
+    :mod:`~primitives.lifecycle._cluster_writes` then writes (``CITUS_PARTS``); the rows to
+    remove (without ``direct_delete``) are journalled and counted here and deleted last
+    (``remove_statement_citus``: from a shard, the single-node delete function would
+    query the distributed table again).
     """
+    if citus:
+        return _end_scopes_citus(spec, tables, embedding=embedding, similarity=similarity,
+                                 direct_delete=direct_delete, closing=closing,
+                                 summary=summary, event=event)
+    return _end_scopes(spec, tables, embedding=embedding, similarity=similarity,
+                       direct_delete=direct_delete, closing=closing, summary=summary,
+                       event=event)
+
+
+def _end_scopes(spec: AgentSpec, tables: Tables, *, embedding: bool, similarity: Similarity,
+                direct_delete: bool, closing: sql.Composable | None, summary: bool,
+                event: str, on: sql.Composable | None = None,
+                result: sql.Composable | None = None) -> sql.Composed:
+    """:func:`end_scopes_statement`; ``on``: an extra filter of every table reference by
+    one tenant (the cluster form), formatted with ``{a}`` as the reference's alias."""
     t = tables.tenant
     mem, events, links = tables.memories.ident, tables.events.ident, tables.action_links.ident
     rules = boundary_rules(spec)
@@ -316,7 +341,7 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     leave_rows = [(typ, _leave(spec, typ)) for typ in spec.typologies]
     persistent = spec.persistent_tier.name
     anchors = [c for c in tables.anchor_columns if c != tables.tenant_column]
-    copy = _memory_copy_columns(tables, embedding)
+    copy = memory_copy_columns(tables, embedding)
     anchor_select = sql.SQL("").join(
         sql.SQL(", CASE WHEN {n} = ANY(m.escalate_clear) THEN NULL ELSE h.{c} END").format(
             n=sql.Literal(c), c=sql.Identifier(c)) for c in anchors)
@@ -327,14 +352,17 @@ def end_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     target_sim = _similarity("x", "h", similarity)
     # the maintainer deletes directly; the app role through its SECURITY DEFINER function
     fn = transient_delete_function(tables)
+    def only(alias: str) -> sql.Composable:
+        return sql.SQL("") if on is None else sql.SQL(" AND {}.").format(
+            sql.Identifier(alias)) + on
     remove = sql.SQL(
-        "removed AS (DELETE FROM {mem} AS m USING going AS g WHERE m.{t} = g.tenant "
+        "removed AS (DELETE FROM {mem} AS m USING going AS g WHERE m.{t} = g.tenant{on_m} "
         "AND m.id = g.id AND g.leave = 'remove' AND NOT g.linked "
         "RETURNING g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at)"
-    ).format(mem=mem, t=t) if direct_delete else sql.SQL(
+    ).format(mem=mem, t=t, on_m=only("m")) if direct_delete else sql.SQL(
         "removed AS (SELECT g.tenant, g.id, g.tier, g.scope_id, g.content_sha256, g.created_at "
-        "FROM going AS g WHERE g.leave = 'remove' AND NOT g.linked AND {fn}(g.id))"
-    ).format(fn=fn)
+        "FROM going AS g WHERE g.leave = 'remove' AND NOT g.linked{deleted})"
+    ).format(deleted=sql.SQL("") if on is not None else sql.SQL(" AND {fn}(g.id)").format(fn=fn))
     return sql.SQL("""\
 WITH closing (tenant, tier, scope_id, into_scope) AS ({closing}),
 rules (rule, from_tier, from_typology, to_tier, to_typology, threshold, group_threshold,
@@ -342,10 +370,10 @@ rules (rule, from_tier, from_typology, to_tier, to_typology, threshold, group_th
 leaving (typology, leave) AS (VALUES {leave_rows}),
 closing_rows AS (
   SELECT c.*, s.into_scope, ({active}) AS is_active,
-         EXISTS (SELECT 1 FROM {links} AS l WHERE l.{t} = c.{t} AND l.memory_id = c.id) AS linked
+         EXISTS (SELECT 1 FROM {links} AS l WHERE l.{t} = c.{t}{on_l} AND l.memory_id = c.id) AS linked
   FROM {mem} AS c JOIN closing AS s ON c.{t} = s.tenant AND c.tier = s.tier
        AND c.scope_id = s.scope_id
-  WHERE c.tier <> {persistent} FOR UPDATE OF c),
+  WHERE c.tier <> {persistent}{on_c} FOR UPDATE OF c),
 grouped AS (
   SELECT c.id, c.{t} AS tenant, r.rule,
          (SELECT o.id FROM closing_rows AS o
@@ -356,7 +384,7 @@ grouped AS (
   FROM closing_rows AS c
   JOIN rules AS r ON r.from_tier = c.tier AND r.from_typology = c.typology
   WHERE c.is_active AND (c.into_scope IS NOT NULL OR r.to_tier = {persistent})
-    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}
+    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}{on_p}
                     AND p.rule = ANY(r.ledger) AND p.source_id = c.id)
     AND NOT (r.exclusive AND EXISTS (
       SELECT 1 FROM rules AS r2 WHERE r2.exclusive AND r2.ord < r.ord
@@ -371,11 +399,11 @@ groups AS (
 matched AS (
   SELECT gr.*, r.to_tier, r.to_typology, r.escalate_clear, h.into_scope,
          (SELECT x.id FROM {mem} AS x
-          WHERE x.{t} = gr.tenant AND x.tier = r.to_tier AND x.typology = r.to_typology
+          WHERE x.{t} = gr.tenant{on_x} AND x.tier = r.to_tier AND x.typology = r.to_typology
             AND {active_x} AND (r.to_tier = {persistent} OR x.scope_id = h.into_scope)
             AND {target_sim} >= r.threshold
           ORDER BY {target_sim} DESC, x.created_at, x.id LIMIT 1) AS target,
-         gen_random_uuid() AS new_id
+         {new_id} AS new_id
   FROM groups AS gr JOIN rules AS r ON r.rule = gr.rule
   JOIN closing_rows AS h ON h.{t} = gr.tenant AND h.id = gr.head),
 per_target AS (
@@ -386,33 +414,9 @@ per_target AS (
             jsonb_array_elements_text(m2.evidence) AS k
      WHERE m2.tenant = m.tenant AND m2.target = m.target) AS evidence
   FROM matched AS m WHERE m.target IS NOT NULL GROUP BY m.tenant, m.target),
-corroborated AS (
-  UPDATE {mem} AS x SET
-    provenance = x.provenance || jsonb_build_object(
-      'corroborated_by', (SELECT jsonb_agg(DISTINCT k ORDER BY k) FROM jsonb_array_elements_text(
-          {evidence_x} || p.evidence) AS k),
-      'derived_from', coalesce(x.provenance -> 'derived_from', '[]'::jsonb)
-          || to_jsonb(p.members::text[])),
-    corroborated_at = now(), updated_at = now()
-  FROM per_target AS p WHERE x.{t} = p.tenant AND x.id = p.target
-  RETURNING p.tenant, x.id, p.rule, p.members, x.provenance -> 'corroborated_by' AS evidence),
-promoted AS (
-  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, content,
-                     provenance, corroborated_at, actor, {copy_cols})
-  SELECT m.tenant{anchor_select}, m.new_id, m.to_tier, m.to_typology,
-         CASE WHEN m.to_tier = {persistent} THEN NULL ELSE m.into_scope END,
-         m.new_id::text, h.content,
-         jsonb_build_object('derived_from', to_jsonb(m.members::text[]),
-                            'corroborated_by', m.evidence, 'rule', m.rule),
-         now(), %(actor)s, {copy_select}
-  FROM matched AS m JOIN closing_rows AS h ON h.{t} = m.tenant AND h.id = m.head
-  WHERE m.target IS NULL
-  RETURNING {t} AS tenant, id, provenance),
-ledger AS (
-  INSERT INTO {promotions} ({t}, rule, source_id, target_id)
-  SELECT m.tenant, m.rule, u.member, coalesce(m.target, m.new_id)
-  FROM matched AS m, unnest(m.members) AS u(member)
-  ON CONFLICT DO NOTHING RETURNING 1),
+{corroborated}
+{promoted},
+{ledger},
 {edges}going AS (
   SELECT c.{t} AS tenant, c.id, c.tier, c.scope_id, c.linked, c.archived_at IS NULL AS live,
          c.created_at,
@@ -421,15 +425,11 @@ ledger AS (
   FROM closing_rows AS c LEFT JOIN leaving AS l ON l.typology = c.typology),
 archived AS (
   UPDATE {mem} AS m SET archived_at = now(), updated_at = now()
-  FROM going AS g WHERE m.{t} = g.tenant AND m.id = g.id AND g.leave = 'archive'
+  FROM going AS g WHERE m.{t} = g.tenant{on_m} AND m.id = g.id AND g.leave = 'archive'
     AND NOT g.linked AND g.live
   RETURNING g.tenant, g.id, g.tier, g.scope_id, g.created_at),
 {remove},
-closed AS (
-  INSERT INTO {scopes} ({t}, tier, scope_id, closed_at)
-  SELECT tenant, tier, scope_id, now() FROM closing
-  ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at
-  RETURNING {t} AS tenant, tier, scope_id),
+{closed},
 counts AS (
   SELECT s.tenant, s.tier, s.scope_id,
     (SELECT count(*) FROM removed AS x WHERE x.tenant = s.tenant AND x.tier = s.tier
@@ -449,8 +449,7 @@ counts AS (
        AND c.tier = s.tier AND c.scope_id = s.scope_id) AS corroborated
   FROM closing AS s),
 journal AS (
-  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
-  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload FROM (
+  {journal_head} FROM (
     SELECT 1 AS o, now() AS at, c.tenant, 'corroborated' AS kind, c.id AS memory_id,
            jsonb_build_object('rule', c.rule, 'evidence', to_jsonb(c.members::text[]),
                               'corroborations', jsonb_array_length(c.evidence)) AS payload
@@ -488,9 +487,10 @@ journal AS (
                               'corroborated', n.corroborated)
     FROM counts AS n
   ) AS e ORDER BY e.tenant, e.o, e.at, e.memory_id
-  RETURNING 1)
+  {journal_tail})
 {result}""").format(
-        closing=closing or _CLOSING_ARRAYS, event=sql.Literal(event), result=_SUMMARY if summary else _PER_SCOPE,
+        closing=closing or _CLOSING_ARRAYS, event=sql.Literal(event),
+        result=result or (_SUMMARY if summary else _PER_SCOPE),
         rule_rows=_values(rule_rows, ("text", "text", "text", "text", "text", "float8",
                                       "float8", "text[]", "int4", "text[]", "bool")),
         leave_rows=_values(leave_rows, ("text", "text")),
@@ -501,8 +501,144 @@ journal AS (
         evidence_e=_evidence("e"), evidence_x=_evidence("x"),
         anchor_cols=anchor_cols, anchor_select=anchor_select,
         copy_cols=copy_cols, copy_select=copy_select, remove=remove,
-        edges=_boundary_edges(spec, tables),
+        edges=_boundary_edges(spec, tables, citus=on is not None),
+        on_l=only("l"), on_c=only("c"), on_p=only("p"), on_x=only("x"), on_m=only("m"),
+        corroborated=sql.SQL(_CORROBORATED if on is None else _CORROBORATED_CITUS).format(
+            mem=mem, t=t, provenance=sql.SQL(_CORROBORATED_PROVENANCE).format(
+                evidence_x=_evidence("x"))),
+        new_id=sql.SQL("gen_random_uuid()") if on is None else sql.SQL(
+            "md5(%(nonce)s::text || gr.head::text || gr.rule)::uuid"),
+        promoted=sql.SQL(_PROMOTED if on is None else _PROMOTED_CITUS).format(
+            mem=mem, t=t, anchor_cols=anchor_cols, anchor_select=anchor_select,
+            copy_cols=copy_cols, copy_select=copy_select, persistent=sql.Literal(persistent),
+            anchor_text=sql.SQL("").join(sql.SQL(
+                "CASE WHEN {n} = ANY(p.escalate_clear) THEN NULL ELSE p.{c} END, ").format(
+                n=sql.Literal(c), c=sql.Identifier(c)) for c in anchors),
+            copy_text=sql.SQL(", ").join(sql.SQL("p.{}::text").format(sql.Identifier(c))
+                                         for c in copy),
+            h_columns=sql.SQL("").join(sql.SQL(", h.{}").format(sql.Identifier(c))
+                                       for c in (*anchors, *copy))),
+        ledger=sql.SQL(_LEDGER if on is None else _LEDGER_CITUS).format(
+            promotions=tables.promotions.ident, t=t),
+        closed=sql.SQL(_CLOSED if on is None else _CLOSED_CITUS).format(
+            scopes=tables.scopes.ident, t=t),
+        journal_head=sql.SQL(
+            "INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)\n"
+            "  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload"
+        ).format(events=events, t=t) if on is None else sql.SQL(
+            "SELECT e.tenant, e.kind, e.memory_id, e.payload, e.o, e.at"),
+        journal_tail=sql.SQL("RETURNING 1" if on is None else ""),
     )
+
+
+_CITUS_PARTS = """\
+  ARRAY(SELECT r.id FROM removed AS r ORDER BY r.id) AS removed_ids,
+  (SELECT jsonb_agg(p.row ORDER BY p.id) FROM promoted AS p) AS promoted_rows,
+  (SELECT jsonb_agg(jsonb_build_array(l.rule, l.source_id, l.target_id)
+     ORDER BY l.target_id, l.source_id) FROM ledger AS l) AS ledger_rows,
+  {edge_rows} AS edge_rows,
+  (SELECT jsonb_agg(jsonb_build_array(c.tier, c.scope_id, now()::text)
+     ORDER BY c.tier, c.scope_id) FROM closed AS c) AS closed_rows,
+  (SELECT jsonb_agg(jsonb_build_array(j.kind, j.memory_id, j.payload)
+     ORDER BY j.o, j.at, j.memory_id) FROM journal AS j) AS journal_rows"""
+"""The end of the cluster form's result (``_cluster_writes.CITUS_PARTS`` columns), for one
+tenant:
+what the statements that follow write (:mod:`primitives.lifecycle._cluster_writes`): the ids of the
+rows to remove, the promoted rows, the ledger's rows, the ``derived_from`` edges (NULL
+without the graph's edges), the closed scopes and the journal's events in their order."""
+_PER_SCOPE_CITUS = """\
+SELECT n.tenant, n.tier, n.scope_id, n.removed, n.kept, n.archived, n.compounded,
+  n.promoted, n.corroborated, (SELECT count(*) FROM journal) AS events,
+  (SELECT count(*) FROM ledger) AS ledger, (SELECT count(*) FROM closed) AS closed,
+{parts}
+FROM counts AS n ORDER BY n.tenant, n.tier, n.scope_id"""
+_SUMMARY_CITUS = """\
+SELECT (SELECT count(*) FROM counts),
+{parts}"""
+
+
+def _end_scopes_citus(spec: AgentSpec, tables: Tables, *, embedding: bool,
+                      similarity: Similarity, direct_delete: bool,
+                      closing: sql.Composable | None, summary: bool,
+                      event: str) -> sql.Composed:
+    """:func:`end_scopes_statement`'s cluster form (``citus``)."""
+    on = sql.SQL("{} = %(tenant)s").format(tables.tenant)
+    parts = sql.SQL(_CITUS_PARTS).format(edge_rows=sql.SQL(
+        "(SELECT jsonb_agg(jsonb_build_array(d.source_id, d.target_id) "
+        "ORDER BY d.source_id, d.target_id) FROM derived_edges AS d)"
+        if _derived_edges(spec, tables) else "NULL::jsonb"))
+    result = sql.SQL(_SUMMARY_CITUS if summary else _PER_SCOPE_CITUS).format(parts=parts)
+    return _end_scopes(spec, tables, embedding=embedding, similarity=similarity,
+                       direct_delete=direct_delete, closing=closing, summary=summary,
+                       event=event, on=on, result=result)
+
+
+_PROMOTED = """\
+promoted AS (
+  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, content,
+                     provenance, corroborated_at, actor, {copy_cols})
+  SELECT m.tenant{anchor_select}, m.new_id, m.to_tier, m.to_typology,
+         CASE WHEN m.to_tier = {persistent} THEN NULL ELSE m.into_scope END,
+         m.new_id::text, h.content,
+         jsonb_build_object('derived_from', to_jsonb(m.members::text[]),
+                            'corroborated_by', m.evidence, 'rule', m.rule),
+         now(), %(actor)s, {copy_select}
+  FROM matched AS m JOIN closing_rows AS h ON h.{t} = m.tenant AND h.id = m.head
+  WHERE m.target IS NULL
+  RETURNING {t} AS tenant, id, provenance)"""
+_LEDGER = """\
+ledger AS (
+  INSERT INTO {promotions} ({t}, rule, source_id, target_id)
+  SELECT m.tenant, m.rule, u.member, coalesce(m.target, m.new_id)
+  FROM matched AS m, unnest(m.members) AS u(member)
+  ON CONFLICT DO NOTHING RETURNING 1)"""
+_CLOSED = """\
+closed AS (
+  INSERT INTO {scopes} ({t}, tier, scope_id, closed_at)
+  SELECT tenant, tier, scope_id, now() FROM closing
+  ON CONFLICT ({t}, tier, scope_id) DO UPDATE SET closed_at = EXCLUDED.closed_at
+  RETURNING {t} AS tenant, tier, scope_id)"""
+# The cluster form's parts (see _end_scopes_citus): what the single-node CTEs insert,
+# selected instead, for the statements that follow to insert with VALUES.
+_PROMOTED_CITUS = """\
+promoted AS (
+  SELECT p.tenant, p.id, p.provenance, jsonb_build_array({anchor_text}p.id::text, p.to_tier,
+         p.to_typology, CASE WHEN p.to_tier = {persistent} THEN NULL ELSE p.into_scope END,
+         p.id::text, p.content, p.provenance::text, now()::text, {copy_text}) AS row
+  FROM (SELECT m.tenant, m.new_id AS id, m.to_tier, m.to_typology, m.into_scope,
+               jsonb_build_object('derived_from', to_jsonb(m.members::text[]),
+                                  'corroborated_by', m.evidence, 'rule', m.rule) AS provenance,
+               m.escalate_clear, h.content{h_columns}
+        FROM matched AS m JOIN closing_rows AS h ON h.{t} = m.tenant AND h.id = m.head
+        WHERE m.target IS NULL) AS p)"""
+_LEDGER_CITUS = """\
+ledger AS (
+  SELECT m.tenant, m.rule, u.member AS source_id, coalesce(m.target, m.new_id) AS target_id
+  FROM matched AS m, unnest(m.members) AS u(member))"""
+_CLOSED_CITUS = """\
+closed AS (SELECT tenant, tier, scope_id FROM closing)"""
+_CORROBORATED_PROVENANCE = """x.provenance || jsonb_build_object(
+      'corroborated_by', (SELECT jsonb_agg(DISTINCT k ORDER BY k) FROM jsonb_array_elements_text(
+          {evidence_x} || p.evidence) AS k),
+      'derived_from', coalesce(x.provenance -> 'derived_from', '[]'::jsonb)
+          || to_jsonb(p.members::text[]))"""
+_CORROBORATED = """\
+corroborated AS (
+  UPDATE {mem} AS x SET
+    provenance = {provenance},
+    corroborated_at = now(), updated_at = now()
+  FROM per_target AS p WHERE x.{t} = p.tenant AND x.id = p.target
+  RETURNING p.tenant, x.id, p.rule, p.members, x.provenance -> 'corroborated_by' AS evidence),"""
+# Citus refuses a stable function over a column in an UPDATE's SET (jsonb_build_object,
+# to_jsonb): the new provenance is made in a subquery, the target row locked there.
+_CORROBORATED_CITUS = """\
+corroborated AS (
+  UPDATE {mem} AS x SET provenance = n.provenance, corroborated_at = now(), updated_at = now()
+  FROM (SELECT p.tenant, p.target, p.rule, p.members, {provenance}
+        AS provenance FROM per_target AS p JOIN {mem} AS x ON x.{t} = p.tenant
+        AND x.id = p.target WHERE x.{t} = %(tenant)s FOR UPDATE OF x) AS n
+  WHERE x.{t} = n.tenant AND x.{t} = %(tenant)s AND x.id = n.target
+  RETURNING n.tenant, x.id, n.rule, n.members, x.provenance -> 'corroborated_by' AS evidence),"""
 
 
 def _derived_edges(spec: AgentSpec, tables: Tables) -> bool:
@@ -511,13 +647,22 @@ def _derived_edges(spec: AgentSpec, tables: Tables) -> bool:
             and "derived_from" in spec.graph.edges)
 
 
-def _boundary_edges(spec: AgentSpec, tables: Tables) -> sql.Composable:
+def _boundary_edges(spec: AgentSpec, tables: Tables, *, citus: bool = False) -> sql.Composable:
     """A CTE adding a ``derived_from`` edge from each promoted or corroborated row to each
     of its evidence rows that stays (archived or action-linked; a removed row leaves only
     its id in ``provenance.derived_from``). Empty unless the graph records such edges."""
     if not _derived_edges(spec, tables):
         return sql.SQL("")
     assert tables.edges is not None
+    if citus:  # the edges to insert, for the statement that follows (end_scope_inserts)
+        return sql.SQL(
+            "derived_edges AS (\n"
+            "  SELECT m.tenant, coalesce(m.target, m.new_id) AS source_id, u.member AS target_id\n"
+            "  FROM matched AS m CROSS JOIN LATERAL unnest(m.members) AS u(member)\n"
+            "  JOIN closing_rows AS c ON c.{t} = m.tenant AND c.id = u.member\n"
+            "  LEFT JOIN leaving AS l ON l.typology = c.typology\n"
+            "  WHERE c.linked OR coalesce(l.leave, 'remove') = 'archive'),\n").format(
+            t=tables.tenant)
     return sql.SQL(
         "derived_edges AS (\n"
         "  INSERT INTO {edges} ({t}, source_id, target_id, relation_type)\n"
@@ -530,7 +675,7 @@ def _boundary_edges(spec: AgentSpec, tables: Tables) -> sql.Composable:
 
 
 def idle_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
-                          similarity: Similarity) -> sql.Composed | None:
+                          similarity: Similarity, citus: bool = False) -> sql.Composed | None:
     """The maintain pass that closes every open scope of ``%(tenants)s`` idle longer than its
     tier's ``boundary.idle_after`` at ``%(now)s``, as :func:`end_scopes_statement` ends a
     scope (event ``scope_idle_closed``); promotion into a transient tier needs the scope it
@@ -545,14 +690,16 @@ def idle_scopes_statement(spec: AgentSpec, tables: Tables, *, embedding: bool,
     closing = sql.SQL(
         "SELECT s.{t}, s.tier, s.scope_id, NULL::text FROM {scopes} AS s "
         "JOIN (VALUES {idle}) AS i(tier, idle) ON i.tier = s.tier "
-        "WHERE s.{t} = ANY(%(tenants)s::text[]) AND s.closed_at IS NULL "
+        "WHERE s.{t} = ANY(%(tenants)s::text[]){only} AND s.closed_at IS NULL "
         "AND s.last_activity_at < %(now)s::timestamptz - i.idle "
         "ORDER BY s.{t}, s.tier, s.scope_id FOR UPDATE OF s SKIP LOCKED"
     ).format(t=tables.tenant, scopes=tables.scopes.ident,
-             idle=_values(idle, ("text", "interval")))
+             idle=_values(idle, ("text", "interval")),
+             only=sql.SQL(" AND s.{} = %(tenant)s").format(tables.tenant) if citus
+             else sql.SQL(""))
     return end_scopes_statement(spec, tables, embedding=embedding, similarity=similarity,
                                 direct_delete=True, closing=closing, summary=True,
-                                event="scope_idle_closed")
+                                event="scope_idle_closed", citus=citus)
 
 
 @dataclass(frozen=True)
@@ -629,7 +776,7 @@ stripped: with ``keep_if_specific`` the observation stays unpromoted."""
 
 
 def corroboration_statement(spec: AgentSpec, tables: Tables, rule: CorroborationRule, *,
-                            embedding: bool) -> sql.Composed:
+                            embedding: bool, citus: bool = False) -> sql.Composed:
     """Promote the rows of ``%(tenants)s`` that ``rule`` qualifies and its ledger has not
     seen: a new row of the target with ``provenance.derived_from`` = the source, the
     source's evidence, and (through the rule's gate) the stripped anchor values removed from
@@ -638,8 +785,18 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     so a repeat is refused. A persistent source whose typology archives on ``disposition``
     (``behavior.lifecycle.<typology>.archive_on``; episodic by default) is archived once
     promoted, journalled ``archived`` with the cause ``disposition``: the promoted row now
-    stands for it. Returns one row: the number promoted."""
+    stands for it. Returns one row: the number promoted.
+
+    ``citus``: the form a Citus coordinator routes whole to the shards of one tenant,
+    ``%(tenant)s`` (with ``%(nonce)s``, a fresh text the new rows' ids are made from), as
+    :func:`end_scopes_statement`'s: it inserts nothing, and returns after the number
+    promoted what :func:`corroboration_writes_citus` inserts: the promoted rows, the ledger's
+    rows, the ``derived_from`` edges and the journal's events."""
     t = tables.tenant
+    on = sql.SQL(" AND {}.{} = %(tenant)s") if citus else None
+
+    def only(alias: str) -> sql.Composable:
+        return sql.SQL("") if on is None else on.format(sql.Identifier(alias), t)
     mem = tables.memories.ident
     content: sql.Composable = sql.SQL("c.content")
     for key in rule.strip_anchors:
@@ -673,6 +830,7 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     disposes = (spec.tier(rule.from_tier).persistent and lifecycle is not None
                 and "disposition" in lifecycle.archive_on)
     vector_cols = sql.SQL(", embedding, embedding_model") if embedding else sql.SQL("")
+    edges = _derived_edges(spec, tables) and tables.edges is not None
     vector_select = sql.SQL(
         ", CASE WHEN s.new_content = s.content THEN s.embedding END, "
         "CASE WHEN s.new_content = s.content THEN s.embedding_model END"
@@ -680,35 +838,19 @@ def corroboration_statement(spec: AgentSpec, tables: Tables, rule: Corroboration
     return sql.SQL("""\
 WITH candidates AS (
   SELECT c.*, {content} AS new_content, {envelope} AS new_envelope,
-         gen_random_uuid() AS new_id
+         {new_id} AS new_id
   FROM {mem} AS c
-  WHERE c.{t} = ANY(%(tenants)s::text[]) AND c.tier = {from_tier}
+  WHERE c.{t} = ANY(%(tenants)s::text[]){on_c} AND c.tier = {from_tier}
     AND c.typology = {from_typ} AND {active}
     AND {evidence} >= {n}
-    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}
+    AND NOT EXISTS (SELECT 1 FROM {promotions} AS p WHERE p.{t} = c.{t}{on_p}
                     AND p.rule IN ({ledger_rules}) AND p.source_id = c.id)
   FOR UPDATE OF c SKIP LOCKED),
 sorted AS (SELECT s.*, {specific} AS specific FROM candidates AS s),
-promoted AS (
-  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, namespace, content,
-                     value, envelope, tags, provenance, event_time, corroborated_at, actor
-                     {vector_cols})
-  SELECT s.{t}{anchor_select}, s.new_id, {to_tier}, {to_typ},
-         CASE WHEN s.tier = {to_tier} THEN s.scope_id END, s.new_id::text, s.namespace,
-         s.new_content, s.value, s.new_envelope, s.tags,
-         jsonb_build_object('derived_from', jsonb_build_array(s.id::text),
-                            'corroborated_by', s.provenance -> 'corroborated_by',
-                            'rule', {rule}),
-         s.event_time, now(), %(actor)s{vector_select}
-  FROM sorted AS s WHERE NOT s.specific
-  RETURNING {t} AS tenant, id, provenance),
-ledger AS (
-  INSERT INTO {promotions} ({t}, rule, source_id, target_id)
-  SELECT s.{t}, {rule}, s.id, CASE WHEN s.specific THEN NULL ELSE s.new_id END FROM sorted AS s
-  ON CONFLICT DO NOTHING RETURNING 1),
+{promoted},
+{ledger},
 {edges}{disposed}journal AS (
-  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
-  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload FROM (
+  {journal_head} FROM (
     SELECT s.{t} AS tenant, CASE WHEN s.specific THEN 'kept_specific' ELSE 'promoted' END
              AS kind,
            CASE WHEN s.specific THEN s.id ELSE s.new_id END AS memory_id,
@@ -720,9 +862,9 @@ ledger AS (
                                          OR s.new_envelope <> s.envelope) AS payload,
            0 AS n
     FROM sorted AS s{crossings}{disposals}) AS e ORDER BY e.tenant, e.memory_id, e.n
-  RETURNING 1)
+  {journal_tail})
 SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
-       + (SELECT count(*) FROM journal){disposed_count})""").format(
+       + (SELECT count(*) FROM journal){disposed_count}){citus_rows}""").format(
         content=content, envelope=envelope, mem=mem, t=t,
         from_tier=sql.Literal(rule.from_tier), from_typ=sql.Literal(rule.from_typology),
         to_tier=sql.Literal(rule.to_tier), to_typ=sql.Literal(rule.to_typology),
@@ -752,9 +894,10 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
         disposed=sql.SQL(
             "disposed AS (\n"
             "  UPDATE {mem} AS d SET archived_at = now(), updated_at = now()\n"
-            "  FROM sorted AS s WHERE NOT s.specific AND d.{t} = s.{t} AND d.id = s.id\n"
+            "  FROM sorted AS s WHERE NOT s.specific AND d.{t} = s.{t}{on_d} AND d.id = s.id\n"
             "    AND d.archived_at IS NULL\n"
-            "  RETURNING d.{t} AS tenant, d.id, s.new_id),\n").format(mem=mem, t=t)
+            "  RETURNING d.{t} AS tenant, d.id, s.new_id),\n").format(mem=mem, t=t,
+                                                                     on_d=only("d"))
         if disposes else sql.SQL(""),
         disposals=sql.SQL(
             "\n    UNION ALL\n"
@@ -770,9 +913,81 @@ SELECT (SELECT count(*) FROM promoted) + 0 * ((SELECT count(*) FROM ledger)
             "  INSERT INTO {edges} ({t}, source_id, target_id, relation_type)\n"
             "  SELECT p.tenant, p.id, s.id, 'derived_from' FROM promoted AS p\n"
             "  JOIN sorted AS s ON s.{t} = p.tenant AND s.new_id = p.id\n"
-            "  RETURNING 1),\n").format(edges=tables.edges.ident, t=t)
-        if _derived_edges(spec, tables) and tables.edges is not None else sql.SQL(""),
+            "  RETURNING 1),\n" if not citus else
+            "derived_edges AS (\n"
+            "  SELECT p.id AS source_id, s.id AS target_id FROM promoted AS p\n"
+            "  JOIN sorted AS s ON s.{t} = p.tenant AND s.new_id = p.id),\n"
+        ).format(edges=tables.edges.ident, t=t)
+        if edges and tables.edges is not None else sql.SQL(""),
+        on_c=only("c"), on_p=only("p"),
+        new_id=sql.SQL("gen_random_uuid()") if not citus else sql.SQL(
+            "md5(%(nonce)s::text || c.id::text || {})::uuid").format(sql.Literal(rule.name)),
+        promoted=sql.SQL(_CORROBORATION_PROMOTED if not citus
+                         else _CORROBORATION_PROMOTED_CITUS).format(
+            mem=mem, t=t, anchor_cols=anchor_cols, anchor_select=anchor_select,
+            vector_cols=vector_cols, vector_select=vector_select, rule=sql.Literal(rule.name),
+            to_tier=sql.Literal(rule.to_tier), to_typ=sql.Literal(rule.to_typology),
+            anchor_text=sql.SQL("").join(sql.SQL("s.{}, ").format(sql.Identifier(c))
+                                         for c in anchors),
+            vector_text=sql.SQL(", s.embedding::text, s.embedding_model") if embedding
+            else sql.SQL("")),
+        ledger=sql.SQL(
+            "ledger AS (\n"
+            "  INSERT INTO {promotions} ({t}, rule, source_id, target_id)\n"
+            "  SELECT s.{t}, {rule}, s.id, CASE WHEN s.specific THEN NULL ELSE s.new_id END "
+            "FROM sorted AS s\n"
+            "  ON CONFLICT DO NOTHING RETURNING 1)" if not citus else
+            "ledger AS (\n"
+            "  SELECT {rule} AS rule, s.id AS source_id, "
+            "CASE WHEN s.specific THEN NULL ELSE s.new_id END AS target_id FROM sorted AS s)"
+        ).format(promotions=tables.promotions.ident, t=t, rule=sql.Literal(rule.name)),
+        journal_head=sql.SQL(
+            "INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)\n"
+            "  SELECT e.tenant, gen_random_uuid(), e.kind, e.memory_id, %(actor)s, e.payload"
+        ).format(events=tables.events.ident, t=t) if not citus else sql.SQL(
+            "SELECT e.tenant, e.kind, e.memory_id, e.payload, e.n"),
+        journal_tail=sql.SQL("" if citus else "RETURNING 1"),
+        citus_rows=sql.SQL("") if not citus else sql.SQL(
+            ",\n  (SELECT jsonb_agg(p.row ORDER BY p.id) FROM promoted AS p),\n"
+            "  (SELECT jsonb_agg(jsonb_build_array(l.rule, l.source_id, l.target_id) "
+            "ORDER BY l.source_id) FROM ledger AS l),\n"
+            "  {edge_rows},\n"
+            "  (SELECT jsonb_agg(jsonb_build_array(j.kind, j.memory_id, j.payload) "
+            "ORDER BY j.memory_id, j.n) FROM journal AS j)").format(edge_rows=sql.SQL(
+                "(SELECT jsonb_agg(jsonb_build_array(d.source_id, d.target_id) "
+                "ORDER BY d.source_id, d.target_id) FROM derived_edges AS d)" if edges
+                else "NULL::jsonb")),
     )
+
+
+_CORROBORATION_PROMOTED = """\
+promoted AS (
+  INSERT INTO {mem} ({t}{anchor_cols}, id, tier, typology, scope_id, key, namespace, content,
+                     value, envelope, tags, provenance, event_time, corroborated_at, actor
+                     {vector_cols})
+  SELECT s.{t}{anchor_select}, s.new_id, {to_tier}, {to_typ},
+         CASE WHEN s.tier = {to_tier} THEN s.scope_id END, s.new_id::text, s.namespace,
+         s.new_content, s.value, s.new_envelope, s.tags,
+         jsonb_build_object('derived_from', jsonb_build_array(s.id::text),
+                            'corroborated_by', s.provenance -> 'corroborated_by',
+                            'rule', {rule}),
+         s.event_time, now(), %(actor)s{vector_select}
+  FROM sorted AS s WHERE NOT s.specific
+  RETURNING {t} AS tenant, id, provenance)"""
+# the cluster form: the values (as text) of the rows the single-node CTE inserts, in the
+# order of CORROBORATION_COLUMNS_CITUS
+_CORROBORATION_PROMOTED_CITUS = """\
+promoted AS (
+  SELECT s.{t} AS tenant, s.new_id AS id, s.new_provenance AS provenance,
+         jsonb_build_array({anchor_text}s.new_id::text, {to_tier}, {to_typ}, s.new_scope_id,
+         s.new_id::text, s.namespace::text, s.new_content, s.value::text,
+         s.new_envelope::text, s.tags::text, s.new_provenance::text, s.event_time::text,
+         now()::text{vector_text}) AS row
+  FROM (SELECT s.*, CASE WHEN s.tier = {to_tier} THEN s.scope_id END AS new_scope_id,
+               jsonb_build_object('derived_from', jsonb_build_array(s.id::text),
+                                  'corroborated_by', s.provenance -> 'corroborated_by',
+                                  'rule', {rule}) AS new_provenance
+        FROM sorted AS s WHERE NOT s.specific) AS s)"""
 
 
 def _json_list(items: tuple[str, ...]) -> str:
@@ -787,8 +1002,16 @@ def boundary_passes(spec: AgentSpec, tables: Tables, *, embedding: bool,
     persistent = spec.persistent_tier.name
 
     def promote(rule: CorroborationRule) -> MaintenancePass:
-        return MaintenancePass(f"promote {rule.name}",
-                               corroboration_statement(spec, tables, rule, embedding=embedding))
+        def writes(row: Sequence[Any], params: Mapping[str, Any]
+                   ) -> list[tuple[sql.Composed, dict[str, Any]]]:
+            return corroboration_writes_citus(tables, row, embedding=embedding,
+                                              params=dict(params), event_ids=uuid4)
+        return MaintenancePass(
+            f"promote {rule.name}",
+            corroboration_statement(spec, tables, rule, embedding=embedding),
+            cluster=ClusterForm(corroboration_statement(spec, tables, rule,
+                                                        embedding=embedding, citus=True),
+                                writes))
 
     # continuous rules only: a rule at a tier boundary runs when end_scope ends its tier's scope
     rules = [r for r in corroboration_rules(spec) if r.continuous]
@@ -796,7 +1019,14 @@ def boundary_passes(spec: AgentSpec, tables: Tables, *, embedding: bool,
     # rules out of the persistent tier after (what the closes compounded up)
     passes = [promote(r) for r in rules if r.from_tier != persistent]
     idle = idle_scopes_statement(spec, tables, embedding=embedding, similarity=similarity)
-    if idle is not None:
-        passes.append(MaintenancePass("idle_scopes", idle))
+    idle_citus = idle_scopes_statement(spec, tables, embedding=embedding,
+                                       similarity=similarity, citus=True)
+    if idle is not None and idle_citus is not None:
+        def closed(row: Sequence[Any], params: Mapping[str, Any]
+                   ) -> list[tuple[sql.Composed, dict[str, Any]]]:
+            return end_scope_writes_citus(spec, tables, row, embedding=embedding,
+                                          params=dict(params), event_ids=uuid4)
+        passes.append(MaintenancePass("idle_scopes", idle,
+                                      cluster=ClusterForm(idle_citus, closed)))
     passes += [promote(r) for r in rules if r.from_tier == persistent]
     return passes

@@ -58,8 +58,9 @@ def _run(ctx: JobContext) -> int:
     with psycopg.connect(ctx.dsn, autocommit=True) as conn, conn.transaction():
         conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(MAINTAINER_ROLE)))
         for rule in rules:
-            rows = conn.execute(missed_scopes_statement(ctx.tables), {
-                "tenants": list(ctx.tenants), "now": ctx.now, "rule": rule.name,
+            rows = conn.execute(missed_scopes_statement(ctx.tables, citus=ctx.citus), {
+                "tenants": list(ctx.tenants), "tenant": ctx.tenants[0] if ctx.tenants else None,
+                "now": ctx.now, "rule": rule.name,
                 "tier": rule.source_tier, "typology": rule.source_typology,
                 "boundary_tiers": list(rule.boundary_tiers),
                 "idle": rule.idle_after}).fetchall()

@@ -35,6 +35,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import NamedTuple
 
 from psycopg import sql
@@ -51,6 +52,8 @@ from primitives.compile._maintenance_idx import (
 )
 from primitives.compile._names import Tables
 from primitives.lifecycle._boundary import MaintenancePass
+from primitives.lifecycle._cluster_writes import journal_writes_citus
+from primitives.lifecycle._passes import ClusterForm
 from primitives.spec import AgentSpec
 from primitives.spec._behavior import DecayPolicy
 
@@ -330,13 +333,16 @@ def decay_models(spec: AgentSpec) -> DecayModels:
 
 # maintain passes ------------------------------------------------------------------------------
 def decay_archive_statement(spec: AgentSpec, tables: Tables,
-                            typologies: Collection[str] | None = None) -> sql.Composed | None:
+                            typologies: Collection[str] | None = None, *,
+                            citus: bool = False) -> sql.Composed | None:
     """Archive the active rows of ``%(tenants)s`` whose typology decays by ``ebbinghaus``,
     archives on ``decay_threshold`` (``behavior.lifecycle.<typology>.archive_on``), and whose
     effective confidence at ``%(now)s`` is below the model's ``threshold`` (protected rows keep
     full confidence, so they never fall below it), each with a ``decay_archived`` event
     carrying that confidence. Returns ``(changed)``. None without such a typology.
-    ``typologies``: only these (default: all)."""
+    ``typologies``: only these (default: all). ``citus``: the cluster form, as
+    :func:`corroboration_statement`'s (every table, the protections' too, filtered by
+    ``%(tenant)s``; the events returned after the count)."""
     models = decay_models(spec)
     now = sql.SQL("%(now)s")
     archiving = {t for t, life in spec.behavior.lifecycle.items()
@@ -351,20 +357,32 @@ def decay_archive_statement(spec: AgentSpec, tables: Tables,
         for t, v in thresholds))
     return sql.SQL(
         "WITH due AS (SELECT c.* FROM (SELECT m.{t} AS tenant, m.id, {conf} AS confidence, "
-        "{threshold} AS threshold FROM {mem} AS m WHERE m.{t} = ANY(%(tenants)s::text[]) "
+        "{threshold} AS threshold FROM {mem} AS m WHERE m.{t} = ANY(%(tenants)s::text[]){only} "
         "AND m.typology = ANY({typologies}::text[]) AND {active}) AS c "
         "WHERE c.confidence < c.threshold), "
         "archived AS (UPDATE {mem} AS m SET archived_at = %(now)s, updated_at = %(now)s "
-        "FROM due WHERE m.{t} = due.tenant AND m.id = due.id AND {active} "
+        "FROM due WHERE m.{t} = due.tenant{only} AND m.id = due.id AND {active} "
         "RETURNING m.{t} AS tenant, m.id), "
-        "journal AS (INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
-        "SELECT a.tenant, gen_random_uuid(), 'decay_archived', a.id, %(actor)s, "
+        "journal AS ({journal}"
         "jsonb_build_object('confidence', due.confidence, 'threshold', due.threshold, "
-        "'column', 'archived_at') FROM archived AS a JOIN due ON due.tenant = a.tenant "
-        "AND due.id = a.id ORDER BY a.tenant, a.id RETURNING 1) "
-        "SELECT count(*)::bigint FROM journal"
-    ).format(t=tables.tenant, mem=tables.memories.ident, events=tables.events.ident,
-             conf=models.confidence_sql(tables, now, sql.SQL("= ANY(%(tenants)s::text[])")),
+        "'column', 'archived_at'){payload} FROM archived AS a JOIN due ON due.tenant = a.tenant "
+        "AND due.id = a.id{order}) "
+        "SELECT count(*)::bigint{event_rows} FROM journal"
+    ).format(t=tables.tenant, mem=tables.memories.ident,
+             conf=models.confidence_sql(tables, now, sql.SQL(
+                 "= %(tenant)s" if citus else "= ANY(%(tenants)s::text[])")),
+             only=sql.SQL(" AND m.{} = %(tenant)s").format(tables.tenant) if citus
+             else sql.SQL(""),
+             journal=sql.SQL(
+                 "SELECT a.tenant, 'decay_archived' AS kind, a.id AS memory_id, " if citus
+                 else "INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload) "
+                 "SELECT a.tenant, gen_random_uuid(), 'decay_archived', a.id, %(actor)s, "
+             ).format(events=tables.events.ident, t=tables.tenant),
+             payload=sql.SQL(" AS payload" if citus else ""),
+             order=sql.SQL("" if citus else " ORDER BY a.tenant, a.id RETURNING 1"),
+             event_rows=sql.SQL(
+                 ", (SELECT jsonb_agg(jsonb_build_array(e.kind, e.memory_id, e.payload) "
+                 "ORDER BY e.tenant, e.memory_id) FROM journal AS e)" if citus else ""),
              threshold=threshold,
              typologies=sql.Literal([t for t, _ in thresholds]),
              active=active_predicate("m"))
@@ -410,7 +428,8 @@ def dispositions_statement(spec: AgentSpec, tables: Tables, *, listed: int = 0,
 
 
 def corroboration_statement(spec: AgentSpec, tables: Tables,
-                            typologies: Collection[str] | None = None) -> sql.Composed | None:
+                            typologies: Collection[str] | None = None, *,
+                            citus: bool = False) -> sql.Composed | None:
     """Count failed corroborations of the active persistent rows of ``%(tenants)s`` whose
     typology lives by ``corroborated`` (:func:`corroboration_windows`; ``typologies``: only
     these). A corroboration fails when a row's validity window lapses without the row being
@@ -427,7 +446,13 @@ def corroboration_statement(spec: AgentSpec, tables: Tables,
     The pass reads only the rows whose next failure is due (the memories table's
     ``corroboration_due`` index, :mod:`primitives.compile._maintenance_idx`): a pass finding
     nothing lapsed since the last costs an index probe per tenant, not a read of its rows.
-    Returns ``(changed)``: the rows whose count rose. None without such a typology."""
+    Returns ``(changed)``: the rows whose count rose. None without such a typology.
+
+    ``citus``: the form a Citus coordinator routes whole to the shards of ``%(tenant)s``
+    (:class:`~primitives.lifecycle._passes.ClusterForm`): every table also filtered by that
+    tenant, the new provenance made where the row is locked (Citus refuses a stable function
+    over a column in an ``UPDATE``'s ``SET``), and the events returned after the count
+    (kind, memory id, payload, in order) for :func:`journal_writes_citus` to insert."""
     every = corroboration_windows(spec)
     windows = [(t, w, n) for t, (w, n) in every.items()
                if typologies is None or t in typologies]
@@ -451,30 +476,27 @@ WITH lapsed AS (
                  AS failed
         FROM {mem} AS m JOIN (VALUES {values}) AS w(typology, window_seconds, archive_at)
           ON w.typology = m.typology
-        WHERE m.{t} = ANY(%(tenants)s::text[]) AND {scope}
+        WHERE m.{t} = ANY(%(tenants)s::text[]){only_m} AND {scope}
           AND {due} <= extract(epoch FROM timezone('UTC', %(now)s::timestamptz))
           AND coalesce(m.corroborated_at, m.valid_from)
               <= %(now)s::timestamptz - make_interval(secs => w.window_seconds)) AS c),
 rising AS (
   SELECT l.tenant, l.id, l.since, l.since_epoch, l.failed, l.previous, l.window_seconds,
-         l.archive_at
+         l.archive_at{new_provenance}
   FROM lapsed AS l JOIN {mem} AS m ON m.{t} = l.tenant AND m.id = l.id
-  WHERE l.failed > l.previous
+  WHERE l.failed > l.previous{only_m}
   FOR UPDATE OF m SKIP LOCKED),
 marked AS (
   UPDATE {mem} AS m
-  SET provenance = jsonb_set(m.provenance, '{{corroboration}}',
-                             jsonb_build_object('since', r.since, 'failed', r.failed,
-                                                'epoch', r.since_epoch)),
+  SET provenance = {provenance},
       archived_at = CASE WHEN r.failed >= r.archive_at THEN %(now)s ELSE m.archived_at END,
       updated_at = now()
-  FROM rising AS r WHERE m.{t} = r.tenant AND m.id = r.id AND {active}
+  FROM rising AS r WHERE m.{t} = r.tenant{only_m} AND m.id = r.id AND {active}
     AND coalesce(m.corroborated_at, m.valid_from) = r.since
   RETURNING r.tenant, r.id, r.failed, r.previous, r.since, r.window_seconds, r.archive_at,
             m.archived_at IS NOT NULL AS archived),
 journal AS (
-  INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)
-  SELECT e.tenant, gen_random_uuid(), e.kind, e.id, %(actor)s, e.payload
+  {journal_head}
   FROM (SELECT k.tenant, k.id, 1 AS step, 'corroboration_failed' AS kind,
                jsonb_build_object('failed', k.failed, 'previous', k.previous, 'since', k.since,
                                   'window_seconds', k.window_seconds,
@@ -485,14 +507,48 @@ journal AS (
                jsonb_build_object('column', 'archived_at', 'cause', 'failed_corroborations',
                                   'failed', k.failed, 'archive_at', k.archive_at)
         FROM marked AS k WHERE k.archived) AS e
-  ORDER BY e.tenant, e.id, e.step
-  RETURNING 1)
-SELECT (SELECT count(*) FROM marked) + 0 * (SELECT count(*) FROM journal)""").format(
+  ORDER BY e.tenant, e.id, e.step{journal_tail})
+SELECT (SELECT count(*) FROM marked) + 0 * (SELECT count(*) FROM journal){event_rows}""").format(
         t=t, mem=tables.memories.ident, events=tables.events.ident, values=values,
         active=active_predicate("m"), since_epoch=since_epoch_sql("m"),
         scope=sql.SQL("{} AND m.typology = ANY({}::text[])").format(
             corroboration_scope_sql(every, "m"), sql.Literal([n for n, _, _ in windows])),
-        due=corroboration_due_sql(every, "m"))
+        due=corroboration_due_sql(every, "m"),
+        only_m=sql.SQL(" AND m.{} = %(tenant)s").format(t) if citus else sql.SQL(""),
+        new_provenance=sql.SQL(
+            ",\n         jsonb_set(m.provenance, '{corroboration}', jsonb_build_object("
+            "'since', l.since, 'failed', l.failed, 'epoch', l.since_epoch)) AS provenance"
+        ) if citus else sql.SQL(""),
+        provenance=sql.SQL("r.provenance") if citus else sql.SQL(
+            "jsonb_set(m.provenance, '{corroboration}',\n"
+            "                             jsonb_build_object('since', r.since, 'failed', r.failed,\n"
+            "                                                'epoch', r.since_epoch))"),
+        **_journal_parts(tables, citus, "e.id", "e.tenant, e.id, e.step"))
+
+
+def _journal_parts(tables: Tables, citus: bool, memory_id: str,
+                   order: str) -> dict[str, sql.Composable]:
+    """A pass's journal CTE head and tail and its result's last part: on one node the
+    ``INSERT`` of the events; in the cluster form (``citus``) the events selected, returned
+    after the count as one JSON array of (kind, memory id, payload) in ``order``."""
+    if not citus:
+        return {"journal_head": sql.SQL(
+            "INSERT INTO {events} ({t}, event_id, kind, memory_id, actor, payload)\n"
+            "  SELECT e.tenant, gen_random_uuid(), e.kind, {id}, %(actor)s, e.payload"
+        ).format(events=tables.events.ident, t=tables.tenant, id=sql.SQL(memory_id)),
+            "journal_tail": sql.SQL("\n  RETURNING 1"), "event_rows": sql.SQL("")}
+    return {"journal_head": sql.SQL("SELECT e.*"), "journal_tail": sql.SQL(""),
+            "event_rows": sql.SQL(
+                ",\n  (SELECT jsonb_agg(jsonb_build_array(e.kind, {id}, e.payload) "
+                "ORDER BY {order}) FROM journal AS e)").format(
+                id=sql.SQL(memory_id), order=sql.SQL(order))}
+
+
+def _cluster_form(tables: Tables, statement: sql.Composed | None) -> ClusterForm | None:
+    """A decay pass's cluster form: its ``citus`` statement, then its events."""
+    if statement is None:
+        return None
+    return ClusterForm(statement, partial(journal_writes_citus, tables))
 
 
 def decay_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:
@@ -508,10 +564,15 @@ def decay_passes(spec: AgentSpec, tables: Tables) -> list[MaintenancePass]:
     passes: list[MaintenancePass] = []
     for schedule, typologies in sorted(groups.items(), key=lambda g: g[0] or ""):
         scoped = covered = tuple(typologies)
-        for name, statement in (
-                ("decay_archive", decay_archive_statement(spec, tables, scoped)),
-                ("corroboration", corroboration_statement(spec, tables, scoped)),
-                ("dispositions", dispositions_statement(spec, tables, typologies=scoped))):
+        cluster = corroboration_statement(spec, tables, scoped, citus=True)
+        for name, statement, form in (
+                ("decay_archive", decay_archive_statement(spec, tables, scoped),
+                 _cluster_form(tables, decay_archive_statement(spec, tables, scoped,
+                                                               citus=True))),
+                ("corroboration", corroboration_statement(spec, tables, scoped),
+                 _cluster_form(tables, cluster)),
+                ("dispositions", dispositions_statement(spec, tables, typologies=scoped),
+                 None)):
             if statement is not None:
-                passes.append(MaintenancePass(name, statement, schedule, covered))
+                passes.append(MaintenancePass(name, statement, schedule, covered, form))
     return passes

@@ -14,6 +14,7 @@ promote anything twice.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from primitives.db._names import MAINTAINER_ROLE
 from primitives.lifecycle._boundary import maintain_lock_scope
 from primitives.lifecycle._decay import dispositions_statement
 from primitives.lifecycle._passes import (
+    ClusterForm,
     JobContext,
     MaintenancePass,
     Similarity,
@@ -71,11 +73,19 @@ class MaintainReport:
 _FEATURES = sql.SQL(
     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass "
     "AND attname = 'embedding' AND NOT attisdropped), "
-    "EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm')")
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm'), "
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')")
 
 
-def _tenants(conn: psycopg.Connection[Any], tables: Tables) -> list[str]:
-    """Every tenant with memory rows or scopes, in order (a loose index scan per table)."""
+def _tenants(conn: psycopg.Connection[Any], tables: Tables, *,
+             citus: bool = False) -> list[str]:
+    """Every tenant with memory rows or scopes, in order (a loose index scan per table; on a
+    Citus coordinator, which runs a recursive CTE over a distributed table only with a
+    filter on the tenant, the distinct tenants of each table's shards)."""
+    if citus:
+        return [row[0] for row in conn.execute(sql.SQL(
+            "SELECT {t} FROM {mem} UNION SELECT {t} FROM {scopes} ORDER BY 1").format(
+            t=tables.tenant, mem=tables.memories.ident, scopes=tables.scopes.ident)).fetchall()]
     statement = sql.SQL(
         "WITH RECURSIVE m(t) AS ("
         "(SELECT {t} FROM {mem} ORDER BY 1 LIMIT 1) UNION ALL "
@@ -89,6 +99,19 @@ def _tenants(conn: psycopg.Connection[Any], tables: Tables) -> list[str]:
         "ORDER BY 1").format(t=tables.tenant, mem=tables.memories.ident,
                              scopes=tables.scopes.ident)
     return [row[0] for row in conn.execute(statement).fetchall()]
+
+
+def _run_cluster_form(conn: psycopg.Connection[Any], form: ClusterForm,
+                      params: dict[str, Any]) -> Any:
+    """A pass's cluster form for one tenant: its statement, then its writes; the
+    statement's count, ``(changed,)``."""
+    params = {**params, "nonce": uuid.uuid4().hex}
+    row = conn.execute(form.statement, params).fetchone()
+    if row is None:
+        return None
+    for statement, values in form.writes(row, params):
+        conn.execute(statement, values)
+    return row[:1]
 
 
 def _refresh_canonical_index(conn: psycopg.Connection[Any], tables: Tables) -> int:
@@ -195,6 +218,10 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
             tables = agent_tables(spec)
             row = conn.execute(_FEATURES, (tables.memories.qualified,)).fetchone()
             embedding, trigram = bool(row and row[0]), bool(row and row[1])
+            # on a Citus coordinator each batch is one tenant, its statements routed whole
+            # to the tenant's shards (``tenant``: the passes' cluster forms filter by it)
+            citus = bool(row and row[2])
+            size = 1 if citus else batch_tenants
             similarity: Similarity = "embedding" if embedding and trigram else (
                 "trigram" if trigram else "exact")
             run_now = now or datetime.now(UTC)
@@ -220,15 +247,17 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
             with conn.transaction():
                 conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
                     sql.Identifier(MAINTAINER_ROLE)))
-                tenants = _tenants(conn, tables)
+                tenants = _tenants(conn, tables, citus=citus)
                 if any(item.trigram_guarded for item in spec.discipline.non_mirror):
                     counts.setdefault("canonical_index", 0)
                     counts["canonical_index"] += _refresh_canonical_index(conn, tables)
             report.tenants[spec.agent] = len(tenants)
-            for start in range(0, len(tenants), batch_tenants):
-                batch = tenants[start:start + batch_tenants]
+            for start in range(0, len(tenants), size):
+                batch = tenants[start:start + size]
                 batch_now = now or datetime.now(UTC)
                 params = {"tenants": batch, "now": batch_now, "actor": actor}
+                if citus:
+                    params["tenant"] = batch[0]
                 batch_started = time.perf_counter()
                 with conn.transaction():
                     conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
@@ -236,7 +265,10 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                     # another maintain on these tenants finishes its batch first
                     conn.execute(lock, params)
                     for step in passes:
-                        changed = conn.execute(step.statement, params).fetchone()
+                        if citus and step.cluster is not None:
+                            changed = _run_cluster_form(conn, step.cluster, params)
+                        else:
+                            changed = conn.execute(step.statement, params).fetchone()
                         counts[step.name] += int(changed[0]) if changed else 0
                         if changed is not None and len(changed) > 1:
                             reported = report.reported.setdefault(spec.agent, {})
@@ -248,7 +280,7 @@ def maintain(specs: Sequence[AgentSpec], dsn: str, *, batch_tenants: int = 100,
                             listed.extend(row[2][:max(0, list_dispositions - len(listed))])
                 if jobs:
                     job_ctx = JobContext(spec, tables, dsn, batch, batch_now, actor,
-                                         embedding, similarity, embedder, extractor)
+                                         embedding, similarity, embedder, extractor, citus)
                     for job in jobs:
                         counts[job.name] += job.run(job_ctx)
                 report.batches += 1

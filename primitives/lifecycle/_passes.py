@@ -12,7 +12,7 @@ passes run; a module with passes appends its builder here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
@@ -22,12 +22,26 @@ from psycopg import sql
 from primitives.compile import Tables
 from primitives.spec import AgentSpec
 
-__all__ = ["JobBuilder", "JobContext", "MaintenanceJob", "MaintenancePass", "PassBuilder",
+__all__ = ["ClusterForm", "JobBuilder", "JobContext", "MaintenanceJob", "MaintenancePass",
+           "PassBuilder",
            "Similarity", "job_builders", "jobs_for", "pass_builders", "passes_for"]
 
 Similarity = Literal["embedding", "trigram", "exact"]
 """How near-duplicates are measured: ``embedding`` (cosine where both rows have vectors,
 trigram otherwise), ``trigram`` (pg_trgm on content) or ``exact`` (same lower-cased text)."""
+
+
+class ClusterForm(NamedTuple):
+    """A pass in the form a Citus coordinator runs (``maintain`` gives every batch one tenant
+    there): ``statement`` also takes ``%(tenant)s`` (that tenant) and ``%(nonce)s`` (a fresh
+    text per run of the statement) and is routed whole to the tenant's shards; what it
+    returns is handed to ``writes(row, params)``, the statements that then write what the
+    single-node statement inserts in its own common table expressions (Citus runs such an
+    insert through ``COPY``, which row-level security refuses)."""
+
+    statement: sql.Composed
+    writes: Callable[[Sequence[Any], Mapping[str, Any]],
+                     list[tuple[sql.Composed, dict[str, Any]]]]
 
 
 class MaintenancePass(NamedTuple):
@@ -44,6 +58,8 @@ class MaintenancePass(NamedTuple):
     statement: sql.Composed
     schedule: str | None = None
     typologies: tuple[str, ...] = ()
+    cluster: ClusterForm | None = None
+    """The pass on a Citus coordinator; None: the statement above runs there as it is."""
 
 
 PassBuilder = Callable[[AgentSpec, Tables, bool, Similarity], list[MaintenancePass]]
@@ -107,6 +123,9 @@ class JobContext:
     similarity: Similarity
     embedder: Any = None
     extractor: Any = None
+    citus: bool = False
+    """On a Citus coordinator: ``tenants`` is one tenant, whose statements Citus routes
+    whole to its worker when every table in them is filtered by it."""
 
 
 class MaintenanceJob(NamedTuple):

@@ -182,16 +182,21 @@ class Cluster:
     bin: Path
     base: Path
     nodes: list[Node] = field(default_factory=list)
+    coordinator_environment: dict[str, str] = field(default_factory=dict)
+    """Added to the coordinator server's environment (e.g. ``PGOPTIONS``, which libpq reads
+    for the connections Citus opens to the workers)."""
 
-    def _run(self, *args: str) -> None:
+    def _run(self, *args: str, environment: dict[str, str] | None = None) -> None:
+        env = {**os.environ, **environment} if environment else None
         if os.geteuid() == 0:
             # the system user's own group, and none of root's: a process keeping gid 0 is
             # judged by a folder's group bits, and /root's are empty
             entry = pwd.getpwnam(_SYSTEM_USER)
             subprocess.run([*args], check=True, capture_output=True, text=True, timeout=120,
-                           user=entry.pw_uid, group=entry.pw_gid, extra_groups=[])
+                           user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], env=env)
         else:
-            subprocess.run([*args], check=True, capture_output=True, text=True, timeout=120)
+            subprocess.run([*args], check=True, capture_output=True, text=True, timeout=120,
+                           env=env)
 
     def start(self) -> Cluster:
         if os.geteuid() == 0:
@@ -213,7 +218,8 @@ class Cluster:
                     f"unix_socket_directories = '{node.data}'\n"
                     "max_connections = 200\nfsync = off\n")
             self._run(str(self.bin / "pg_ctl"), "-D", str(node.data), "-l",
-                      str(node.data / "log"), "-w", "start")
+                      str(node.data / "log"), "-w", "start",
+                      environment=self.coordinator_environment if not self.nodes else None)
             self.nodes.append(node)
         for node in self.nodes:
             with psycopg.connect(node.dsn(), autocommit=True) as conn:
@@ -244,11 +250,11 @@ class Cluster:
 
 
 @contextmanager
-def running_cluster() -> Iterator[Cluster]:
+def running_cluster(coordinator_environment: dict[str, str] | None = None) -> Iterator[Cluster]:
     """Build (once), start a three-node cluster in a temporary folder, stop it at the end."""
     binaries = citus_install()
     base = Path(tempfile.mkdtemp(prefix="primitives-citus-"))
-    cluster = Cluster(binaries, base)
+    cluster = Cluster(binaries, base, coordinator_environment=dict(coordinator_environment or {}))
     try:
         _say(f"starting a coordinator and two workers in {base}")
         yield cluster.start()

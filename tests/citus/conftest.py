@@ -58,6 +58,7 @@ from tests.security.conftest import (  # noqa: E402,F401  (fixtures, registered 
     app_session,
     auditor_session,
     engines,
+    on_cluster,
     specs,
     world,
 )
@@ -74,89 +75,30 @@ def pg(cluster: Cluster, migrated: MigrateReport) -> PostgresHandle:
 
 _VIEW_CTE = ("the audit supersession view's recursive CTE: Citus runs a recursive CTE over a "
              "distributed table only when it filters on the distribution column (0A000)")
-_BOUNDARY = ("end_scope: the tier-boundary statement (one set-based statement over the closing "
-             "scopes, INSERT ... SELECT into the next tier) is not routable on Citus: 'could not "
-             "run distributed query with FOR UPDATE/SHARE commands'")
-_VIEW_WRITE = ("a write through a view over distributed tables is refused by Citus before "
-               "privileges are checked (0A000 'cannot modify views when the query contains "
-               "citus tables'), not 42501/55000: refused all the same")
-_REKEY = ("Citus refuses to change a distribution column before row-level security is "
-          "checked (0A000 'modifying the partition value of rows is not allowed'), not 42501: "
-          "the row stays with its tenant all the same")
-_PG_TEMP = ("a function created in pg_temp cannot be used in a query on distributed tables "
-            "(the workers have no pg_temp schema of this session: 3F000)")
-_NON_MIRROR = ("the non-mirror test agent's plan keeps its canonical 'rules' table local, and "
-               "Citus refuses a foreign key from a distributed table to it (42P16)")
-_PLACEMENTS = ("erasure after writes of this module's tenants: the erase function ran on the "
-               "coordinator instead of the tenant's worker ('cannot perform query on placements "
-               "that were modified in this transaction by a different user'); cause not pinned "
-               "down: tests/citus/test_cluster.py erases after writes in one transaction")
+_CHECKPOINT_DELETE = (
+    "erasure with thread_ids: the checkpointer's delete function (SECURITY DEFINER, run on "
+    "the coordinator as its owner) reaches shards the transaction wrote as the application "
+    "role ('cannot perform query on placements that were modified in this transaction by a "
+    "different user'); the graph's entity insert, refused before, has its cluster form")
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
-    "test_app_role_cannot_alter_drop_or_write_through_agent_view": _VIEW_WRITE,
-    "test_auditor_cannot_insert_update_or_delete": _VIEW_WRITE,
-    "test_auditor_reads_audit_views_across_tenants": _VIEW_CTE,
-    "test_cross_tenant_read_returns_nothing": _VIEW_CTE,
-    "test_no_tenant_set_sees_nothing": _VIEW_CTE,
-    "test_tenant_without_rows_sees_an_empty_relation": _VIEW_CTE,
-    "test_engine_cross_tenant_writes_change_nothing": _BOUNDARY,
-    "test_scope_id_with_sql_is_stored_and_ended_literally": _BOUNDARY,
-    "test_leaky_function_in_where_sees_only_the_tenants_rows": _PG_TEMP,
-    "test_moving_own_rows_to_another_tenant_is_refused": _REKEY,
-    "test_moving_an_event_to_another_tenant_breaks_the_chains_docs_compliance_names": _REKEY,
-    "test_app_role_cannot_read_the_canonical_table_or_call_the_guard": _NON_MIRROR,
-    "test_app_role_cannot_reference_another_tenants_memory": _NON_MIRROR,
-    "test_app_role_cannot_switch_the_guard_off": _NON_MIRROR,
-    "test_raw_insert_of_a_copy_by_the_app_role_is_refused": _NON_MIRROR,
-    "test_erase_subject_with_sql_matches_literally": _PLACEMENTS,
-    "test_planner_statistics_do_not_reveal_other_tenants_values": (
-        "planner statistics of a distributed table live on the shards; the coordinator's "
-        "pg_stats for the table are empty, so the test's precondition (the statistics hold "
-        "values) does not hold"),
-    "test_runtime_session_cannot_kill_or_cancel_another_tenants_backend": (
-        "Citus adds pg_cancel_backend/pg_terminate_backend(bigint), so the test's smallint "
-        "call is ambiguous (42725)"),
-    "test_erase_function_called_directly_writes_no_text_and_always_journals": (
-        "calls the single-node erase_row(uuid, text, uuid, text, jsonb); the cluster's takes "
-        "the tenant first"),
-    "test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump": (
-        "writes graph entities: the entity insert holds a subquery, which Citus refuses in "
-        "an INSERT (0A000)"),
-    "test_erasures_view_reports_residue_when_erased_text_is_put_back": (
-        "writes graph entities: the entity insert holds a subquery, which Citus refuses in "
-        "an INSERT (0A000)"),
+    "test_leaky_function_in_where_sees_only_the_tenants_rows": _VIEW_CTE,
+    "test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump": _CHECKPOINT_DELETE,
+    "test_erasures_view_reports_residue_when_erased_text_is_put_back": _CHECKPOINT_DELETE,
     "test_old_row_versions_leave_the_disk_only_with_primitives_vacuum": (
-        "reads dead tuples of the coordinator's shell table; the rows live on the workers"),
-    "test_concurrent_store_puts_of_one_key_keep_one_linear_history": (
-        "the store's put path (primitives.store) has no cluster form yet: its prepared "
-        "statement's parameter types are not known to Citus (42P18)"),
-    "test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_holds_a_guess": (
-        "EXPLAIN ANALYZE of a distributed query shows the coordinator's custom scan, not the "
-        "shard's index scan: the rows removed by the policy that the test counts are not in "
-        "it"),
-    "test_arbitrary_strings_round_trip_literally_in_every_field": (
-        "writes graph entities or ends scopes: statements without a cluster form yet"),
-    "test_interleaved_writes_across_tenants_never_leak_rows_or_lose_events": (
-        "ends scopes: the tier-boundary statement has no cluster form yet"),
+        "the erasure before the disk check: <prefix>_checkpoints_delete_threads, run as its "
+        "owner, reaches placements the transaction wrote as the application role ('cannot "
+        "perform query on placements that were modified in this transaction by a different "
+        "user'); on a cluster the disk check itself reads the shards' files on the workers"),
     "test_no_tenant_value_ever_appears_in_a_statement_text": (
-        "on a coordinator primitives.set_tenant runs SET LOCAL primitives.tenant = '<tenant>' "
-        "(Citus forwards SET LOCAL, not set_config), so the tenant is in that statement's "
-        "text (docs/scaling.md)"),
-    "test_roles_are_what_the_design_says": (
-        "on a cluster the owner and maintainer roles can log in (the coordinator connects to "
-        "the workers as them: docs/scaling.md)"),
-    "test_session_level_tenant_does_not_reach_a_later_engine_transaction": (
-        "a session-level SET primitives.tenant is not forwarded to the workers (only SET "
-        "LOCAL is), so the test's precondition, that the attacker's session sees the victim's "
-        "rows, does not hold: the shards see no tenant"),
-    "test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connections": (
-        "a setting persisted on the application role (ALTER ROLE ... SET statement_timeout = "
-        "1) is propagated to the workers by Citus and applies to the coordinator's "
-        "connections to them, which the engine's RESET ALL on its own connection does not "
-        "reach: the engine's statements are cancelled on the workers (docs/scaling.md)"),
-    "test_tenant_switched_inside_an_engine_transaction_does_not_widen_engine_calls": (
-        "a tenant switched with SET or set_config after primitives.set_tenant is not "
-        "forwarded to the workers, which keep the caller's tenant: the caller's own write is "
-        "not refused (the test expects 42501); it is written for the caller"),
+        "its workload writes through the LangGraph store and checkpointer, whose put path has "
+        "no cluster form yet (42P18); the coordinator's texts hold no value (set_tenant's SET "
+        "LOCAL runs inside the function), the workers' are covered by test_cluster.py's "
+        "test_no_runtime_role_reads_the_values_in_the_workers_statement_texts"),
+    "test_role_settings_of_each_class_do_not_reach_the_engines_statements": (
+        "idle_session_timeout persisted on the application role ends the coordinator's "
+        "cached connections to the workers between two transactions, where no SET LOCAL "
+        "holds; only startup options outrank a role setting, and Citus sends none to the "
+        "workers (docs/scaling.md: PGOPTIONS in the coordinator's environment)"),
 }
 """Test ids (of tests/citus/test_on_cluster_*.py, without the file) that cannot pass on the
 cluster, with the reason; they run as ``xfail(strict=True)``, so one that starts passing

@@ -83,8 +83,13 @@ def test_migrate_distributes_every_table_of_every_agent_by_its_tenant(
             assert {column for _, column, _ in rows} == {tables.tenant_column}
             assert len({colocation for _, _, colocation in rows}) == 1, \
                 f"{spec.agent}: tables not colocated"
+        # the shards of the tables distributed by tenant (a reference table, such as the
+        # non-mirror guard's index, has a copy on the coordinator too)
         workers = conn.execute(
-            "SELECT DISTINCT nodeport FROM pg_dist_shard_placement").fetchall()
+            "SELECT DISTINCT p.nodeport FROM pg_dist_shard_placement AS p "
+            "JOIN pg_dist_shard AS s ON s.shardid = p.shardid "
+            "JOIN pg_dist_partition AS d ON d.logicalrelid = s.logicalrelid "
+            "WHERE d.partmethod = 'h'").fetchall()
     assert {port for (port,) in workers} == {w.port for w in cluster.workers}
 
 
@@ -367,3 +372,267 @@ def test_a_reused_id_is_refused_on_the_cluster_and_a_retry_returns_its_row(
     finally:
         engine.close()
     assert events == (1,)
+
+
+# A planning error leaves a Citus backend unable to delegate a function call ----------------
+
+_FAILS_WHILE_PLANNING = sql.SQL(
+    "SELECT count(*) FROM (SELECT id FROM {} FOR UPDATE) AS locked")
+"""Refused by Citus while it plans the subquery on its own ("could not run distributed query
+with FOR UPDATE/SHARE commands"): the error that leaves the backend's planning count raised."""
+
+_APPROVERS = ["council", "admin", "dpo", "security-review"]
+
+
+def _write_and_erase(conn: psycopg.Connection[Any], tables: Tables, tenant: str) -> uuid.UUID:
+    """One transaction: a row written as the application role, then the cluster's erasure
+    function called for it (delegated to the tenant's worker, or refused)."""
+    from primitives.db import tenant_transaction
+
+    memory_id = uuid.uuid4()
+    with tenant_transaction(conn, tenant):
+        conn.execute(sql.SQL(
+            "INSERT INTO {} ({}, id, tier, typology, key, content) "
+            "VALUES (%s, %s, 'workspace', 'procedural', %s, 'about jane')").format(
+                tables.memories.ident, sql.Identifier(tables.tenant_column)),
+            (tenant, memory_id, str(memory_id)))
+        conn.execute(sql.SQL(
+            "SELECT {}.{}(%s::text, %s::uuid, 'asked'::text, %s::uuid, 'agent'::text, "
+            "'{{}}'::jsonb)").format(sql.Identifier(tables.schema),
+                                     sql.Identifier(tables.object_name("erase_row"))),
+            (tenant, memory_id, uuid.uuid4()))
+    return memory_id
+
+
+def test_after_a_planning_error_a_backend_delegates_no_function_call(
+    cluster: Cluster, app: psycopg.Connection[Any]
+) -> None:
+    """Why the engine closes a connection whose transaction failed on a coordinator: after
+    Citus refused a statement while planning its subquery, the same backend no longer sends
+    the erasure function to the tenant's worker; run on the coordinator as its owner, the
+    function is refused the shard the transaction wrote as the application role, and the
+    transaction writes nothing. A new connection erases as before."""
+    from primitives.db import APP_ROLE, tenant_transaction
+    from primitives.errors import StorageError
+
+    tables = TABLES_BY_AGENT["spectral"]
+    tenant = f"p-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(StorageError, match="FOR UPDATE"), tenant_transaction(app, tenant):
+        app.execute(_FAILS_WHILE_PLANNING.format(tables.memories.ident))
+    with pytest.raises(StorageError, match="modified in this transaction by a different user"):
+        _write_and_erase(app, tables, tenant)
+    with tenant_transaction(app, tenant):
+        assert _count(app, tables) == 0  # rolled back whole
+    with psycopg.connect(cluster.coordinator.dsn(APP_ROLE), autocommit=True) as fresh:
+        erased = _write_and_erase(fresh, tables, tenant)
+        with tenant_transaction(fresh, tenant):
+            content = fresh.execute(sql.SQL("SELECT content FROM {} WHERE id = %s").format(
+                tables.memories.ident), (erased,)).fetchone()
+    assert content is not None and content[0].startswith("sha256:")
+
+
+def test_the_engine_erases_after_a_failed_transaction_on_its_one_connection(
+    cluster: Cluster, coordinator: str
+) -> None:
+    """An engine with one connection: a transaction refused while Citus plans a subquery,
+    then a write and an erasure in the next one. The failed connection was replaced (a new
+    backend), so the erasure runs on the tenant's worker: the row is hashed, its ``erased``
+    event journalled, the chain linear."""
+    from primitives.db import APP_ROLE
+    from primitives.errors import StorageError
+    from tests.security._support import anchor_for, connect_engine, persistent_write
+
+    spec = SPEC_BY_AGENT["spectral"]
+    tier, typology = persistent_write(spec)
+    anchor = anchor_for(spec, f"q-{uuid.uuid4().hex[:8]}")
+    with connect_engine(spec, cluster.coordinator.dsn(APP_ROLE), max_connections=1) as engine:
+        tables = engine.tables
+        with pytest.raises(StorageError, match="FOR UPDATE"), engine.tenant(anchor) as mem:
+            failed_pid = mem.connection.info.backend_pid
+            mem.connection.execute(_FAILS_WHILE_PLANNING.format(tables.memories.ident))
+        with engine.tenant(anchor) as mem:
+            assert mem.connection.info.backend_pid != failed_pid
+            doomed = mem.observe(tier, "about jane", typology=typology,
+                                 envelope={"subject": "jane"})
+            assert mem.erase("jane", approvals=_APPROVERS, reason="asked") == 1
+        with engine.tenant(anchor) as mem:
+            erased = mem.get(doomed.id)
+            kinds = [k for (k,) in mem.connection.execute(sql.SQL(
+                "SELECT kind FROM {} ORDER BY seq").format(tables.events.ident))]
+            assert verify_chain(mem.connection, tables, anchor[spec.anchor.tenant_key]) is None
+    assert erased is not None and erased.content.startswith("sha256:")
+    assert kinds == ["observed", "erased", "subject_erased"]
+
+
+async def test_the_async_engine_erases_after_a_failed_transaction_on_its_one_connection(
+    cluster: Cluster, coordinator: str
+) -> None:
+    """The same with :class:`~primitives.engine.AsyncEngine`."""
+    from primitives.db import APP_ROLE
+    from primitives.engine import AsyncEngine
+    from primitives.errors import StorageError
+    from tests.security._support import anchor_for, persistent_write
+
+    spec = SPEC_BY_AGENT["spectral"]
+    tier, typology = persistent_write(spec)
+    anchor = anchor_for(spec, f"a-{uuid.uuid4().hex[:8]}")
+    engine = await AsyncEngine.connect(spec, cluster.coordinator.dsn(APP_ROLE),
+                                       max_connections=1)
+    try:
+        tables = engine.tables
+        with pytest.raises(StorageError, match="FOR UPDATE"):
+            async with engine.tenant(anchor) as mem:
+                failed_pid = mem.connection.info.backend_pid
+                await mem.connection.execute(_FAILS_WHILE_PLANNING.format(tables.memories.ident))
+        async with engine.tenant(anchor) as mem:
+            assert mem.connection.info.backend_pid != failed_pid
+            doomed = await mem.observe(tier, "about jane", typology=typology,
+                                       envelope={"subject": "jane"})
+            assert await mem.erase("jane", approvals=_APPROVERS, reason="asked") == 1
+            erased = await mem.get(doomed.id)
+    finally:
+        await engine.close()
+    assert erased is not None and erased.content.startswith("sha256:")
+
+
+# Non-mirror on the cluster -------------------------------------------------------------------
+
+
+def test_the_non_mirror_guard_holds_on_the_workers_with_its_index_current(
+    cluster: Cluster, coordinator: str, tmp_path: Any
+) -> None:
+    """A platform's canonical table (local on the coordinator when made) becomes a
+    reference table when the guarded agent is migrated; the guard fires on the worker that
+    holds the tenant's shard: a copy is refused (nothing written), a note is kept and
+    references the canonical row (the foreign key to the reference table holds it), read
+    back with the row's current version (read on the coordinator). On each
+    worker the guard's index records every canonical row at the version that node's copy
+    has, so the guard compares only the rows a write shares words with."""
+    from primitives.compile import agent_tables
+    from primitives.db import APP_ROLE
+    from primitives.errors import NonMirrorViolation
+    from tests.integration._canonical import RULE_12, canonical_table, make_spec
+    from tests.security._support import connect_engine
+
+    with psycopg.connect(coordinator, autocommit=True) as admin:
+        made = canonical_table(admin)
+        canon = next(made)
+        try:
+            spec = make_spec(tmp_path, canon)
+            migrate([spec], dsn=coordinator, progress=lambda _: None)
+            placed = admin.execute(
+                "SELECT partmethod FROM pg_dist_partition WHERE logicalrelid = %s::regclass",
+                (canon,)).fetchone()
+            assert placed == ("n",)  # a reference table
+            tables = agent_tables(spec)
+            with connect_engine(spec, cluster.coordinator.dsn(APP_ROLE)) as engine:
+                with pytest.raises(NonMirrorViolation) as refused, \
+                        engine.tenant({"world_id": "w-1"}) as mem:
+                    mem.observe("world", RULE_12, typology="procedural")
+                assert refused.value.context["canonical_key"] == "12"
+                with engine.tenant({"world_id": "w-1"}) as mem:
+                    note = mem.observe("world", "retreats after melee: open rule 12",
+                                       typology="procedural")
+                    ref = mem.reference(note.id, "rule_content", "12")
+                    assert _count(mem.connection, tables) == 1
+                with engine.tenant({"world_id": "w-1"}) as mem:
+                    again = mem.references(note.id)
+                    kinds = [e["kind"] for e in mem.history(note.id)]
+            assert ref.version == ref.current_version == "1" and not ref.stale
+            assert [(r.key, r.version, r.current_version) for r in again] == [("12", "1", "1")]
+            assert kinds == ["observed", "canonical_referenced"]
+            indexed = sql.SQL(
+                "SELECT count(*) FROM {rules} AS c JOIN {rows} AS x ON x.canonical_key = "
+                "c.id::text AND x.row_version = md5(c.body_text)").format(
+                rules=sql.Identifier(*canon.split(".")),
+                rows=sql.Identifier(tables.schema, tables.object_name("canonical_indexed")))
+            for worker in cluster.workers:
+                with psycopg.connect(worker.dsn()) as direct:
+                    assert direct.execute(indexed).fetchone() == (2,)
+        finally:
+            next(made, None)
+
+
+def test_no_runtime_role_reads_the_values_in_the_workers_statement_texts(
+    cluster: Cluster, coordinator: str, app: psycopg.Connection[Any],
+) -> None:
+    """The coordinator deparses each statement it sends to a worker with the values as
+    literals; the worker runs it over a connection of the application role. No session of a
+    runtime role may read those texts: not through a query the coordinator routes to the
+    worker (its functions run there), not through ``citus_stat_activity`` (which reads every
+    node's ``pg_stat_activity`` as the caller), not on the worker itself."""
+    from primitives.db import APP_ROLE, AUDITOR_ROLE
+
+    spec, tables = SPEC_BY_AGENT["spectral"], TABLES_BY_AGENT["spectral"]
+    mark = f"zq{uuid.uuid4().hex[:14]}"
+    victim, spy = f"victim-{mark}", f"spy-{uuid.uuid4().hex[:8]}"
+    with app.transaction():
+        _as_tenant(app, spy)
+        _insert(app, tables, _memory(spec, tables, spy))
+    routed = sql.SQL("SELECT a.query FROM {} AS m, "
+                     "LATERAL pg_catalog.pg_stat_get_activity(NULL) AS a "
+                     "WHERE m.{} = %s").format(tables.memories.ident,
+                                               sql.Identifier(tables.tenant_column))
+    with psycopg.connect(cluster.coordinator.dsn(APP_ROLE)) as writer:
+        # the victim's transaction stays open: its worker connection shows the insert's text
+        _as_tenant(writer, victim)
+        row = _memory(spec, tables, victim)
+        row["content"] = f"{mark} the victim's secret"
+        _insert(writer, tables, row)
+        with psycopg.connect(coordinator, autocommit=True) as admin:
+            texts = [q for (q,) in admin.execute(
+                "SELECT query FROM pg_catalog.citus_stat_activity WHERE NOT is_worker_query "
+                "OR query <> ''").fetchall() if q]
+        assert any(mark in text for text in texts)  # the premise: the value is in a text
+        for role in (APP_ROLE, AUDITOR_ROLE):
+            with psycopg.connect(cluster.coordinator.dsn(role), autocommit=True) as other:
+                seen = [q for (q,) in other.execute(
+                    "SELECT query FROM pg_catalog.citus_stat_activity").fetchall() if q]
+                assert seen and not any(mark in text for text in seen), role
+            for worker in cluster.workers:
+                with psycopg.connect(worker.dsn(role), autocommit=True) as direct:
+                    for statement in ("SELECT query FROM pg_catalog.pg_stat_activity",
+                                      "SELECT pg_catalog.pg_stat_get_backend_activity(1)"):
+                        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                            direct.execute(statement)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege,
+                           match="pg_stat_get_activity"), app.transaction():
+            _as_tenant(app, spy)
+            app.execute(routed, (spy,))
+        writer.rollback()
+
+
+def test_a_coordinator_started_with_pgoptions_outranks_the_roles_idle_session_timeout(
+) -> None:
+    """``idle_session_timeout`` persisted on the application role ends the coordinator's
+    cached connections to the workers between transactions (no ``SET LOCAL`` holds there:
+    the ``idle-session`` class of ``test_role_settings_of_each_class_do_not_reach_the_engines_statements``
+    fails on the cluster). A coordinator whose environment holds ``PGOPTIONS`` gives the
+    connections Citus opens those startup options, which outrank a role setting."""
+    import time
+
+    from primitives.db import APP_ROLE
+    from primitives.embeddings import HashingEmbedder
+    from tests.citus._cluster import running_cluster
+    from tests.security._support import anchor_for, connect_engine, transient_tier
+
+    spec = SPEC_BY_AGENT["spectral"]
+    with running_cluster({"PGOPTIONS": "-c idle_session_timeout=0"}) as other:
+        migrate([spec], dsn=other.coordinator.dsn(), progress=lambda _: None)
+        with psycopg.connect(other.coordinator.dsn(APP_ROLE), autocommit=True) as attacker:
+            attacker.execute("ALTER ROLE CURRENT_USER SET idle_session_timeout = 1")
+        anchor = anchor_for(spec, f"idle-{uuid.uuid4().hex[:8]}")
+        embedder = HashingEmbedder(dims=spec.retrieval.embedding.dims)
+        with connect_engine(spec, other.coordinator.dsn(APP_ROLE), max_connections=1,
+                            embedder=embedder) as engine:
+            for i in range(3):
+                with engine.tenant(anchor) as mem:
+                    mem.observe(transient_tier(spec), f"note {i} survives the idle timeout")
+                time.sleep(0.05)  # the worker connections wait, cached, between transactions
+            with engine.tenant(anchor) as mem:
+                hits = mem.search("note survives the idle timeout")
+                shown = mem.connection.execute(sql.SQL(
+                    "SELECT pg_catalog.current_setting('idle_session_timeout') FROM {} "
+                    "LIMIT 1").format(engine.tables.memories.ident)).fetchone()
+        assert len(hits) == 3
+        assert shown == ("0",)  # on the worker that holds the tenant's shard

@@ -23,6 +23,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from primitives.compile import Table, Tables, agent_tables
+from primitives.db._citus import is_citus_coordinator
 from primitives.engine import Engine
 from primitives.engine._core import append_only
 from primitives.spec import AgentSpec, load_specs
@@ -304,3 +305,50 @@ def relation_counts(conn: psycopg.Connection[Any], tables: Tables,
     for relation in tables.tables:
         if relation != tables.pii_raw:
             yield relation.name, count(conn, relation, tables.tenant_column, tenant)
+
+
+# -- the same tests on a Citus cluster (tests/citus) ---------------------------------------------
+
+CITUS_VIEW_WRITE = "cannot modify views when the query contains citus tables"
+"""Citus's refusal (0A000) of a write through a view over distributed tables, raised before
+PostgreSQL checks the privileges or whether the view is updatable."""
+
+CITUS_REKEY = "modifying the partition value of rows is not allowed"
+"""Citus's refusal (0A000) of an UPDATE of the distribution column (the tenant column), for
+every role, raised before row-level security is checked."""
+
+
+def on_citus(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn`` is connected to a Citus coordinator: tests/citus runs this suite there,
+    and a test whose premise is single-node (a refusal Citus raises before PostgreSQL does,
+    state that lives on the workers' shards) branches on this explicitly."""
+    return is_citus_coordinator(conn)
+
+
+def citus_refusal(err: BaseException, words: str) -> bool:
+    """Whether ``err`` is Citus's refusal ``words`` (0A000): a psycopg error, or a framework
+    error that carries the SQLSTATE in its context."""
+    sqlstate = getattr(err, "sqlstate", None) or getattr(err, "context", {}).get("sqlstate")
+    return sqlstate == "0A000" and words in str(err)
+
+
+def citus_workers(admin: psycopg.Connection[Any], user: str) -> list[str]:
+    """The DSN of each worker of the coordinator ``admin`` is connected to, as ``user``
+    (the roles are the same on every node). The sessions see the shards in the catalog
+    (``citus.override_table_visibility`` off; a worker hides them from ``pg_class`` by
+    default), so what the catalog then withholds is withheld by privileges and policies."""
+    dbname = admin.info.get_parameters().get("dbname", "postgres")
+    rows = admin.execute("SELECT nodename, nodeport FROM pg_catalog.pg_dist_node "
+                         "WHERE groupid <> 0 AND noderole = 'primary' AND isactive "
+                         "ORDER BY nodeport").fetchall()
+    return [f"host={host} port={port} user={user} dbname={dbname} "
+            "options='-c citus.override_table_visibility=off'" for host, port in rows]
+
+
+def shard_names(admin: psycopg.Connection[Any], relation: Table) -> list[str]:
+    """The names (without schema) of the shards of the distributed ``relation``."""
+    return [name for (name,) in admin.execute(
+        "SELECT c.relname || '_' || s.shardid FROM pg_catalog.pg_dist_shard AS s "
+        "JOIN pg_catalog.pg_class AS c ON c.oid = s.logicalrelid "
+        "WHERE s.logicalrelid = %s::regclass ORDER BY s.shardid",
+        (relation.qualified,)).fetchall()]

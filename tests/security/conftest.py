@@ -1,5 +1,6 @@
 """Fixtures of the security suite: all five reference specs migrated, tenants seeded.
 
+- ``on_cluster``: whether ``pg`` is a Citus coordinator.
 - ``specs``: the five reference specs, migrated once per module into the session database.
 - ``engines``: one engine per agent (application role), closed at the end of the module.
 - ``world``: per agent, tenants ``a`` and ``b`` with rows in every table, and ``c`` with none.
@@ -18,10 +19,20 @@ import pytest
 
 from primitives._project import migrate
 from primitives.db import APP_ROLE, AUDITOR_ROLE
+from primitives.db._citus import is_citus_coordinator
 from primitives.engine import Engine
 from primitives.spec import AgentSpec
 from tests.conftest import PostgresHandle
 from tests.security._support import SPECS, World, connect_engine, new_tenant, seed_tenant
+
+
+@pytest.fixture(scope="session")
+def on_cluster(pg: PostgresHandle) -> bool:
+    """Whether ``pg`` is a Citus coordinator (``tests/citus`` runs this suite there). Only a
+    test whose premise is single-node branches on it, saying why, and asserts the same
+    property on both targets."""
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
+        return is_citus_coordinator(conn)
 
 
 @pytest.fixture(scope="module")

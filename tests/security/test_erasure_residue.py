@@ -31,15 +31,28 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_metadata,
 )
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from primitives._project import migrate
 from primitives.compile import agent_tables
 from primitives.db import tenant_transaction
 from primitives.engine import Engine
+from primitives.errors import PolicyViolation
 from primitives.langgraph import Checkpointer
 from primitives.spec import AgentSpec, load_spec
 from tests.conftest import PostgresHandle
-from tests.security._support import APPROVERS, ROOT, connect_engine, new_tenant, verify_chain
+from tests.security._support import (
+    APPROVERS,
+    CITUS_REKEY,
+    ROOT,
+    citus_refusal,
+    citus_workers,
+    connect_engine,
+    new_tenant,
+    on_citus,
+    shard_names,
+    verify_chain,
+)
 
 SUBJECT = "Zyxwvuta Qorbelline"
 STEMS = ("zyxwvut", "qorbell")
@@ -190,7 +203,7 @@ def test_erasures_view_reports_residue_when_erased_text_is_put_back(
 
 
 def test_erase_function_called_directly_writes_no_text_and_always_journals(
-    pg: PostgresHandle, engine: Engine
+    pg: PostgresHandle, engine: Engine, on_cluster: bool
 ) -> None:
     """A session of the app role may call ``<prefix>_erase_row`` itself, with any arguments:
     the content it leaves is still the hash of what was there (never text of the caller's),
@@ -203,13 +216,27 @@ def test_erase_function_called_directly_writes_no_text_and_always_journals(
     original = "The team meets on Mondays"
     with engine.tenant({"user_id": tenant}) as mem:
         row = mem.observe("long_term", original, typology="episodic")
-    call = sql.SQL("SELECT {}(%s, %s, %s, %s, %s::jsonb)").format(erase_row_function(tables))
     forged = ("The team never meets", uuid.uuid4(), "mallory", '{"approvals": ["dpo"]}')
-    with psycopg.connect(pg.app_dsn, autocommit=True) as app:
-        with tenant_transaction(app, other):
-            assert app.execute(call, (row.id, *forged)).fetchone() == (None,)
-        with tenant_transaction(app, tenant):
-            assert app.execute(call, (row.id, *forged)).fetchone() == (True,)
+    if on_cluster:
+        # the cluster's function takes the tenant first (the worker it runs on) and refuses
+        # any tenant but the transaction's: called with the transaction's own tenant
+        call = sql.SQL("SELECT {}(%s, %s, %s, %s, %s, %s::jsonb)").format(
+            erase_row_function(tables))
+        with psycopg.connect(pg.app_dsn, autocommit=True) as app:
+            with tenant_transaction(app, other):
+                assert app.execute(call, (other, row.id, *forged)).fetchone() == (None,)
+            with pytest.raises(PolicyViolation), tenant_transaction(app, other):
+                app.execute(call, (tenant, row.id, *forged))
+            with tenant_transaction(app, tenant):
+                assert app.execute(call, (tenant, row.id, *forged)).fetchone() == (True,)
+    else:
+        call = sql.SQL("SELECT {}(%s, %s, %s, %s, %s::jsonb)").format(
+            erase_row_function(tables))
+        with psycopg.connect(pg.app_dsn, autocommit=True) as app:
+            with tenant_transaction(app, other):
+                assert app.execute(call, (row.id, *forged)).fetchone() == (None,)
+            with tenant_transaction(app, tenant):
+                assert app.execute(call, (row.id, *forged)).fetchone() == (True,)
     with engine.tenant({"user_id": tenant}) as mem:
         erased = mem.get(row.id)
         assert erased is not None and erased.content == f"sha256:{content_hash(original)}"
@@ -223,10 +250,35 @@ def _relation_files(admin: psycopg.Connection[Any], tables: Any) -> list[Path]:
     """The files of every table an erasure touches, with their indexes and TOAST."""
     from primitives.compile._erasure import erasure_vacuum
 
-    names = [t.qualified for t in (tables.memories, tables.entities, tables.edges,
-                                   tables.checkpoints, tables.checkpoint_blobs,
-                                   tables.checkpoint_writes) if t is not None]
+    names = [t.qualified for t in _touched(tables)]
     assert len(names) == len(erasure_vacuum(tables))
+    return _files_of(admin, names)
+
+
+def _touched(tables: Any) -> list[Any]:
+    """The tables an erasure writes or deletes from (those ``primitives vacuum`` rewrites)."""
+    return [t for t in (tables.memories, tables.entities, tables.edges, tables.checkpoints,
+                        tables.checkpoint_blobs, tables.checkpoint_writes) if t is not None]
+
+
+def _shard_files(coordinator: psycopg.Connection[Any], tables: Any) -> list[Path]:
+    """On a Citus cluster: the files of the shards of those tables, on every worker (after a
+    checkpoint there, so the buffers reach them)."""
+    names = [f"{t.schema}.{shard}" for t in _touched(tables)
+             for shard in shard_names(coordinator, t)]
+    files: list[Path] = []
+    for dsn in citus_workers(coordinator, coordinator.info.user):
+        with psycopg.connect(dsn, autocommit=True) as worker:
+            worker.execute("CHECKPOINT")
+            here = [name for (name,) in worker.execute(
+                "SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass(n) IS NOT NULL",
+                (names,))]
+            files += _files_of(worker, here)
+    return files
+
+
+def _files_of(admin: psycopg.Connection[Any], names: list[str]) -> list[Path]:
+    """The files of the relations ``names``, with their indexes and TOAST."""
     rows = admin.execute(
         "SELECT current_setting('data_directory'), pg_relation_filepath(c.oid) "
         "FROM pg_class AS c WHERE c.oid = ANY(%(t)s::regclass[]) "
@@ -260,6 +312,18 @@ def test_old_row_versions_leave_the_disk_only_with_primitives_vacuum(
     with engine.tenant({"user_id": tenant}) as mem:
         mem.erase(SUBJECT, approvals=APPROVERS, reason="DSR-44", thread_ids=[thread])
     with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        if on_citus(admin):
+            # on a Citus coordinator the rows, and their old versions, live in the workers'
+            # shards (the coordinator's tables are empty shells): the same check reads the
+            # shards' files on every worker, and the vacuum runs on the coordinator
+            assert _bytes_hits(_shard_files(admin, engine.tables)), \
+                "dead row versions should still hold the subject before the vacuum"
+            with pytest.MonkeyPatch.context() as env:
+                env.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+                assert main(["vacuum", str(ROOT / "agents" / "assistant_memory.yaml")]) == 0
+            files = _shard_files(admin, engine.tables)
+            assert files and _bytes_hits(files) == []
+            return
         admin.execute("CHECKPOINT")  # the buffers reach the files read below
         assert _bytes_hits(_relation_files(admin, engine.tables)), \
             "dead row versions should still hold the subject before the vacuum"
@@ -286,12 +350,48 @@ def test_moving_an_event_to_another_tenant_breaks_the_chains_docs_compliance_nam
     tables = engine.tables
     t = sql.Identifier(tables.tenant_column)
     seq = 3 if moved == "newest" else 2
-    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin, \
-            admin.transaction(force_rollback=True):
-        # a superuser can switch the journal's append-only triggers off; the app role cannot
-        admin.execute("SET LOCAL session_replication_role = replica")
-        admin.execute(sql.SQL("UPDATE {} SET {} = %s WHERE {} = %s AND seq = %s").format(
-            tables.events.ident, t, t), (destination, source, seq))
-        found = {"source": verify_chain(admin, tables, source),
-                 "destination": verify_chain(admin, tables, destination)}
+    update = sql.SQL("UPDATE {} SET {} = %s WHERE {} = %s AND seq = %s").format(
+        tables.events.ident, t, t)
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        citus = on_citus(admin)
+        with admin.transaction(force_rollback=True):
+            if citus:  # the superuser's SET LOCAL below must reach the workers' shards
+                admin.execute("SET LOCAL citus.propagate_set_commands = 'local'")
+            # a superuser can switch the journal's append-only triggers off; the app role
+            # cannot
+            admin.execute("SET LOCAL session_replication_role = replica")
+            if citus:
+                # Citus refuses to change the distribution column, even for a superuser
+                # (0A000): the event moves as a DELETE of the row and an INSERT of the same
+                # row under the other tenant, the only move a cluster allows
+                with pytest.raises(psycopg.Error) as refused, admin.transaction():
+                    admin.execute(update, (destination, source, seq))
+                assert citus_refusal(refused.value, CITUS_REKEY), refused.value
+                assert verify_chain(admin, tables, source) is None  # nothing moved
+                _move_event(admin, tables, source, destination, seq)
+            else:
+                admin.execute(update, (destination, source, seq))
+            found = {"source": verify_chain(admin, tables, source),
+                     "destination": verify_chain(admin, tables, destination)}
     assert {k: v for k, v in found.items() if v is not None} == broken
+
+
+def _move_event(admin: psycopg.Connection[Any], tables: Any, source: str, destination: str,
+                seq: int) -> None:
+    """Move one journal event to another tenant as a DELETE and an INSERT of the same row
+    (every column the same but the tenant), in the caller's transaction."""
+    t = sql.Identifier(tables.tenant_column)
+    columns = [name for (name,) in admin.execute(
+        "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass "
+        "AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum",
+        (tables.events.qualified,))]
+    names = sql.SQL(", ").join(map(sql.Identifier, columns))
+    cursor = admin.execute(sql.SQL("DELETE FROM {} WHERE {} = %s AND seq = %s RETURNING {}")
+                           .format(tables.events.ident, t, names), (source, seq))
+    [row] = cursor.fetchall()
+    values = [destination if name == tables.tenant_column else
+              Jsonb(value) if isinstance(value, dict | list) else value
+              for name, value in zip(columns, row, strict=True)]
+    admin.execute(sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        tables.events.ident, names, sql.SQL(", ").join(sql.Placeholder() * len(columns))),
+        values)

@@ -30,6 +30,7 @@ from tests.security._support import (
     anchor_for,
     connect_engine,
     new_tenant,
+    on_citus,
     transient_tier,
 )
 
@@ -107,6 +108,95 @@ def test_settings_a_session_persists_on_its_role_do_not_reach_the_engines_connec
             _reset_role_settings(pg)
 
 
+
+# Each class of setting an ordinary role may persist on itself, with what it would do to the
+# engine's statements if it reached them. On a Citus cluster the coordinator reaches the
+# workers as the application role, so the role's settings are those connections' defaults
+# (Citus propagates ALTER ROLE ... SET): the statements below read the settings where the
+# tenant's rows are (on the worker that holds its shard), inside the engine's transaction.
+ROLE_SETTING_CLASSES = {
+    # every write refused; a serializable engine transaction refused by the chain (PM004)
+    "transaction-mode": {"default_transaction_read_only": "on",
+                         "default_transaction_isolation": "serializable"},
+    # every statement, lock wait, pause between statements or transaction cut short
+    "timeouts": {"statement_timeout": "1", "lock_timeout": "1",
+                 "idle_in_transaction_session_timeout": "1", "transaction_timeout": "1"},
+    # every query refused (row_security), the vector type hidden, full-text matches dropped
+    "visibility": {"row_security": "off", "search_path": "nowhere",
+                   "gin_fuzzy_search_limit": "1"},
+    # a committed write acknowledged before it is on disk
+    "durability": {"synchronous_commit": "off"},
+    # every connection ended when it waits between two transactions
+    "idle-session": {"idle_session_timeout": "1"},
+    # literals and results read another way
+    "formats": {"standard_conforming_strings": "off", "DateStyle": "SQL, DMY",
+                "IntervalStyle": "sql_standard", "extra_float_digits": "-15",
+                "bytea_output": "escape", "client_encoding": "LATIN1"},
+}
+ENGINE_VALUES = {  # what the engine's statements run with (primitives.db._session)
+    "transaction_read_only": "off", "transaction_isolation": "read committed",
+    "statement_timeout": "0", "lock_timeout": "0", "idle_in_transaction_session_timeout": "0",
+    "transaction_timeout": "0", "idle_session_timeout": "0", "row_security": "on",
+    "gin_fuzzy_search_limit": "0",
+    "synchronous_commit": "on", "standard_conforming_strings": "on",
+    "DateStyle": "ISO, MDY", "IntervalStyle": "postgres", "extra_float_digits": "1",
+    "bytea_output": "hex",
+}
+_EFFECT = {"default_transaction_read_only": "transaction_read_only",
+           "default_transaction_isolation": "transaction_isolation"}
+
+
+@pytest.mark.parametrize("settings", ROLE_SETTING_CLASSES.values(),
+                         ids=list(ROLE_SETTING_CLASSES))
+def test_role_settings_of_each_class_do_not_reach_the_engines_statements(
+    pg: PostgresHandle, specs: object, settings: dict[str, str],
+) -> None:
+    spec = SPEC_BY_AGENT["spectral"]
+    tables = TABLES_BY_AGENT["spectral"]
+    tenant = new_tenant("settings")
+    read = [_EFFECT.get(name, name) for name in settings if name != "client_encoding"]
+    if "search_path" in read:
+        read.remove("search_path")  # the engine's own value, read on its connection below
+    shown = sql.SQL(", ").join(
+        sql.SQL("pg_catalog.current_setting({})").format(sql.Literal(n))
+        for n in [*read, "search_path"])
+    content = "Zoë's note \\ 0 survives the attack"
+    with psycopg.connect(pg.app_dsn, autocommit=True) as attacker:
+        try:
+            for name, value in settings.items():
+                attacker.execute(sql.SQL("ALTER ROLE CURRENT_USER SET {} = {}").format(
+                    sql.Identifier(name), sql.Literal(value)))
+            embedder = HashingEmbedder(dims=spec.retrieval.embedding.dims)
+            with connect_engine(spec, pg.app_dsn, max_connections=1,
+                                embedder=embedder) as engine:
+                with engine.tenant(anchor_for(spec, tenant)) as mem:
+                    written = mem.observe(transient_tier(spec), content)
+                    # read where the tenant's row is (a worker, on a cluster) and on the
+                    # engine's own connection
+                    where_the_rows_are = mem.connection.execute(sql.SQL(
+                        "SELECT {} FROM {} WHERE {} = %s AND id = %s").format(
+                            shown, tables.memories.ident, sql.Identifier(tables.tenant_column)),
+                        (tenant, written.id)).fetchone()
+                    engines_own = mem.connection.execute(
+                        sql.SQL("SELECT {}").format(shown)).fetchone()
+                engine.observe(anchor_for(spec, tenant), transient_tier(spec),
+                               "Zoë's note 1 survives the attack")
+                with engine.tenant(anchor_for(spec, tenant)) as mem:
+                    hits = mem.search("note survives the attack")
+                    again = mem.get(written.id)
+            assert {h.memory.content for h in hits} == {
+                content, "Zoë's note 1 survives the attack"}
+            assert again is not None and again.content == content
+            assert (again.created_at, again.confidence) == (written.created_at, written.confidence)
+            assert where_the_rows_are == engines_own
+            assert engines_own is not None
+            assert dict(zip(read, engines_own, strict=False)) == {
+                n: ENGINE_VALUES[n] for n in read}
+            assert engines_own[-1] != "nowhere"
+        finally:
+            _reset_role_settings(pg)
+
+
 # -- locking every tenant out (issue 17, defect 5) -----------------------------------------
 
 # Every mode that blocks other sessions' reads or writes (or VACUUM). PostgreSQL grants them
@@ -163,13 +253,21 @@ def test_app_session_cannot_rewrite_what_a_memory_holds(
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("function", ["pg_terminate_backend", "pg_cancel_backend"])
 def test_runtime_session_cannot_kill_or_cancel_another_tenants_backend(
-    pg: PostgresHandle, role: str, function: str,
+    pg: PostgresHandle, role: str, function: str, on_cluster: bool,
 ) -> None:
+    # the pid as integer, the built-in function's argument: Citus adds an overload taking a
+    # bigint (a cluster-wide process id), beside which a smallint argument is ambiguous
+    call = sql.SQL("SELECT pg_catalog.{}(%s::integer)").format(sql.Identifier(function))
     with psycopg.connect(pg.app_dsn, autocommit=True) as victim, \
             psycopg.connect(_dsn(pg, role), autocommit=True) as attacker:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            attacker.execute(sql.SQL("SELECT pg_catalog.{}(%s)").format(sql.Identifier(function)),
-                             (victim.info.backend_pid,))
+            attacker.execute(call, (victim.info.backend_pid,))
+        if on_cluster:  # and Citus's own overload, with the victim's cluster-wide id
+            gpid = victim.execute("SELECT pg_catalog.citus_backend_gpid()").fetchone()
+            assert gpid is not None
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                attacker.execute(sql.SQL("SELECT pg_catalog.{}(%s::bigint)").format(
+                    sql.Identifier(function)), (gpid[0],))
         assert victim.execute("SELECT 1").fetchone() == (1,)
 
 
@@ -268,6 +366,27 @@ def _rows_removed_by_filter(plan: dict[str, Any]) -> int:
     return int(removed) + sum(_rows_removed_by_filter(p) for p in plan.get("Plans", []))
 
 
+def _tenant_in_the_shard_of(admin: Conn, relation: Table, tenant: str, label: str) -> str:
+    """A new tenant whose rows of ``relation`` go to the shard that holds ``tenant``'s."""
+    row = admin.execute(
+        "SELECT t FROM unnest(%(candidates)s::text[]) AS t "
+        "WHERE pg_catalog.get_shard_id_for_distribution_column(%(r)s::regclass, t) "
+        "= pg_catalog.get_shard_id_for_distribution_column(%(r)s::regclass, %(tenant)s::text) "
+        "LIMIT 1",
+        {"candidates": [new_tenant(label) for _ in range(2000)], "r": relation.qualified,
+         "tenant": tenant}).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _rows_removed_on_the_shard(plan: dict[str, Any]) -> int:
+    """``Rows Removed by Filter`` in the plan of the one shard a routed Citus query ran on."""
+    job = plan["Distributed Query"]["Job"]
+    assert job["Task Count"] == 1, job  # routed to the tenant's shard
+    return sum(_rows_removed_by_filter(remote["Plan"])
+               for task in job["Tasks"] for part in task["Remote Plan"] for remote in part)
+
+
 def test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_holds_a_guess(
     pg: PostgresHandle, specs: object,
 ) -> None:
@@ -281,6 +400,14 @@ def test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_h
     secret = f"the merger with {marker} closes on friday at noon"
     wrong = f"the merger with {marker} closes on monday at dawn"
     victim, spy = new_tenant("victim"), new_tenant("spy")
+    memories = TABLES_BY_AGENT["spectral"].memories
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        citus = on_citus(admin)
+        if citus:
+            # on a Citus coordinator each tenant's rows live in one shard, and the HNSW scan
+            # of the spy's query runs in the spy's shard: it meets the rows of the tenants
+            # of that shard only, so the victim is one of them (the channel's premise)
+            spy = _tenant_in_the_shard_of(admin, memories, victim, "spy")
     with connect_engine(spec, pg.app_dsn, max_connections=1, embedder=embedder) as engine:
         with engine.tenant(anchor_for(spec, victim)) as mem:
             mem.observe("cycle", secret)
@@ -302,6 +429,8 @@ def test_explain_analyze_of_a_vector_search_still_tells_whether_another_tenant_h
                     sql.Identifier(TABLES_BY_AGENT["spectral"].tenant_column)),
                 (spy, vector)).fetchone()
         assert row is not None
+        if citus:  # the shard's plan, as the worker ran it
+            return _rows_removed_on_the_shard(row[0][0]["Plan"])
         return _rows_removed_by_filter(row[0][0]["Plan"])
 
     assert (removed(secret), removed(wrong)) == (1, 0)

@@ -6,21 +6,25 @@ hold rows in every table and every tenant view; ``c`` holds none (see ``conftest
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from primitives.compile import Table
+from primitives.compile import Table, Tables
 from primitives.compile._access import auditor_access
-from primitives.db import OWNER_ROLE, tenant_transaction
+from primitives.db import APP_ROLE, OWNER_ROLE, tenant_transaction
 from primitives.engine import Engine
-from primitives.errors import PolicyViolation, TenancyError
+from primitives.errors import PolicyViolation, StorageError, TenancyError
 from tests.conftest import PostgresHandle
 from tests.security._support import (
     APPROVERS,
     AUDIT_VIEW_PARAMS,
+    CITUS_REKEY,
+    CITUS_VIEW_WRITE,
     COVERAGE,
     SPEC_BY_AGENT,
     SPEC_PARAMS,
@@ -30,10 +34,14 @@ from tests.security._support import (
     VIEW_PARAMS,
     World,
     anchor_for,
+    citus_refusal,
+    citus_workers,
     count,
     insert_row,
     into_scope,
+    on_citus,
     relation_counts,
+    shard_names,
     suffix,
     transient_tier,
     verify_chain,
@@ -185,11 +193,20 @@ def test_moving_own_rows_to_another_tenant_is_refused(
     column = sql.Identifier(TABLES_BY_AGENT[agent].tenant_column)
     statement = sql.SQL("UPDATE {} SET {} = %s").format(relation.ident, column)
     before = _counts_of(app_session, agent, b.tenant)
-    with pytest.raises(PolicyViolation) as refused, \
+    others = _counts_of(app_session, agent, a.tenant)
+    with pytest.raises((PolicyViolation, StorageError)) as refused, \
             tenant_transaction(app_session, b.tenant) as conn:
         conn.execute(statement, (a.tenant,))
-    assert refused.value.context["sqlstate"] == "42501"
+    if on_citus(app_session):
+        # Citus refuses any change of the distribution column (the tenant column) before
+        # row-level security is checked: 0A000 in its own words, not 42501; the counts
+        # below show the rows stayed with their tenant
+        assert citus_refusal(refused.value, CITUS_REKEY), refused.value
+    else:
+        assert isinstance(refused.value, PolicyViolation), refused.value
+        assert refused.value.context["sqlstate"] == "42501"
     assert _counts_of(app_session, agent, b.tenant) == before
+    assert _counts_of(app_session, agent, a.tenant) == others
 
 
 # -- no tenant ----------------------------------------------------------------------------------
@@ -311,10 +328,15 @@ def test_auditor_cannot_insert_update_or_delete(
     statements.append(("INSERT", insert, (a.tenant,) if is_table else ()))
     # tables: the grant is missing (42501); views the rewriter cannot update say so (55000)
     refusals = {"42501"} if is_table else {"42501", "55000"}
+    # on a Citus coordinator a write through a view over distributed tables is refused by
+    # Citus before PostgreSQL checks privileges (0A000, its own words): refused all the same,
+    # and the counts below show that nothing changed
+    citus = not is_table and on_citus(auditor_session)
     for verb, statement, params in statements:
         with pytest.raises(psycopg.Error) as refused:
             auditor_session.execute(statement, params)
-        assert refused.value.sqlstate in refusals, (verb, refused.value)
+        assert refused.value.sqlstate in refusals or (
+            citus and citus_refusal(refused.value, CITUS_VIEW_WRITE)), (verb, refused.value)
     assert _counts_of(app_session, agent, a.tenant) == before
 
 
@@ -343,31 +365,59 @@ def test_auditor_holds_select_only(agent: str, relation: Table, auditor_session:
 # -- side channels ------------------------------------------------------------------------------
 
 
+_LEAK = ("(text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 "
+         "AS $$ BEGIN RAISE NOTICE 'leak:%', $1; RETURN true; END $$")
+"""A cheap non-leakproof function that reports each value it is shown."""
+
+
 @pytest.fixture(scope="module")
-def leak_notices(app_session: Conn) -> list[str]:
-    """A cheap non-leakproof function in the session's pg_temp that reports what it is shown."""
-    app_session.execute(
-        "CREATE FUNCTION pg_temp.leak(text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 "
-        "AS $$ BEGIN RAISE NOTICE 'leak:%', $1; RETURN true; END $$")
+def leak(app_session: Conn, pg: PostgresHandle,
+         on_cluster: bool) -> Iterator[tuple[sql.Identifier, list[str]]]:
+    """The leaky function to call and the notices it raised. On one node the session makes
+    it in its own pg_temp. On a Citus cluster the filter runs on the workers, which have no
+    pg_temp schema of this session (the test checks that such a query is refused), so there
+    the admin makes it in a schema of its own, which Citus creates on the workers too, and
+    grants EXECUTE to the application role: the same kind of function, callable by that
+    role and not LEAKPROOF."""
+    app_session.execute(f"CREATE FUNCTION pg_temp.leak{_LEAK}")
     seen: list[str] = []
     app_session.add_notice_handler(
         lambda diag: seen.append(diag.message_primary or "")
         if (diag.message_primary or "").startswith("leak:") else None)
-    return seen
+    if not on_cluster:
+        yield sql.Identifier("pg_temp", "leak"), seen
+        return
+    schema = f"leak_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL(
+            "CREATE SCHEMA {s}; CREATE FUNCTION {s}.leak" + _LEAK + "; "
+            "GRANT USAGE ON SCHEMA {s} TO {app}; "
+            "GRANT EXECUTE ON FUNCTION {s}.leak(text) TO {app}").format(
+                s=sql.Identifier(schema), app=sql.Identifier(APP_ROLE)))
+        try:
+            yield sql.Identifier(schema, "leak"), seen
+        finally:
+            admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.mark.parametrize("agent, relation", TENANT_RELATION_PARAMS)
 def test_leaky_function_in_where_sees_only_the_tenants_rows(
     agent: str, relation: Table, world: dict[str, World], app_session: Conn,
-    leak_notices: list[str],
+    leak: tuple[sql.Identifier, list[str]], on_cluster: bool,
 ) -> None:
+    function, leak_notices = leak
     b = world[agent].b.tenant
     column = TABLES_BY_AGENT[agent].tenant
-    query = sql.SQL("SELECT count(*) FROM {} WHERE pg_temp.leak({}::text)").format(
-        relation.ident, column)
+    query = sql.SQL("SELECT count(*) FROM {} WHERE {}({}::text)")
     leak_notices.clear()
+    if on_cluster:  # the session's pg_temp function cannot reach the workers: refused
+        with pytest.raises(StorageError) as refused, tenant_transaction(app_session, b) as conn:
+            conn.execute(query.format(relation.ident, sql.Identifier("pg_temp", "leak"),
+                                      column))
+        assert refused.value.context["sqlstate"] == "3F000"
+        assert leak_notices == []
     with tenant_transaction(app_session, b) as conn:
-        conn.execute(query)
+        conn.execute(query.format(relation.ident, function, column))
     assert leak_notices and set(leak_notices) == {f"leak:{b}"}
 
 
@@ -379,6 +429,13 @@ def test_planner_statistics_do_not_reveal_other_tenants_values(
     with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
         for relation in tables.tables:
             admin.execute(sql.SQL("ANALYZE {}").format(relation.ident))
+        if on_citus(admin):
+            # on a Citus coordinator the statistics live with the rows, in the workers'
+            # shards (the coordinator's pg_stats of a distributed table are empty): the same
+            # two reads run on every worker, over the shards, as the admin and as the
+            # application role in a transaction of tenant b
+            _shard_statistics_hidden(admin, tables, world[agent].b.tenant)
+            return
         visible_to_admin = admin.execute(
             "SELECT count(*) FROM pg_catalog.pg_stats WHERE schemaname = %s AND tablename = %s",
             (tables.schema, tables.memories.name)).fetchone()
@@ -388,6 +445,34 @@ def test_planner_statistics_do_not_reveal_other_tenants_values(
             "SELECT count(*) FROM pg_catalog.pg_stats WHERE schemaname = %s AND tablename = ANY(%s)",
             (tables.schema, [t.name for t in tables.tables])).fetchone()
     assert row == (0,)
+
+
+def _shard_statistics_hidden(admin: Conn, tables: Tables, tenant: str) -> None:
+    """On each worker: the admin reads statistics of the memories shards there (on some
+    worker at least); the application role, in a transaction of ``tenant``, reads none of
+    any shard of the agent."""
+    memories = shard_names(admin, tables.memories)
+    every = [name for relation in tables.tables for name in shard_names(admin, relation)]
+    query = ("SELECT count(*) FROM pg_catalog.pg_stats WHERE schemaname = %s "
+             "AND tablename = ANY(%s)")
+    seen_by_admin = 0
+    for worker_admin, worker_app in zip(citus_workers(admin, admin.info.user),
+                                        citus_workers(admin, APP_ROLE), strict=True):
+        with psycopg.connect(worker_admin, autocommit=True) as on_worker:
+            row = on_worker.execute(query, (tables.schema, memories)).fetchone()
+            seen_by_admin += row[0] if row else 0
+        with psycopg.connect(worker_app) as on_worker, on_worker.transaction():
+            # the setting the shards' tenant policies read, as the coordinator forwards it
+            on_worker.execute("SELECT pg_catalog.set_config('primitives.tenant', %s, true)",
+                              (tenant,))
+            row = on_worker.execute(query, (tables.schema, every)).fetchone()
+            assert row == (0,), worker_app
+            # the shards are in this session's catalog: the statistics are withheld, not hidden
+            shown = on_worker.execute(
+                "SELECT count(*) FROM pg_catalog.pg_class WHERE relname = ANY(%s)",
+                (every,)).fetchone()
+            assert shown is not None and shown[0] > 0, worker_app
+    assert seen_by_admin > 0  # stats exist
 
 
 @pytest.mark.parametrize("agent", SPEC_PARAMS)

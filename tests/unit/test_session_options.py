@@ -3,7 +3,15 @@ them; the DSN's own options between the framework's defaults and those."""
 
 from __future__ import annotations
 
-from primitives.db._session import DEFAULT_SETTINGS, PINNED_SETTINGS, session_options
+import psycopg
+
+from primitives.db._session import (
+    DEFAULT_SETTINGS,
+    PINNED_SETTINGS,
+    _given,
+    _unknown_option,
+    session_options,
+)
 
 
 def _pairs(options: str) -> list[tuple[str, str]]:
@@ -36,3 +44,17 @@ def test_transaction_timeout_only_where_the_server_knows_it() -> None:
 def test_extension_schemas_are_quoted_and_escaped_for_libpq() -> None:
     options = session_options(180000, ["ext", "my ext"])
     assert options.endswith('-c search_path=pg_catalog,ext,"my\\ ext",public')
+
+
+def test_the_settings_probe_pins_transaction_timeout_and_falls_back_on_older_servers() -> None:
+    """A ``transaction_timeout`` persisted on the role ends the probe's own connection
+    unless its startup outranks it; a server before 17 refuses the option at startup."""
+    given, (newer, safe) = _given("host=db options='-c lock_timeout=5s'")
+    assert given == "-c lock_timeout=5s"
+    assert "-c transaction_timeout=0" in newer and "transaction_timeout" not in safe
+    assert "-c lock_timeout=5s" in newer and "-c lock_timeout=5s" in safe
+    refused = psycopg.OperationalError(
+        'FATAL:  unrecognized configuration parameter "transaction_timeout"')
+    assert _unknown_option(refused)
+    assert not _unknown_option(psycopg.OperationalError(
+        "FATAL:  terminating connection due to transaction timeout"))
