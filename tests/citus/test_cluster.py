@@ -278,6 +278,86 @@ def test_a_tenant_isolated_and_moved_keeps_every_row_and_event(
     assert counts() == before
 
 
+def test_engine_writes_during_a_tenant_move_are_each_kept_once(
+    cluster: Cluster, coordinator: str
+) -> None:
+    """The engine keeps writing a tenant while its rows are isolated onto a shard of their own
+    and that shard is moved to the other worker (``block_writes``: writes wait while the
+    rows are copied). Every write the engine acknowledged is there exactly once, with its
+    ``observed`` event, the chain linear; a write refused during the move, if any, left
+    nothing."""
+    import threading
+
+    from tests.security._support import anchor_for, persistent_write
+
+    engine = _engine(cluster, "spectral")
+    spec, tables = engine.spec, engine.tables
+    tier, typology = persistent_write(spec)
+    tenant = f"mv-{uuid.uuid4().hex[:8]}"
+    anchor = anchor_for(spec, tenant)
+    acknowledged: list[uuid.UUID] = []
+    refused: list[BaseException] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                acknowledged.append(engine.observe(anchor, tier, f"note {n} while moving",
+                                                   typology=typology).id)
+            except Exception as err:  # refused while the shard moves: counted, not kept
+                refused.append(err)
+
+    writer = threading.Thread(target=write)
+    try:
+        writer.start()
+        while len(acknowledged) < 5:
+            stop.wait(0.05)
+        memories = tables.memories.ident.as_string(None)
+        started = len(acknowledged)
+        with psycopg.connect(coordinator, autocommit=True) as admin:
+            shard = admin.execute(
+                "SELECT isolate_tenant_to_new_shard(%s::regclass, %s::text, 'CASCADE', "
+                "shard_transfer_mode => 'block_writes')", (memories, tenant)).fetchone()
+            assert shard is not None
+            node = admin.execute("SELECT nodeport FROM pg_dist_shard_placement "
+                                 "WHERE shardid = %s", (shard[0],)).fetchone()
+            assert node is not None
+            target = next(w.port for w in cluster.workers if w.port != node[0])
+            admin.execute(
+                "SELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s, "
+                "shard_transfer_mode => 'block_writes')", (shard[0], node[0], target))
+            during = len(acknowledged)
+        stop.set()
+        writer.join(timeout=120)
+        assert not writer.is_alive()
+        for n in range(10):  # and after the move, on the other worker
+            acknowledged.append(engine.observe(anchor, tier, f"note {n} after the move",
+                                               typology=typology).id)
+        with engine.tenant(anchor) as mem:
+            ids = [i for (i,) in mem.connection.execute(sql.SQL(
+                "SELECT id FROM {}").format(tables.memories.ident))]
+            observed = [i for (i,) in mem.connection.execute(sql.SQL(
+                "SELECT memory_id FROM {} WHERE kind = 'observed'").format(tables.events.ident))]
+            assert verify_chain(mem.connection, tables, tenant) is None
+    finally:
+        stop.set()
+        writer.join(timeout=120)
+        engine.close()
+    assert during > started >= 5, (started, during, refused)  # writes went on while moving
+    assert len(acknowledged) >= during + 10
+    assert sorted(ids) == sorted(acknowledged)  # each acknowledged write once, nothing else
+    assert sorted(observed) == sorted(acknowledged)
+    assert len(set(acknowledged)) == len(acknowledged)
+    with psycopg.connect(coordinator) as admin:
+        placed = admin.execute(
+            "SELECT p.nodeport FROM pg_dist_shard_placement AS p "
+            "WHERE p.shardid = get_shard_id_for_distribution_column(%s::regclass, %s::text)",
+            (tables.memories.qualified, tenant)).fetchone()
+    assert placed == (target,)
+
+
 def _engine(cluster: Cluster, agent: str) -> Any:
     from primitives.db import APP_ROLE
     from tests.security._support import connect_engine
