@@ -173,3 +173,35 @@ def test_the_cluster_thread_delete_refuses_another_tenant(
         with tenant_transaction(conn, a):  # a's own call reaches only a's rows
             conn.execute(delete, (a, [thread]))
     assert _rows(coordinator, b, thread) == [1, 1, 0]
+
+
+def test_copy_prune_and_run_deletes_on_the_cluster(cluster: Cluster, coordinator: str) -> None:
+    """A thread copied, pruned to its latest checkpoint, and a run's checkpoints deleted, for
+    one tenant; another tenant's thread of the same id keeps its rows through all three."""
+    a, b = f"ws-{uuid.uuid4().hex[:6]}", f"ws-{uuid.uuid4().hex[:6]}"
+    thread, copy = f"thread-{uuid.uuid4().hex[:6]}", f"copy-{uuid.uuid4().hex[:6]}"
+    with Checkpointer.from_spec(SPEC, cluster.coordinator.dsn(APP_ROLE)) as saver:
+        config: dict[str, Any] = _config(thread, a)
+        for step, value in enumerate(("first", "second")):
+            checkpoint = generate_checkpoint(channel_values={"doc": {"v": value}})
+            checkpoint["channel_versions"] = {"doc": step + 1}
+            config = dict(saver.put(config, checkpoint, generate_metadata(step=step,
+                                                                          run_id="run-1"),
+                                    {"doc": step + 1}))
+        other = generate_checkpoint(channel_values={"doc": {"v": "b's"}})
+        other["channel_versions"] = {"doc": 1}
+        saver.put(_config(thread, b), other, generate_metadata(run_id="run-1"), {"doc": 1})
+        assert _rows(coordinator, a, thread) == [2, 2, 0]
+
+        mine = saver.for_tenant({"workspace_id": a})
+        mine.copy_thread(thread, copy)
+        assert _rows(coordinator, a, copy) == [2, 2, 0]
+        mine.prune([thread])
+        assert _rows(coordinator, a, thread) == [1, 1, 0]
+        latest = saver.get_tuple(_config(thread, a))
+        assert latest is not None and latest.checkpoint["channel_values"] == {
+            "doc": {"v": "second"}}
+        mine.delete_for_runs(["run-1"])
+        assert _rows(coordinator, a, thread) == [0, 0, 0]
+        assert _rows(coordinator, a, copy) == [0, 0, 0]
+    assert _rows(coordinator, b, thread) == [1, 1, 0]
