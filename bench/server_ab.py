@@ -70,7 +70,7 @@ from bench._replay import one_message_call
 from bench._targets import BENCH_SPEC, BENCH_TIER, ROOT, payload
 from bench.writes import tenant_ids
 from primitives._project import migrate
-from primitives.db._oneshot import OnceTransaction, _commands
+from primitives.db._oneshot import _TENANT, OnceTransaction, _commands
 from primitives.db._pipeline import SET_TENANT, Command, exchange
 from primitives.engine import Engine
 from primitives.engine import _store_ops as store_ops
@@ -116,12 +116,14 @@ def variant_sql(path: Path) -> str:
     return filled
 
 
-MESSAGES = ("engine", "implicit", "no-reset", "items-array")
+MESSAGES = ("engine", "implicit", "no-reset", "unnamed-tenant", "items-array")
 """How the variant copy's writes are sent: ``engine``, as ``Engine.observe`` sends them
 (``BEGIN``; the bound tenant; the prepared insert; ``COMMIT``; ``RESET ALL``, in one
 pipeline); ``implicit``, without ``BEGIN`` and ``COMMIT`` (PostgreSQL runs a pipeline's
 commands up to its sync as one implicit transaction); ``no-reset``, the engine's without
-``RESET ALL``; ``items-array`` (with a store ``--write`` only), the store's one-item put as
+``RESET ALL``; ``unnamed-tenant``, the engine's with the tenant statement sent unnamed (parsed
+and planned again in every transaction) instead of prepared on the session, as it was before;
+``items-array`` (with a store ``--write`` only), the store's one-item put as
 the JSON array of items a group of puts sends (``store_ops.put_items(..., one=False)``).
 Measurement only: the base copy always sends the engine's."""
 
@@ -138,14 +140,17 @@ def _form(commands: list[Command], form: str) -> list[Command]:
     """The engine's one-round-trip write (``_commands``) in ``form`` (:data:`MESSAGES`)."""
     if form == "engine":
         return commands
-    if form not in ("implicit", "no-reset"):
+    if form not in ("implicit", "no-reset", "unnamed-tenant"):
         raise AssertionError(f"'{form}' is not a form of the observe write's message")
     texts = [c.text for c in commands]
-    if texts[:2] != [b"BEGIN", SET_TENANT] or texts[-2:] != [b"COMMIT", b"RESET ALL"]:
+    if texts[0] != b"BEGIN" or texts[1] not in (SET_TENANT, _TENANT.name.encode()) \
+            or texts[-2:] != [b"COMMIT", b"RESET ALL"]:
         raise AssertionError(f"the engine's commands no longer have the shape the '{form}' "
                              "form rewrites: update bench/server_ab.py")
     if form == "no-reset":
         return commands[:-1]
+    if form == "unnamed-tenant":
+        return [commands[0], Command(SET_TENANT, commands[1].values), *commands[2:]]
     return commands[1:-2] + commands[-1:]
 
 
@@ -175,9 +180,10 @@ class _Copy:
         call = one_message_call(self.engine, self.conn, tenant, BENCH_TIER, content,
                                 {"envelope": envelope, "tags": tags})
         tx = OnceTransaction(self.conn, tenant)
-        if not tx._ensure(call.prepared):
+        if not (tx._ensure(call.prepared) and tx._ensure(_TENANT)):
             raise AssertionError("the server would not prepare the engine's insert")
-        return _form(_commands(tx.tenant_value, call.prepared, True), self.form)
+        return _form(_commands(tx.tenant_value, call.prepared, True, tenant_prepared=True),
+                     self.form)
 
     def send(self, message: list[Command]) -> None:
         exchange(self.conn, message)

@@ -54,7 +54,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Final
 
@@ -63,7 +63,12 @@ from psycopg import sql
 from primitives.compile._access import auditor_access
 from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
 from primitives.compile._checkpointer import checkpointer_tables
-from primitives.compile._ddl import Constraint, TableDef, bounds_signature
+from primitives.compile._ddl import (
+    Constraint,
+    TableDef,
+    bounds_signature,
+    replace_checks_one_by_one,
+)
 from primitives.compile._definer import (
     CHECKPOINT_DELETE_THREADS_CITUS_ARGS,
     DELETE_TRANSIENT_CITUS_ARGS,
@@ -463,6 +468,19 @@ def _canonical_key_steps(definition: TableDef) -> Iterator[Step]:
         yield Step(f"{label}: add", _fixed(f"{table} ADD CONSTRAINT {added}"))
 
 
+def _checks_one_by_one(steps: Iterable[Step], definition: TableDef) -> Iterator[Step]:
+    """``steps`` with the table's CHECK replacement as one ``ALTER TABLE`` per subcommand
+    (:func:`~primitives.compile._ddl.replace_checks_one_by_one`): a plan applied again to a
+    cluster runs it on a distributed table."""
+    title = f"{definition.table.qualified}: checks (replaced, so they follow the spec)"
+    for step in steps:
+        if step.title != title:
+            yield step
+            continue
+        for n, statement in enumerate(replace_checks_one_by_one(definition, not_valid=True), 1):
+            yield replace(step, title=f"{title}, part {n}", statement=statement)
+
+
 def _foreign_keys(definition: TableDef) -> tuple[Constraint, ...]:
     return tuple(c for c in definition.constraints if c.kind == "foreign_key")
 
@@ -515,8 +533,9 @@ def compile_citus(
             c for c in definition.constraints if c.kind != "foreign_key"))
         steps += _with_guard_index_references(
             (_without_subquery(step)
-             for step in _table_steps(tables, without_fks, not_valid=True,
-                                      access=auditor_access(spec, tables))), tables)
+             for step in _checks_one_by_one(
+                 _table_steps(tables, without_fks, not_valid=True,
+                              access=auditor_access(spec, tables)), without_fks)), tables)
         if definition.bounds:
             # the shards' CHECK calls it on the workers
             steps.append(Step(

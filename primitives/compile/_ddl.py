@@ -58,6 +58,7 @@ __all__ = [
     "foreign_key",
     "in_list",
     "primary_key",
+    "replace_checks_one_by_one",
     "replace_checks_sql",
     "validate_checks_sql",
 ]
@@ -275,9 +276,25 @@ def replace_checks_sql(table: TableDef, *, not_valid: bool = False) -> sql.Compo
     then checks the existing rows after the plan commits, under a lock that lets readers
     and writers through.
     """
+    subcommands = _check_subcommands(table, not_valid=not_valid)
+    if not subcommands:
+        return None
+    return sql.SQL("ALTER TABLE {}\n    {}").format(table.table.ident, _INDENT.join(subcommands))
+
+
+def replace_checks_one_by_one(table: TableDef, *, not_valid: bool = False) -> list[sql.Composed]:
+    """The subcommands of :func:`replace_checks_sql`, each an ``ALTER TABLE`` of its own, in
+    the same order (the drops, then the adds): Citus refuses ``ADD CONSTRAINT`` beside other
+    subcommands on a distributed table, as every table is when a changed plan is applied
+    again to a cluster."""
+    return [sql.SQL("ALTER TABLE {} {}").format(table.table.ident, subcommand)
+            for subcommand in _check_subcommands(table, not_valid=not_valid)]
+
+
+def _check_subcommands(table: TableDef, *, not_valid: bool) -> list[sql.Composed]:
     checks = [c for c in table.constraints if c.kind == "check"]
     if not checks:
-        return None
+        return []
     names = [c.name for c in checks]
     if table.bounds:
         names.append(bounds_constraint_name(table.table))
@@ -290,7 +307,7 @@ def replace_checks_sql(table: TableDef, *, not_valid: bool = False) -> sql.Compo
     suffix = sql.SQL(" NOT VALID" if not_valid else "")
     adds = [sql.SQL("ADD CONSTRAINT {} {}{}").format(sql.Identifier(name), body, suffix)
             for name, body in added]
-    return sql.SQL("ALTER TABLE {}\n    {}").format(table.table.ident, _INDENT.join(drops + adds))
+    return drops + adds
 
 
 def validate_checks_sql(table: TableDef) -> sql.Composed | None:

@@ -52,6 +52,7 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from primitives.db._pipeline import (
+    SET_TENANT,
     SET_TENANT_BOUND,
     Command,
     aexchange,
@@ -268,6 +269,17 @@ def _forget(conn: Any, name: str, err: psycopg.Error) -> None:
             _stale.setdefault(conn, set()).add(name)
 
 
+def _lost(conn: Any, *names: str) -> None:
+    """The session may have lost ``names`` (or holds an out-of-date copy): each is prepared
+    again, after a deallocation if the session still has it."""
+    with _lock:
+        prepared = _prepared.get(conn, set())
+        stale = _stale.setdefault(conn, set())
+        for name in names:
+            prepared.discard(name)
+            stale.add(name)
+
+
 def _is_stale(conn: Any, name: str) -> bool:
     with _lock:
         return name in _stale.get(conn, ())
@@ -336,6 +348,14 @@ def _prepared_call(conn: Any, statement: str,
     return _Prepared(name, prepare, tuple(values))
 
 
+_TENANT = _Prepared("primitives_set_tenant",
+                    "PREPARE primitives_set_tenant(text) AS " + SET_TENANT.decode(), ())
+"""The tenant statement (:data:`~primitives.db._pipeline.SET_TENANT`) prepared once per
+session, like the statements it opens transactions for: sent unnamed, the server parsed,
+analysed and planned it again for every transaction (8% of an ``Engine.observe`` write's
+server CPU, ``python -m bench.server_ab --message unnamed-tenant``). Its value is still bound,
+and the transaction still sets it first."""
+
 _END = (Command(b"COMMIT"), Command(b"RESET ALL"))
 """How a tenant transaction ends: every session setting goes back to its default, so nothing a
 caller set on the connection (a tenant above all) outlives the transaction."""
@@ -343,10 +363,17 @@ _COMMIT = "COMMIT; RESET ALL"
 _ROLLBACK = "ROLLBACK; RESET ALL"
 
 
-def _commands(tenant: bytes | None, prepared: _Prepared, last: bool) -> list[Command]:
-    """``BEGIN`` and the tenant (when ``tenant`` is given: the transaction's first statement),
-    the prepared statement, and ``COMMIT; RESET ALL`` when it is the ``last``."""
-    commands = begin(tenant) if tenant is not None else []
+def _commands(tenant: bytes | None, prepared: _Prepared, last: bool, *,
+              tenant_prepared: bool = False) -> list[Command]:
+    """``BEGIN`` and the tenant (when ``tenant`` is given: the transaction's first statement;
+    with ``tenant_prepared``, through :data:`_TENANT`, prepared on the session), the prepared
+    statement, and ``COMMIT; RESET ALL`` when it is the ``last``."""
+    if tenant is None:
+        commands = []
+    elif tenant_prepared:
+        commands = [Command(b"BEGIN"), Command(_TENANT.name.encode(), (tenant,), prepared=True)]
+    else:
+        commands = begin(tenant)
     commands.append(Command(prepared.name.encode(), prepared.values, prepared=True))
     if last:
         commands.extend(_END)
@@ -489,7 +516,9 @@ class OnceTransaction:
     def _fetch(self, prepared: _Prepared, last: bool, fetch: Fetch) -> Any:
         conn = self.conn
         first = not self.open
-        commands = _commands(self.tenant_value if first else None, prepared, last)
+        named = first and self._ensure(_TENANT)
+        commands = _commands(self.tenant_value if first else None, prepared, last,
+                             tenant_prepared=named)
         results = self._sent(prepared, first, lambda: exchange(conn, commands))
         self.open, self.committed = True, last
         return _rows(conn, results[2 if first else 0], fetch)
@@ -510,8 +539,10 @@ class OnceTransaction:
             if not first:
                 raise
             self.rollback()
-            _mark(self.conn, prepared.name, False)
-            if not self._ensure(prepared):
+            # which of the two it was (the tenant statement, or the call's) the error
+            # does not say: both are prepared again, each deallocated first if still there
+            _lost(self.conn, prepared.name, _TENANT.name)
+            if not (self._ensure(_TENANT) and self._ensure(prepared)):
                 raise
             return send()
 
@@ -607,7 +638,9 @@ class AsyncOnceTransaction:
     async def _fetch(self, prepared: _Prepared, last: bool, fetch: Fetch) -> Any:
         conn = self.conn
         first = not self.open
-        commands = _commands(self.tenant_value if first else None, prepared, last)
+        named = first and await self._ensure(_TENANT)
+        commands = _commands(self.tenant_value if first else None, prepared, last,
+                             tenant_prepared=named)
         results = await self._sent(prepared, first, lambda: aexchange(conn, commands))
         self.open, self.committed = True, last
         return _rows(conn, results[2 if first else 0], fetch)
@@ -624,8 +657,8 @@ class AsyncOnceTransaction:
             if not first:
                 raise
             await self.rollback()
-            _mark(self.conn, prepared.name, False)
-            if not await self._ensure(prepared):
+            _lost(self.conn, prepared.name, _TENANT.name)
+            if not (await self._ensure(_TENANT) and await self._ensure(prepared)):
                 raise
             return await send()
 
@@ -688,7 +721,8 @@ async def afetch_each(conn: psycopg.AsyncConnection[Any], calls: Sequence[OnceCa
         if prepared is None or not await tx._ensure(prepared):
             continue
         sent.append((n, prepared))
-        transactions.append(_commands(tx.tenant_value, prepared, last=True))
+        transactions.append(_commands(tx.tenant_value, prepared, last=True,
+                                      tenant_prepared=await tx._ensure(_TENANT)))
     outcomes = await aexchange_each(conn, transactions) if transactions else []
     failed = False
     for (n, prepared), outcome in zip(sent, outcomes, strict=True):
@@ -696,7 +730,7 @@ async def afetch_each(conn: psycopg.AsyncConnection[Any], calls: Sequence[OnceCa
             failed = True
             if outcome.sqlstate in _PREPARE_AGAIN:
                 _forget(conn, prepared.name, outcome)
-                _mark(conn, prepared.name, False)
+                _lost(conn, prepared.name, _TENANT.name)
             continue
         results[n] = _rows(conn, outcome[2], calls[n].fetch)
     if failed and conn.info.transaction_status != TransactionStatus.IDLE:

@@ -636,3 +636,50 @@ def test_a_coordinator_started_with_pgoptions_outranks_the_roles_idle_session_ti
                     "LIMIT 1").format(engine.tables.memories.ident)).fetchone()
         assert len(hits) == 3
         assert shown == ("0",)  # on the worker that holds the tenant's shard
+
+
+# A changed spec migrated again onto a cluster ------------------------------------------------
+
+
+def test_a_changed_spec_is_migrated_again_onto_a_distributed_agent(coordinator: str) -> None:
+    """Re-applying a changed distributed plan to an agent already on the cluster: every
+    statement of the plan runs again over distributed tables (Citus refuses an ``ALTER TABLE``
+    that adds a constraint beside other subcommands there), and the rows stay."""
+    import yaml
+
+    from primitives.spec import load_spec_text
+    from tests.security._support import ROOT
+
+    data = yaml.safe_load((ROOT / "agents" / "spectral_agent.yaml").read_text(encoding="utf-8"))
+    data["agent"] = data["persistence"]["store"]["prefix"] = "spectral_evolve"
+
+    def spec_of(data: dict[str, Any]) -> AgentSpec:
+        return load_spec_text(yaml.safe_dump(data), policies_dir=ROOT / "policies")
+
+    first = spec_of(data)
+    migrate([first], dsn=coordinator, progress=lambda _: None)
+    tables = compile_plan(first).tables
+    tenant = f"evolve-{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(coordinator, autocommit=True) as admin:
+        with admin.transaction():
+            _as_tenant(admin, tenant)
+            _insert(admin, tables, _memory(first, tables, tenant))
+    data["typology"]["run"].append("semantic")  # the memories' CHECK changes
+    changed = spec_of(data)
+    assert compile_plan(changed).checksum != compile_plan(first).checksum
+    report = migrate([changed], dsn=coordinator, progress=lambda _: None)
+    assert [p.applied for p in report.plans] == [True]
+    with psycopg.connect(coordinator, autocommit=True) as admin:
+        with admin.transaction():
+            _as_tenant(admin, tenant)
+            assert _count(admin, tables) == 1
+            # the changed CHECK is the one in force on the shards
+            row = _memory(changed, tables, tenant)
+            row["tier"], row["typology"] = "run", "semantic"
+            _insert(admin, tables, row)
+            assert _count(admin, tables) == 2
+        with pytest.raises(psycopg.errors.CheckViolation), admin.transaction():
+            _as_tenant(admin, tenant)
+            row = _memory(changed, tables, tenant)
+            row["tier"], row["typology"] = "run", "procedural"
+            _insert(admin, tables, row)

@@ -5,11 +5,13 @@ timings)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from bench._env import scratch_database
 from bench._targets import BENCH_SPEC
 from bench.server_ab import (
     COPIES,
@@ -21,6 +23,7 @@ from bench.server_ab import (
     render_table,
     variant_sql,
 )
+from primitives._project import migrate
 from primitives.db._oneshot import _commands, _Prepared
 from primitives.db._pipeline import SET_TENANT, Command
 from primitives.spec import load_spec
@@ -91,16 +94,22 @@ def test_the_variant_runs_on_the_variant_copy_only(
 
 
 def test_each_message_form_rewrites_the_engines_message() -> None:
-    engine = _commands(b"t", _Prepared("primitives_once_x", "PREPARE ...", (b"1",)), True)
+    call = _Prepared("primitives_once_x", "PREPARE ...", (b"1",))
+    engine = _commands(b"t", call, True, tenant_prepared=True)
     execute = Command(b"primitives_once_x", (b"1",), prepared=True)
-    assert engine == [Command(b"BEGIN"), Command(SET_TENANT, (b"t",)), execute,
-                      Command(b"COMMIT"), Command(b"RESET ALL")]
+    tenant = Command(b"primitives_set_tenant", (b"t",), prepared=True)
+    assert engine == [Command(b"BEGIN"), tenant, execute, Command(b"COMMIT"),
+                      Command(b"RESET ALL")]
+    unnamed = _commands(b"t", call, True)
+    assert unnamed == [Command(b"BEGIN"), Command(SET_TENANT, (b"t",)), *engine[2:]]
     forms = {form: _form(engine, form) for form in MESSAGES if form != "items-array"}
     assert forms == {
         "engine": engine,
-        "implicit": [Command(SET_TENANT, (b"t",)), execute, Command(b"RESET ALL")],
+        "implicit": [tenant, execute, Command(b"RESET ALL")],
         "no-reset": engine[:-1],
+        "unnamed-tenant": unnamed,
     }
+    assert _form(unnamed, "implicit") == unnamed[1:-2] + unnamed[-1:]
     with pytest.raises(AssertionError, match="no longer have the shape"):
         _form([execute], "implicit")
 
@@ -146,3 +155,25 @@ def test_the_store_puts_land_on_both_copies(
         with pytest.raises(SystemExit, match="'items-array' weighs a store put"):
             measure(variant=None, message=message, write=write, writes=1, rounds=1,
                     out=None, progress=lambda _: None)
+
+
+VARIANTS = sorted((Path(__file__).resolve().parents[2] / "bench" / "variants").glob("*.sql"))
+
+
+@pytest.fixture(scope="module")
+def variant_copy(pg: PostgresHandle) -> Iterator[str]:
+    """The admin DSN of a scratch database holding the bench spec's ``variant`` copy."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIMITIVES_DSN", pg.admin_dsn)
+        with scratch_database("variants") as (dsn, _embedded):
+            migrate([copy_spec("variant")], dsn=dsn, progress=lambda _: None)
+            yield dsn
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.stem for v in VARIANTS])
+def test_each_shipped_variant_applies_to_the_variant_copy(variant_copy: str, variant: Path) -> None:
+    """Every file in bench/variants still finds what it rewrites (the chain trigger's text,
+    the indexes it drops): applied in a transaction that is rolled back."""
+    with psycopg.connect(variant_copy) as owner:
+        owner.execute(variant_sql(variant).encode())
+        owner.rollback()

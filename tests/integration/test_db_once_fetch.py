@@ -122,6 +122,55 @@ def test_a_session_that_lost_its_prepared_statement_prepares_it_again(
     _idle_without_tenant(app_conn)
 
 
+TENANT_STATEMENT = ("SELECT name, statement FROM pg_catalog.pg_prepared_statements "
+                    "WHERE name = 'primitives_set_tenant'")
+
+
+def test_the_tenant_statement_is_prepared_once_per_session_and_binds_each_tenant(
+    app_conn: psycopg.Connection[Any],
+) -> None:
+    assert app_conn.execute(TENANT_STATEMENT).fetchall() == []
+    for tenant in ("acme", "globex", "acme"):
+        row = OnceTransaction(app_conn, tenant).fetch(VALUES, PARAMS, last=True, fetch="one")
+        assert row[-1] == tenant
+        _idle_without_tenant(app_conn)
+    assert app_conn.execute(TENANT_STATEMENT).fetchall() == [
+        ("primitives_set_tenant",
+         "PREPARE primitives_set_tenant(text) AS SELECT primitives.set_tenant($1)")]
+
+
+def test_a_session_that_lost_only_its_tenant_statement_prepares_it_again(
+    app_conn: psycopg.Connection[Any],
+) -> None:
+    """The error does not say which statement the session lost: the call's own statement,
+    still there, is deallocated and prepared again with the tenant statement."""
+    assert OnceTransaction(app_conn, "acme").fetch(VALUES, PARAMS, last=True, fetch="one")
+    app_conn.execute("DEALLOCATE primitives_set_tenant")
+    row = OnceTransaction(app_conn, "globex").fetch(VALUES, PARAMS, last=True, fetch="one")
+    assert row[0] == 7 and row[-1] == "globex"
+    _idle_without_tenant(app_conn)
+    assert len(app_conn.execute(TENANT_STATEMENT).fetchall()) == 1
+
+
+async def test_async_a_lost_tenant_statement_is_prepared_again(pg: PostgresHandle) -> None:
+    async with await psycopg.AsyncConnection.connect(pg.app_dsn, autocommit=True) as conn:
+        row = await AsyncOnceTransaction(conn, "acme").fetch(VALUES, PARAMS, last=True,
+                                                             fetch="one")
+        assert row[-1] == "acme"
+        await conn.execute("DEALLOCATE primitives_set_tenant")
+        row = await AsyncOnceTransaction(conn, "globex").fetch(VALUES, PARAMS, last=True,
+                                                               fetch="one")
+        assert row[0] == 7 and row[-1] == "globex"
+        # afetch_each: a lost tenant statement fails the batch, which ran nothing and is
+        # left to the caller; the next batch prepares it again
+        calls = [_oneshot.OnceCall(t, VALUES, PARAMS, "one") for t in ("acme", "globex")]
+        await conn.execute("DEALLOCATE primitives_set_tenant")
+        assert await _oneshot.afetch_each(conn, calls) == [_oneshot.NOT_SENT] * 2
+        assert conn.info.transaction_status == TransactionStatus.IDLE
+        rows = await _oneshot.afetch_each(conn, calls)
+        assert [r[-1] for r in rows] == ["acme", "globex"]
+
+
 def _read_statements(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:
     """The session's prepared copies of this module's read: name and result types."""
     return conn.execute(
