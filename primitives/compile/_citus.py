@@ -62,6 +62,7 @@ from psycopg import sql
 
 from primitives.compile._access import auditor_access
 from primitives.compile._capabilities import DEFAULT_CAPABILITIES, Capabilities
+from primitives.compile._checkpointer import checkpointer_tables
 from primitives.compile._ddl import (
     Constraint,
     TableDef,
@@ -69,8 +70,11 @@ from primitives.compile._ddl import (
     replace_checks_one_by_one,
 )
 from primitives.compile._definer import (
+    CHECKPOINT_DELETE_THREADS_CITUS_ARGS,
     DELETE_TRANSIENT_CITUS_ARGS,
     ERASE_ROW_CITUS_ARGS,
+    checkpoint_delete_threads_function,
+    checkpoint_delete_threads_functions_citus,
     erase_functions_citus,
     transient_delete_functions_citus,
 )
@@ -352,6 +356,32 @@ def _delete_delegated(tables: Tables) -> Step:
             signature, sql.Literal(tables.memories.qualified)))
 
 
+def _with_citus_checkpoint_delete(definition: TableDef, tables: Tables) -> TableDef:
+    """The checkpointer's pending writes (whose definition makes the checkpointer's deletes)
+    with the cluster's form of the thread delete beside the single-node one
+    (:func:`~primitives.compile._definer.checkpoint_delete_threads_functions_citus`)."""
+    names = checkpointer_tables(tables)
+    if names is None or definition.table != names.writes:
+        return definition
+    return replace(definition, functions=(
+        *definition.functions, *checkpoint_delete_threads_functions_citus(names)))
+
+
+def _checkpoint_delete_delegated(tables: Tables) -> Iterator[Step]:
+    """The cluster's thread delete distributed by its tenant argument, as
+    :func:`_erasure_delegated` (nothing when the agent has no checkpointer)."""
+    names = checkpointer_tables(tables)
+    if names is None:
+        return
+    function = checkpoint_delete_threads_function(names).as_string(None).replace('"', "")
+    signature = sql.Literal(f"{function}({CHECKPOINT_DELETE_THREADS_CITUS_ARGS})")
+    yield Step(
+        f"function {function} (by tenant): runs on the worker of the tenant it is called for",
+        sql.SQL("SELECT pg_catalog.create_distributed_function({}::regprocedure, '$1', "
+                "colocate_with => {}, force_delegation => true)").format(
+            signature, sql.Literal(tables.memories.qualified)))
+
+
 def _reference_table_sql(table: tuple[str, str]) -> sql.Composed:
     """``SELECT create_reference_table(...)`` when the table exists and is not in Citus's
     metadata yet (a table that does not exist yet is left for a later migrate)."""
@@ -490,7 +520,7 @@ def compile_citus(
                                                       base.capabilities), tables)
             if d.table == tables.memories
             else _with_generic_chain(d, tables) if d.table == tables.events
-            else d, tables, embedding=base.capabilities.vector)
+            else _with_citus_checkpoint_delete(d, tables), tables, embedding=base.capabilities.vector)
         for d in base.definitions
     )
     steps: list[Step] = [*_cluster_steps(), *_canonical_reference_steps(spec)]
@@ -524,6 +554,7 @@ def compile_citus(
         steps += _canonical_key_steps(definition)
     steps.append(_erasure_delegated(tables))
     steps.append(_delete_delegated(tables))
+    steps += _checkpoint_delete_delegated(tables)
     steps += _unpublish_steps(tables)
     steps += _cluster_views(_view_steps(spec, tables, definitions[0], base.capabilities), tables)
     steps += base.validations  # the distributed plan commits in parts; these run last

@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     from primitives.compile._checkpointer import CheckpointerTables
 
 __all__ = [
+    "CHECKPOINT_DELETE_THREADS_CITUS_ARGS",
     "ERASE_ROW_CITUS_ARGS",
     "checkpoint_delete_blobs_function",
     "checkpoint_delete_runs_function",
     "checkpoint_delete_threads_function",
+    "checkpoint_delete_threads_functions_citus",
     "checkpoint_functions",
     "checkpoint_prune_function",
     "definer_names",
@@ -359,3 +361,45 @@ def checkpoint_functions(t: CheckpointerTables) -> tuple[tuple[str, sql.Composed
     ):
         steps += _steps(function, args, returns, body, label(function))
     return tuple(steps)
+
+
+CHECKPOINT_DELETE_THREADS_CITUS_ARGS: Final = "text, text[]"
+"""The cluster's thread delete takes the tenant first: Citus delegates the call to the worker
+that holds the tenant's shards (:func:`checkpoint_delete_threads_functions_citus`)."""
+
+
+def checkpoint_delete_threads_functions_citus(
+    t: CheckpointerTables,
+) -> tuple[tuple[str, sql.Composed], ...]:
+    """On a Citus cluster, beside :func:`checkpoint_functions`' thread delete:
+    ``<prefix>_checkpoints_delete_threads(tenant, thread ids)`` deletes the tenant's
+    checkpoints, blobs and pending writes of those threads. The plan distributes it by the
+    tenant, colocated with the memories, with ``force_delegation``, for the reason
+    :func:`erase_functions_citus` gives (an erasure deletes the threads after writing the
+    tenant's shards as the application role). It refuses any tenant but the
+    transaction's."""
+    deletes = sql.SQL("").join(
+        sql.SQL("    DELETE FROM {} AS x WHERE x.{} = p_tenant "
+                "AND x.thread_id = ANY (p_thread_ids);\n").format(table.ident, t.tenant)
+        for table in (t.writes, t.blobs, t.checkpoints))
+    body = sql.SQL(
+        "BEGIN\n"
+        "    IF p_tenant IS DISTINCT FROM primitives.current_tenant() THEN\n"
+        "        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = "
+        "'a checkpoint delete is allowed only for the tenant of the current transaction';\n"
+        "    END IF;\n{deletes}END").format(deletes=deletes)
+    function = checkpoint_delete_threads_function(t)
+    label = "function " + function.as_string(None).replace('"', "")
+    signature = sql.SQL("{}({})").format(function,
+                                         sql.SQL(CHECKPOINT_DELETE_THREADS_CITUS_ARGS))
+    return (
+        (f"{label} (SECURITY DEFINER, by tenant, on the cluster)",
+         _DEFINER_PLPGSQL.format(function=function,
+                                 args=sql.SQL("p_tenant text, p_thread_ids text[]"),
+                                 returns=sql.SQL("void"), body=body)),
+        (f"{label} (by tenant): not callable by PUBLIC",
+         sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
+        (f"{label} (by tenant): callable by the app role",
+         sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
+                                                             sql.Identifier(APP_ROLE))),
+    )

@@ -1212,7 +1212,7 @@ def erase(ctx: Context, subject: str, *, approvals: Sequence[str], reason: str,
                                   "erase(thread_ids=...) has nothing to delete")
         threads = {"tenant": ctx.tenant, "thread_ids": list(thread_ids)}
         counts = yield Step(q.count_checkpoint_threads(ctx.tables), threads, "one")
-        yield Step(q.delete_checkpoint_threads(ctx.tables), {"thread_ids": list(thread_ids)})
+        yield Step(q.delete_checkpoint_threads(ctx.tables, citus=ctx.citus), threads)
         derived |= {"threads_sha256": sorted(content_hash(t) for t in thread_ids),
                     "checkpoint_rows_deleted": sum(counts)}
     yield _event(ctx, "subject_erased", None, {**hashes, **derived})

@@ -447,12 +447,15 @@ def count_checkpoint_threads(tables: Tables) -> sql.Composed:
     return sql.SQL("SELECT {}").format(sql.SQL(", ").join(counts))
 
 
-def delete_checkpoint_threads(tables: Tables) -> sql.Composed:
+def delete_checkpoint_threads(tables: Tables, *, citus: bool = False) -> sql.Composed:
     """Every checkpoint, blob and pending write of the threads ``%(thread_ids)s``, through the
-    checkpointer's SECURITY DEFINER function (the app role holds no DELETE)."""
+    checkpointer's SECURITY DEFINER function (the app role holds no DELETE); ``citus``: also
+    ``%(tenant)s``, the cluster's function's first argument (the worker it runs on)."""
     assert tables.checkpoints is not None
     function = sql.Identifier(tables.checkpoints.schema,
                               f"{tables.checkpoints.name}_delete_threads")
+    if citus:
+        return sql.SQL("SELECT {}(%(tenant)s::text, %(thread_ids)s::text[])").format(function)
     return sql.SQL("SELECT {}(%(thread_ids)s::text[])").format(function)
 
 

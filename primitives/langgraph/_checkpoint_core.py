@@ -58,6 +58,8 @@ class CheckpointCore(BasePostgresSaver):
     """LangGraph's saver semantics over tenant-keyed tables, as step generators."""
 
     tables: CheckpointerTables
+    citus: bool = False
+    """On a Citus coordinator: the thread delete takes its cluster form (by tenant)."""
     tenant_key: str
 
     def _config(self, tenant: str, thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -91,7 +93,8 @@ class CheckpointCore(BasePostgresSaver):
             params["limit"] = int(limit)
         statement = q.select_checkpoints(
             self.tables, thread=thread, namespace=namespace, checkpoint_id=bool(checkpoint_id),
-            metadata=bool(filter), before=bool(before_id), limit=limit is not None)
+            metadata=bool(filter), before=bool(before_id), limit=limit is not None,
+            citus=self.citus)
         rows = yield CStep(statement, params, "all")
         values = [dict(zip(q.CHECKPOINT_COLUMNS, row, strict=True)) for row in rows]
         yield from self._pending_sends(tenant, values)
@@ -162,7 +165,7 @@ class CheckpointCore(BasePostgresSaver):
     # deletes and copies --------------------------------------------------------------------
     def delete_threads_op(self, tenant: str, thread_ids: Sequence[str]) -> COp[None]:
         if thread_ids:
-            for statement in q.delete_threads(self.tables):
+            for statement in q.delete_threads(self.tables, citus=self.citus):
                 yield CStep(statement, {"tenant": tenant, "thread_ids": list(thread_ids)})
 
     def delete_runs_op(self, tenant: str, run_ids: Sequence[str]) -> COp[None]:

@@ -36,13 +36,26 @@ CHECKPOINT_COLUMNS = ("thread_id", "checkpoint", "checkpoint_ns", "checkpoint_id
                       "parent_checkpoint_id", "metadata", "channel_values", "pending_writes")
 
 
+_BLOBS = sql.SQL(
+    "jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
+    "JOIN {blobs} AS b ON b.{t} = c.{t} AND b.thread_id = c.thread_id "
+    "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = v.key AND b.version = v.value")
+_BLOBS_CITUS = sql.SQL(
+    "{blobs} AS b WHERE b.{t} = c.{t} AND b.thread_id = c.thread_id "
+    "AND b.checkpoint_ns = c.checkpoint_ns "
+    "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version")
+
+
 def select_checkpoints(t: CheckpointerTables, *, thread: bool, namespace: bool,
                        checkpoint_id: bool, metadata: bool, before: bool,
-                       limit: bool) -> sql.Composed:
+                       limit: bool, citus: bool = False) -> sql.Composed:
     """Checkpoints of the tenant, newest first, each with its channel blobs and pending writes.
 
     Params: tenant, then ``thread_id``, ``checkpoint_ns``, ``checkpoint_id``, ``metadata``
     (jsonb containment), ``before`` (a checkpoint id) and ``limit`` as the flags ask.
+    ``citus``: the blobs matched to the checkpoint's channel versions without the set
+    function (a function in a correlated subquery is not deparsed right for the tenant's
+    shard); the same rows.
     """
     where: list[sql.Composable] = [sql.SQL("c.{} = %(tenant)s").format(t.tenant)]
     for flag, clause in ((thread, "c.thread_id = %(thread_id)s"),
@@ -56,16 +69,16 @@ def select_checkpoints(t: CheckpointerTables, *, thread: bool, namespace: bool,
         "SELECT c.thread_id, c.checkpoint, c.checkpoint_ns, c.checkpoint_id, "
         "c.parent_checkpoint_id, c.metadata, "
         "(SELECT array_agg(ARRAY[convert_to(b.channel, 'UTF8'), convert_to(b.type, 'UTF8'), "
-        "b.blob]) FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
-        "JOIN {blobs} AS b ON b.{t} = c.{t} AND b.thread_id = c.thread_id "
-        "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = v.key AND b.version = v.value), "
+        "b.blob]) FROM {versions}), "
         "(SELECT array_agg(ARRAY[convert_to(w.task_id, 'UTF8'), convert_to(w.channel, 'UTF8'), "
         "convert_to(w.type, 'UTF8'), w.blob, convert_to(w.task_path, 'UTF8'), "
         "convert_to(w.idx::text, 'UTF8')]) FROM {writes} AS w WHERE w.{t} = c.{t} "
         "AND w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns "
         "AND w.checkpoint_id = c.checkpoint_id) "
         "FROM {checkpoints} AS c WHERE {where} ORDER BY c.checkpoint_id DESC"
-    ).format(blobs=t.blobs.ident, writes=t.writes.ident, checkpoints=t.checkpoints.ident,
+    ).format(versions=(_BLOBS_CITUS if citus else _BLOBS).format(blobs=t.blobs.ident,
+                                                                  t=t.tenant),
+             writes=t.writes.ident, checkpoints=t.checkpoints.ident,
              t=t.tenant, where=sql.SQL(" AND ").join(where))
     if limit:
         statement = sql.Composed([statement, sql.SQL(" LIMIT %(limit)s")])
@@ -120,9 +133,13 @@ def insert_writes(t: CheckpointerTables, *, replace: bool) -> sql.Composed:
     ).format(t.writes.ident, t.tenant, t.tenant, conflict)
 
 
-def delete_threads(t: CheckpointerTables) -> tuple[sql.Composed, ...]:
+def delete_threads(t: CheckpointerTables, *, citus: bool = False) -> tuple[sql.Composed, ...]:
     """Everything of the listed threads of the transaction's tenant, through the SECURITY
-    DEFINER function (the app role holds no DELETE). Params: thread_ids."""
+    DEFINER function (the app role holds no DELETE). Params: thread_ids; ``citus``: also
+    tenant, the cluster's function's first argument (the worker it runs on)."""
+    if citus:
+        return (sql.SQL("SELECT {}(%(tenant)s::text, %(thread_ids)s::text[])").format(
+            checkpoint_delete_threads_function(t)),)
     return (sql.SQL("SELECT {}(%(thread_ids)s::text[])").format(
         checkpoint_delete_threads_function(t)),)
 

@@ -52,7 +52,10 @@ __all__ = ["AsyncCheckpointer", "Checkpointer"]
 
 R = TypeVar("R")
 
-_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
+_EXISTS = ("SELECT to_regclass(%s) IS NOT NULL, "
+           "EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')")
+"""Whether the checkpointer's tables exist, and whether the database is a Citus coordinator
+(the thread delete then takes its cluster form)."""
 
 
 def _tables(spec: AgentSpec) -> CheckpointerTables:
@@ -75,8 +78,9 @@ class _Saver(CheckpointCore):
     """Spec, tables and tenant resolution, shared by both savers."""
 
     def __init__(self, spec: AgentSpec, *, serde: SerializerProtocol | None = None,
-                 tenant: str | None = None) -> None:
+                 tenant: str | None = None, citus: bool = False) -> None:
         super().__init__(serde=serde)
+        self.citus = citus
         self.spec = spec
         self.tables = _tables(spec)
         self.tenant_key = spec.anchor.tenant_key
@@ -161,8 +165,9 @@ class Checkpointer(_Saver):
     worker thread. Create with :meth:`from_spec`."""
 
     def __init__(self, spec: AgentSpec, pool: ConnectionPool[psycopg.Connection[Any]], *,
-                 serde: SerializerProtocol | None = None, tenant: str | None = None) -> None:
-        super().__init__(spec, serde=serde, tenant=tenant)
+                 serde: SerializerProtocol | None = None, tenant: str | None = None,
+                 citus: bool = False) -> None:
+        super().__init__(spec, serde=serde, tenant=tenant, citus=citus)
         self._pool = pool
 
     @classmethod
@@ -188,7 +193,7 @@ class Checkpointer(_Saver):
         if not (row and row[0]):
             pool.close()
             raise _missing_tables(spec, tables)
-        return cls(spec, pool, serde=serde)
+        return cls(spec, pool, serde=serde, citus=bool(row[1]))
 
     def setup(self) -> None:
         """Check the tables exist; they are created by ``primitives migrate``, not here."""
@@ -196,6 +201,7 @@ class Checkpointer(_Saver):
             row = conn.execute(_EXISTS, (self.tables.checkpoints.qualified,)).fetchone()
         if not (row and row[0]):
             raise _missing_tables(self.spec, self.tables)
+        self.citus = bool(row[1])
 
     def close(self) -> None:
         self._pool.close()
@@ -288,8 +294,9 @@ class AsyncCheckpointer(_Saver):
     another thread than its event loop's (as LangGraph does for sync nodes)."""
 
     def __init__(self, spec: AgentSpec, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
-                 *, serde: SerializerProtocol | None = None, tenant: str | None = None) -> None:
-        super().__init__(spec, serde=serde, tenant=tenant)
+                 *, serde: SerializerProtocol | None = None, tenant: str | None = None,
+                 citus: bool = False) -> None:
+        super().__init__(spec, serde=serde, tenant=tenant, citus=citus)
         self._pool = pool
         self._loop = asyncio.get_running_loop()
 
@@ -316,7 +323,7 @@ class AsyncCheckpointer(_Saver):
         if not (row and row[0]):
             await pool.close()
             raise _missing_tables(spec, tables)
-        return cls(spec, pool, serde=serde)
+        return cls(spec, pool, serde=serde, citus=bool(row[1]))
 
     async def setup(self) -> None:
         """Check the tables exist; they are created by ``primitives migrate``, not here."""
@@ -325,6 +332,7 @@ class AsyncCheckpointer(_Saver):
             row = await cursor.fetchone()
         if not (row and row[0]):
             raise _missing_tables(self.spec, self.tables)
+        self.citus = bool(row[1])
 
     async def aclose(self) -> None:
         await self._pool.close()

@@ -73,24 +73,7 @@ def pg(cluster: Cluster, migrated: MigrateReport) -> PostgresHandle:
                           cluster.coordinator.dsn(AUDITOR_ROLE), None)
 
 
-_CHECKPOINT_DELETE = (
-    "erasure with thread_ids: the checkpointer's delete function (SECURITY DEFINER, run on "
-    "the coordinator as its owner) reaches shards the transaction wrote as the application "
-    "role ('cannot perform query on placements that were modified in this transaction by a "
-    "different user'); the graph's entity insert, refused before, has its cluster form")
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
-    "test_erasure_leaves_no_trace_of_the_subject_in_a_full_pg_dump": _CHECKPOINT_DELETE,
-    "test_erasures_view_reports_residue_when_erased_text_is_put_back": _CHECKPOINT_DELETE,
-    "test_old_row_versions_leave_the_disk_only_with_primitives_vacuum": (
-        "the erasure before the disk check: <prefix>_checkpoints_delete_threads, run as its "
-        "owner, reaches placements the transaction wrote as the application role ('cannot "
-        "perform query on placements that were modified in this transaction by a different "
-        "user'); on a cluster the disk check itself reads the shards' files on the workers"),
-    "test_no_tenant_value_ever_appears_in_a_statement_text": (
-        "its workload writes through the LangGraph store and checkpointer, whose put path has "
-        "no cluster form yet (42P18); the coordinator's texts hold no value (set_tenant's SET "
-        "LOCAL runs inside the function), the workers' are covered by test_cluster.py's "
-        "test_no_runtime_role_reads_the_values_in_the_workers_statement_texts"),
     "test_role_settings_of_each_class_do_not_reach_the_engines_statements": (
         "idle_session_timeout persisted on the application role ends the coordinator's "
         "cached connections to the workers between two transactions, where no SET LOCAL "

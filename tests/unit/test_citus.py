@@ -15,8 +15,9 @@ import pytest
 from psycopg import sql
 
 from primitives.compile import Capabilities, Plan, compile_citus, compile_plan
+from primitives.compile._checkpointer import checkpointer_tables
 from primitives.compile._citus import CITUS_GUARD_FUNCTION, distributed_tables
-from primitives.compile._definer import erase_row_function
+from primitives.compile._definer import checkpoint_delete_threads_function, erase_row_function
 from primitives.compile._non_mirror import guard_function, refresh_function
 from primitives.db import set_tenant_statement
 from primitives.spec import load_spec
@@ -256,6 +257,43 @@ def test_the_citus_erasure_function_takes_the_tenant_and_runs_on_its_worker(
     assert "'$1'" in distribute and "force_delegation => true" in distribute
     assert f"colocate_with => '{plan.tables.memories.qualified}'" in distribute
     assert statements.index(distribute) > max(statements.index(s) for s in created)
+
+
+def test_the_citus_thread_delete_takes_the_tenant_and_runs_on_its_worker(plan: Plan) -> None:
+    names = checkpointer_tables(plan.tables)
+    statements = _statements(plan)
+    if names is None:
+        assert not [s for s in statements if "_checkpoints_delete_threads" in s]
+        return
+    delete = checkpoint_delete_threads_function(names).as_string(None)
+    created = [s for s in statements if s.startswith(f"CREATE OR REPLACE FUNCTION {delete}(")]
+    # the single-node form (for the single-node engine's calls) and the form by tenant
+    assert [s.split("(", 1)[1].split(")", 1)[0] for s in created] == [
+        "text[]", "p_tenant text, p_thread_ids text[]"]
+    body = created[1]
+    assert "LANGUAGE plpgsql" in body and "SECURITY DEFINER" in body
+    assert "p_tenant IS DISTINCT FROM primitives.current_tenant()" in body
+    for table in (names.writes, names.blobs, names.checkpoints):
+        assert sql.SQL("DELETE FROM {} AS x WHERE x.{} = p_tenant").format(
+            table.ident, names.tenant).as_string(None) in body
+    assert f"GRANT EXECUTE ON FUNCTION {delete}(text, text[]) TO " in "\n".join(statements)
+    [distribute] = [s for s in statements if "create_distributed_function" in s
+                    and delete.replace('"', "") in s]
+    assert f"{delete.replace(chr(34), '')}(text, text[])" in distribute
+    assert "'$1'" in distribute and "force_delegation => true" in distribute
+    assert f"colocate_with => '{plan.tables.memories.qualified}'" in distribute
+    assert statements.index(distribute) > statements.index(body)
+
+
+def test_the_single_node_plan_has_no_thread_delete_by_tenant(plan: Plan) -> None:
+    single = compile_plan(load_spec(next(p for p in SPECS if load_spec(p).agent == plan.agent)))
+    names = checkpointer_tables(single.tables)
+    if names is None:
+        return
+    delete = checkpoint_delete_threads_function(names).as_string(None)
+    assert [s.split("(", 1)[1].split(")", 1)[0] for s in _statements(single)
+            if s.startswith(f"CREATE OR REPLACE FUNCTION {delete}(")] == ["text[]"]
+    assert not [s for s in _statements(single) if "p_thread_ids" in s]
 
 
 def test_no_policy_of_the_citus_plan_holds_a_subquery(plan: Plan) -> None:
