@@ -1346,10 +1346,13 @@ def explain_search(ctx: Context, query: str = "", *, envelope: Mapping[str, Any]
         vector = (yield Embed(ctx.embedder, (query,), query=True))[0]
         # ef_search bounds the candidate list; pgvector allows at most 1000.
         switch = config.semantic_exact_below
+        ef_search = min(max(cap, 40), 1000)
         row = yield Step(retrieval.hnsw_settings(ctx.tables, pending=ctx.deferred,
                                                   citus=ctx.citus), {
-            "tenant": ctx.tenant, "ef_search": str(min(max(cap, 40), 1000)), "tiers": chosen,
+            "tenant": ctx.tenant, "ef_search": str(ef_search), "tiers": chosen,
             "exact_below": -1 if switch == "auto" else switch, "cap": cap}, "one")
+        if ctx.citus and (row is None or row[5] is None):  # the shards walk the HNSW index
+            yield Step(retrieval.hnsw_settings_on_workers(ef_search), {})
         yield from check_model(ctx, row[2] if row else None, fetch=False)
         # The settings statement counted the tenant's rows up to the switch point and chose
         # the plan mode by it: the generic plan is the small-tenant (exact scan) path. Its

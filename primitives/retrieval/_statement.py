@@ -115,10 +115,9 @@ def hnsw_settings(tables: Tables, *, pending: bool = False, citus: bool = False)
     ``force_custom_plan``. Citus routes the search statement to the tenant's shard only when
     it plans it with the parameters' values (the tenant's shard is chosen from them); a
     generic plan of it fails ("could not create distributed plan"). The sixth column still
-    says which path the tenant takes. The other settings are made on the coordinator only:
-    ``set_config`` is not forwarded to the workers, so the shards walk the HNSW index with
-    their own ``hnsw.ef_search`` and no iterative scan, and a walk that comes back short is
-    completed by the exact scan (the search statement's ``semantic_exact``).
+    says which path the tenant takes. The other settings are made on the coordinator only
+    (``set_config`` is not forwarded to the workers): the engine then sends the HNSW ones to
+    the shards with :func:`hnsw_settings_on_workers` when the tenant takes the index path.
     """
     waiting: sql.Composable = sql.SQL("")
     if pending:
@@ -146,6 +145,16 @@ def hnsw_settings(tables: Tables, *, pending: bool = False, citus: bool = False)
                           "ELSE 'force_custom_plan' END"),
              table=sql.Literal(tables.memories.qualified), floor=sql.Literal(AUTO_SWITCH_FLOOR),
              factor=sql.Literal(AUTO_SWITCH_FACTOR))
+
+
+def hnsw_settings_on_workers(ef_search: int) -> sql.Composed:
+    """On a Citus coordinator, the HNSW walk's settings for the shards: ``SET LOCAL``, which
+    Citus forwards to the workers' connections of the transaction (``set_config`` in
+    :func:`hnsw_settings` is not forwarded), in one statement. ``ef_search`` is the engine's
+    own integer, written as a literal (``SET`` takes no parameter)."""
+    return sql.SQL(
+        "DO $$BEGIN SET LOCAL hnsw.iterative_scan = relaxed_order; "
+        "SET LOCAL hnsw.ef_search = {}; END$$").format(sql.Literal(int(ef_search)))
 
 
 def stored_model(tables: Tables) -> sql.Composed:

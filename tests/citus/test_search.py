@@ -211,3 +211,37 @@ def test_search_on_the_cluster_never_returns_another_tenants_rows(
     assert [h.memory.content for h in dist.search({"user_id": mine}, "")] == [
         "my deploy pipeline notes"]
     assert dist.search({"user_id": f"n-{uuid.uuid4().hex[:8]}"}, "deploy pipeline") == []
+
+
+def test_a_tenant_on_the_index_path_walks_its_shard_with_the_engines_hnsw_settings(
+    cluster: Cluster, coordinator: str
+) -> None:
+    """``set_config`` is not forwarded to the workers: on a coordinator the engine sends the
+    HNSW walk's settings to the tenant's shard with ``SET LOCAL`` when the tenant takes the
+    index path (here always: ``semantic_exact_below: 0``); the worker's session then holds
+    them for the rest of the transaction, and not after it."""
+    spec = SPECTRAL.model_copy(update={"retrieval": SPECTRAL.retrieval.model_copy(
+        update={"semantic_exact_below": 0})})
+    engine = Engine.connect(spec, cluster.coordinator.dsn(APP_ROLE),
+                            embedder=HashingEmbedder(spec.retrieval.embedding.dims))
+    tenant = f"hnsw-{uuid.uuid4().hex[:8]}"
+    anchor = {"workspace_id": tenant}
+    on_worker = sql.SQL(
+        "SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan'), "
+        "count(*) FROM {} WHERE {} = %s").format(engine.tables.memories.ident,
+                                                 engine.tables.tenant)
+    try:
+        with engine.tenant(anchor) as mem:
+            for text in FACTS:
+                mem.observe("cycle", text, envelope={"kind": "scan"})
+        with engine.tenant(anchor) as mem:
+            found = mem.search("orders migration", limit=3, explain=True)
+            during = mem.connection.execute(on_worker, (tenant,)).fetchone()
+        with engine.tenant(anchor) as mem:
+            after = mem.connection.execute(on_worker, (tenant,)).fetchone()
+    finally:
+        engine.close()
+    assert found.hits and found.semantic_mode != "exact"
+    cap = max(3 * 5, 50)  # the engine's candidate cap for this limit; ef_search follows it
+    assert during == (str(min(max(cap, 40), 1000)), "relaxed_order", len(FACTS))
+    assert after is not None and after[:2] == ("40", "off")  # the workers' own defaults
