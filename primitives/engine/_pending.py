@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
+from uuid import uuid4
+
+from psycopg.types.json import Jsonb
 
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context, Embed, Op, Step, check_model
 from primitives.errors import EmbedderUnavailable, PolicyViolation
+from primitives.lifecycle._cluster_writes import insert_values
 from primitives.lifecycle._embed import (
     DEFAULT_BATCH,
+    EMBEDDED_EVENT_KIND,
     EmbedBatch,
     pending_rows_statement,
+    pending_rows_statement_citus,
     store_vectors_statement,
+    store_vectors_statement_citus,
 )
 
 __all__ = ["DEFAULT_BATCH", "EmbedWorker", "PendingTenants", "embed_pending"]
@@ -51,18 +59,43 @@ def embed_pending(ctx: Context, *, batch_size: int = DEFAULT_BATCH,
     total = 0
     while limit is None or total < limit:
         wanted = batch_size if limit is None else min(batch_size, limit - total)
-        rows = yield Step(pending_rows_statement(ctx.tables), {
-            "tenants": [ctx.tenant], "model": model, "limit": wanted}, "all")
+        if ctx.citus:
+            rows = yield Step(pending_rows_statement_citus(ctx.tables), {
+                "tenant": ctx.tenant, "model": model, "limit": wanted}, "all")
+        else:
+            rows = yield Step(pending_rows_statement(ctx.tables), {
+                "tenants": [ctx.tenant], "model": model, "limit": wanted}, "all")
         if not rows:
             break
         work = EmbedBatch(ctx.spec, rows)
         vectors = yield Embed(ctx.embedder, work.texts)
-        stored = yield Step(store_vectors_statement(ctx.tables),
-                            work.params(vectors, model, ctx.actor), "one")
-        total += int(stored[0]) if stored else 0
+        if ctx.citus:
+            total += yield from _store_on_cluster(ctx, work.params(vectors, model, ctx.actor))
+        else:
+            stored = yield Step(store_vectors_statement(ctx.tables),
+                                work.params(vectors, model, ctx.actor), "one")
+            total += int(stored[0]) if stored else 0
         if len(rows) < wanted:
             break
     return total
+
+
+def _store_on_cluster(ctx: Context, params: dict[str, Any]) -> Op[int]:
+    """A batch's vectors stored on a Citus coordinator: the rows updated, then one
+    ``embedded`` event per row stored, with ``VALUES`` (both routed to the tenant's shard);
+    the rows stored."""
+    stored = yield Step(store_vectors_statement_citus(ctx.tables), {
+        "tenant": ctx.tenant, "model": params["model"], "ids": params["ids"],
+        "vectors": params["vectors"]}, "all")
+    if not stored:
+        return 0
+    statement, values = insert_values(
+        ctx.tables.events.ident, ctx.tables.tenant,
+        ("event_id", "kind", "memory_id", "actor", "payload"),
+        [[ctx.tenant, uuid4(), EMBEDDED_EVENT_KIND, memory_id, ctx.actor,
+          Jsonb({"model": params["model"]})] for (memory_id,) in sorted(stored)])
+    yield Step(statement, values)
+    return len(stored)
 
 
 class PendingTenants:

@@ -86,6 +86,35 @@ def store_vectors_statement(tables: Tables) -> sql.Composed:
 
 
 @lru_cache(maxsize=64)
+def pending_rows_statement_citus(tables: Tables) -> sql.Composed:
+    """:func:`pending_rows_statement` for one tenant, ``%(tenant)s``, on a Citus coordinator:
+    every table filtered by the tenant, so Citus routes it whole to the tenant's shard (it
+    refuses the single-node form's subquery correlated with ``unnest``)."""
+    return sql.SQL(
+        "SELECT m.{t}, m.id, m.content, m.envelope, m.event_time FROM {mem} AS m "
+        "WHERE m.{t} = %(tenant)s AND coalesce((SELECT x.embedding_model FROM {mem} AS x "
+        "WHERE x.{t} = %(tenant)s AND x.embedding_model IS NOT NULL LIMIT 1), %(model)s) "
+        "= %(model)s AND {pending} ORDER BY m.created_at, m.id LIMIT %(limit)s "
+        "FOR UPDATE OF m SKIP LOCKED"
+    ).format(t=tables.tenant, mem=tables.memories.ident,
+             pending=pending_embedding_predicate("m"))
+
+
+@lru_cache(maxsize=64)
+def store_vectors_statement_citus(tables: Tables) -> sql.Composed:
+    """The vectors of :func:`store_vectors_statement` for one tenant, ``%(tenant)s``, on a
+    Citus coordinator, without the journal (Citus plans an ``INSERT`` in a CTE through
+    ``COPY``, which row-level security refuses): returns the ids stored, whose ``embedded``
+    events the engine then inserts with ``VALUES`` in the same transaction."""
+    return sql.SQL(
+        "UPDATE {mem} AS m SET embedding = b.vector::halfvec, embedding_model = %(model)s "
+        "FROM unnest(%(ids)s::uuid[], %(vectors)s::text[]) AS b(id, vector) "
+        "WHERE m.{t} = %(tenant)s AND m.id = b.id AND {pending} RETURNING m.id"
+    ).format(t=tables.tenant, mem=tables.memories.ident,
+             pending=pending_embedding_predicate("m"))
+
+
+@lru_cache(maxsize=64)
 def pending_count_statement(tables: Tables) -> sql.Composed:
     """How many rows of ``%(tenant)s`` wait for a vector (on the pending-embedding index)."""
     return sql.SQL("SELECT count(*) FROM {mem} AS m WHERE m.{t} = %(tenant)s AND {pending}"

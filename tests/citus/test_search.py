@@ -245,3 +245,43 @@ def test_a_tenant_on_the_index_path_walks_its_shard_with_the_engines_hnsw_settin
     cap = max(3 * 5, 50)  # the engine's candidate cap for this limit; ef_search follows it
     assert during == (str(min(max(cap, 40), 1000)), "relaxed_order", len(FACTS))
     assert after is not None and after[:2] == ("40", "off")  # the workers' own defaults
+
+
+def test_the_deferred_embedding_worker_embeds_a_tenants_rows_on_the_cluster(
+    engines: dict[tuple[str, str], Engine]
+) -> None:
+    """The assistant defers its vectors: on a coordinator ``embed_pending`` finds the
+    tenant's waiting rows and stores their vectors with statements routed to its shard, and
+    journals one ``embedded`` event per row with ``VALUES``; another tenant's waiting rows
+    are left waiting; the rows are then found by meaning, as on one node."""
+    from tests.security._support import verify_chain
+
+    dist, one = engines["assistant", "cluster"], engines["assistant", "one"]
+    user, other = f"emb-{uuid.uuid4().hex[:8]}", f"emb-{uuid.uuid4().hex[:8]}"
+    for engine in (dist, one):
+        for who in (user, other):
+            with engine.tenant({"user_id": who}) as mem:
+                for text in FACTS:
+                    mem.observe("long_term", text, typology="episodic")
+    assert dist.embed_pending({"user_id": user}) == len(FACTS)
+    assert dist.embed_pending({"user_id": user}) == 0  # nothing waits any more
+    assert one.embed_pending({"user_id": user}) == len(FACTS)
+    tables = dist.tables
+    waiting = sql.SQL("SELECT count(*) FILTER (WHERE embedding IS NULL), count(*) FROM {}"
+                      ).format(tables.memories.ident)
+    embedded = sql.SQL("SELECT count(*) FROM {} WHERE kind = 'embedded'").format(
+        tables.events.ident)
+    with dist.tenant({"user_id": user}) as mem:
+        assert mem.connection.execute(waiting).fetchone() == (0, len(FACTS))
+        assert mem.connection.execute(embedded).fetchone() == (len(FACTS),)
+        assert verify_chain(mem.connection, tables, user) is None
+    with dist.tenant({"user_id": other}) as mem:
+        assert mem.connection.execute(waiting).fetchone() == (len(FACTS), len(FACTS))
+        assert mem.connection.execute(embedded).fetchone() == (0,)
+    for question in ("orders migration", "docker pipeline builds"):
+        a = one.search({"user_id": user}, question, explain=True)
+        b = dist.search({"user_id": user}, question, explain=True)
+        assert [h.memory.content for h in a.hits] == [h.memory.content for h in b.hits]
+        assert [h.scores.get("semantic") for h in a.hits] == pytest.approx(
+            [h.scores.get("semantic") for h in b.hits], rel=1e-4)
+        assert all("semantic" in h.ranks for h in b.hits[:3])
