@@ -21,7 +21,11 @@ Citus forwards to the workers, where row-level security and the journal trigger 
 the function first sets ``citus.propagate_set_commands = 'local'`` for its transaction (the
 distributed plan also sets it for the app role, which a role setting could undo), then
 copies the calling session's :data:`WORKER_SETTINGS` the same way, so that the settings a
-role persists on itself are not those of the engine's statements on the workers. On each
+role persists on itself are not those of the engine's statements on the workers. When the
+role persists ``idle_session_timeout``, which acts between transactions where no ``SET
+LOCAL`` holds and would end the backend's cached connections to the workers, the function
+sets ``citus.max_cached_conns_per_worker`` to 0 for the transaction: its connections to the
+workers close when it ends, and the next one opens new ones. On each
 worker, no runtime role may read other sessions' statement texts, which hold the values the
 coordinator deparses into them (:data:`_WORKER_ACTIVITY_REVOKE`).
 
@@ -82,6 +86,9 @@ WORKER_SETTINGS: Final[tuple[str, ...]] = (
     "lock_timeout",
     "idle_in_transaction_session_timeout",
     "transaction_timeout",
+    # between transactions it would end the cached connections to the workers:
+    # set_tenant keeps none when the role persists it (below)
+    "idle_session_timeout",
     "synchronous_commit",
     "row_security",
     "search_path",
@@ -107,8 +114,6 @@ WORKER_SETTINGS_NOT_FORWARDED: Final[Mapping[str, str]] = {
     "default_transaction_deferrable": "deferrable matters only to serializable read-only "
                                       "transactions, and cannot be set after the first query",
     "client_encoding": "Citus never forwards it and sets its connections' encoding itself",
-    "idle_session_timeout": "applies between transactions, where no SET LOCAL holds: not "
-                            "fixable from the transaction (docs/scaling.md)",
 }
 """The runtime's session settings (:data:`~primitives.db._session.PINNED_SETTINGS`,
 :data:`~primitives.db._session.DEFAULT_SETTINGS`) that are not in :data:`WORKER_SETTINGS`,
@@ -137,6 +142,19 @@ BEGIN
             EXECUTE pg_catalog.format('SET LOCAL %I = %L', setting, value);
         END IF;
     END LOOP;
+    -- a role that persists idle_session_timeout ends this backend's cached connections to
+    -- the workers between two transactions (where no SET LOCAL holds), and the next
+    -- transaction would fail on them: then none is kept once the transaction ends
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_db_role_setting AS s,
+                              pg_catalog.unnest(s.setconfig) AS c(item)
+               WHERE s.setrole = (SELECT r.oid FROM pg_catalog.pg_roles AS r
+                                  WHERE r.rolname = current_user)
+                 AND s.setdatabase IN (0, (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                           WHERE d.datname = pg_catalog.current_database()))
+                 AND pg_catalog.split_part(c.item, '=', 1) = 'idle_session_timeout'
+                 AND c.item NOT IN ('idle_session_timeout=0', 'idle_session_timeout=0ms')) THEN
+        SET LOCAL citus.max_cached_conns_per_worker = 0;
+    END IF;
     EXECUTE pg_catalog.format('SET LOCAL primitives.tenant = %L', tenant);
     RETURN tenant;
 END

@@ -2,6 +2,4 @@
 with its reason in ``conftest.ON_CLUSTER_XFAIL`` (by test function). Listed from a run of
 the suite on the cluster; a listed test that passes fails the run (``strict``)."""
 
-ON_CLUSTER_FAILING: frozenset[str] = frozenset({
-    'test_role_settings_of_each_class_do_not_reach_the_engines_statements[idle-session]',
-})
+ON_CLUSTER_FAILING: frozenset[str] = frozenset()

@@ -74,11 +74,6 @@ def pg(cluster: Cluster, migrated: MigrateReport) -> PostgresHandle:
 
 
 ON_CLUSTER_XFAIL: dict[str, str] = {  # by test function; the exact tests: _on_cluster_failing
-    "test_role_settings_of_each_class_do_not_reach_the_engines_statements": (
-        "idle_session_timeout persisted on the application role ends the coordinator's "
-        "cached connections to the workers between two transactions, where no SET LOCAL "
-        "holds; only startup options outrank a role setting, and Citus sends none to the "
-        "workers (docs/scaling.md: PGOPTIONS in the coordinator's environment)"),
 }
 """Test ids (of tests/citus/test_on_cluster_*.py, without the file) that cannot pass on the
 cluster, with the reason; they run as ``xfail(strict=True)``, so one that starts passing
