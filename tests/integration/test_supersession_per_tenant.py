@@ -5,7 +5,7 @@ tenant's links grouped and walked by ``primitives.supersession_chains``,
 :func:`primitives.compile._views.supersession_view_per_tenant`). Here, on one node, both forms
 read the same rows: the recursive view first, then, in the same transaction, the function
 and the per-tenant view put in its place, rolled back at the end (nothing of it stays on the
-server). tests/citus/test_audit_views.py reads the cluster's view against one node's.
+server). tests/citus/test_cluster_audit_views.py reads the cluster's view against one node's.
 """
 
 from __future__ import annotations
