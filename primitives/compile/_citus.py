@@ -300,14 +300,21 @@ def _with_citus_erasure(definition: TableDef, tables: Tables, *,
 def _erasure_delegated(tables: Tables) -> Step:
     """The erasure function distributed by its tenant argument, colocated with the memories,
     its calls always delegated to the tenant's worker (inside transactions too)."""
-    signature = sql.Literal(
-        f"{tables.schema}.{tables.object_name('erase_row')}({ERASE_ROW_CITUS_ARGS})")
     return Step(
         f"function {tables.schema}.{tables.object_name('erase_row')}: runs on the worker "
         "of the tenant it is called for",
-        sql.SQL("SELECT pg_catalog.create_distributed_function({}::regprocedure, '$1', "
-                "colocate_with => {}, force_delegation => true)").format(
-            signature, sql.Literal(tables.memories.qualified)))
+        _delegated_by_tenant(
+            f"{tables.schema}.{tables.object_name('erase_row')}({ERASE_ROW_CITUS_ARGS})",
+            tables))
+
+
+def _delegated_by_tenant(signature: str, tables: Tables) -> sql.Composed:
+    """``create_distributed_function`` of ``signature`` by its first argument (the tenant),
+    colocated with the memories, every call delegated to the tenant's worker
+    (``force_delegation``: inside transactions too)."""
+    return sql.SQL("SELECT pg_catalog.create_distributed_function({}::regprocedure, '$1', "
+                   "colocate_with => {}, force_delegation => true)").format(
+        sql.Literal(signature), sql.Literal(tables.memories.qualified))
 
 
 def _cluster_views(steps: Iterator[Step], tables: Tables) -> Iterator[Step]:
@@ -347,13 +354,10 @@ def _delete_delegated(tables: Tables) -> Step:
     """The set form of the delete function distributed by its tenant argument, as
     :func:`_erasure_delegated`."""
     name = tables.object_name("delete_transient")
-    signature = sql.Literal(f"{tables.schema}.{name}({DELETE_TRANSIENT_CITUS_ARGS})")
     return Step(
         f"function {tables.schema}.{name} (of a set of rows): runs on the worker of the "
         "tenant it is called for",
-        sql.SQL("SELECT pg_catalog.create_distributed_function({}::regprocedure, '$1', "
-                "colocate_with => {}, force_delegation => true)").format(
-            signature, sql.Literal(tables.memories.qualified)))
+        _delegated_by_tenant(f"{tables.schema}.{name}({DELETE_TRANSIENT_CITUS_ARGS})", tables))
 
 
 def _with_citus_checkpoint_delete(definition: TableDef, tables: Tables) -> TableDef:
@@ -374,12 +378,9 @@ def _checkpoint_delete_delegated(tables: Tables) -> Iterator[Step]:
     if names is None:
         return
     function = checkpoint_delete_threads_function(names).as_string(None).replace('"', "")
-    signature = sql.Literal(f"{function}({CHECKPOINT_DELETE_THREADS_CITUS_ARGS})")
     yield Step(
         f"function {function} (by tenant): runs on the worker of the tenant it is called for",
-        sql.SQL("SELECT pg_catalog.create_distributed_function({}::regprocedure, '$1', "
-                "colocate_with => {}, force_delegation => true)").format(
-            signature, sql.Literal(tables.memories.qualified)))
+        _delegated_by_tenant(f"{function}({CHECKPOINT_DELETE_THREADS_CITUS_ARGS})", tables))
 
 
 def _reference_table_sql(table: tuple[str, str]) -> sql.Composed:
