@@ -13,18 +13,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from typing import Any
-from uuid import uuid4
-
-from psycopg.types.json import Jsonb
 
 from primitives.engine._anchor import Anchor
 from primitives.engine._core import Context, Embed, Op, Step, check_model
 from primitives.errors import EmbedderUnavailable, PolicyViolation
-from primitives.lifecycle._cluster_writes import insert_values
 from primitives.lifecycle._embed import (
     DEFAULT_BATCH,
-    EMBEDDED_EVENT_KIND,
     EmbedBatch,
+    embedded_events_citus,
     pending_rows_statement,
     pending_rows_statement_citus,
     store_vectors_statement,
@@ -89,12 +85,8 @@ def _store_on_cluster(ctx: Context, params: dict[str, Any]) -> Op[int]:
         "vectors": params["vectors"]}, "all")
     if not stored:
         return 0
-    statement, values = insert_values(
-        ctx.tables.events.ident, ctx.tables.tenant,
-        ("event_id", "kind", "memory_id", "actor", "payload"),
-        [[ctx.tenant, uuid4(), EMBEDDED_EVENT_KIND, memory_id, ctx.actor,
-          Jsonb({"model": params["model"]})] for (memory_id,) in sorted(stored)])
-    yield Step(statement, values)
+    yield Step(*embedded_events_citus(ctx.tables, ctx.tenant, [i for (i,) in stored],
+                                      params["model"], ctx.actor))
     return len(stored)
 
 

@@ -25,9 +25,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
+from uuid import uuid4
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from primitives.compile import Tables
 from primitives.compile._expr import pending_embedding_predicate
@@ -37,7 +39,9 @@ from primitives.lifecycle._passes import JobContext, MaintenanceJob
 from primitives.spec import AgentSpec
 
 __all__ = ["EMBEDDED_EVENT_KIND", "EmbedBatch", "embed_jobs", "embed_pending_job",
-           "embedding_batch", "pending_count_statement", "pending_rows_statement", "store_vectors_statement"]
+           "embedded_events_citus", "embedding_batch", "embedding_batch_citus",
+           "pending_count_statement", "pending_rows_statement", "pending_rows_statement_citus",
+           "store_vectors_statement", "store_vectors_statement_citus"]
 
 EMBEDDED_EVENT_KIND = "embedded"
 """The journal event of a row that received its deferred vector."""
@@ -158,6 +162,41 @@ def embedding_batch(conn: psycopg.Connection[Any], spec: AgentSpec, tables: Tabl
     return int(row[0]) if row else 0
 
 
+def embedding_batch_citus(conn: psycopg.Connection[Any], spec: AgentSpec, tables: Tables,
+                          tenant: str, embedder: Any, *, batch: int, actor: str) -> int:
+    """:func:`embedding_batch` for one tenant on a Citus coordinator: the statements name the
+    tenant in every table, so each is routed to its shard (:func:`pending_rows_statement_citus`,
+    :func:`store_vectors_statement_citus`), and the ``embedded`` events follow with
+    ``VALUES``; the rows stored."""
+    rows = conn.execute(pending_rows_statement_citus(tables), {
+        "tenant": tenant, "model": embedder.model_id, "limit": batch}).fetchall()
+    if not rows:
+        return 0
+    work = EmbedBatch(spec, rows)
+    params = work.params(embedder.embed_documents(work.texts), embedder.model_id, actor)
+    stored = conn.execute(store_vectors_statement_citus(tables), {
+        "tenant": tenant, "model": params["model"], "ids": params["ids"],
+        "vectors": params["vectors"]}).fetchall()
+    if stored:
+        conn.execute(*embedded_events_citus(tables, tenant, [i for (i,) in stored],
+                                            params["model"], actor))
+    return len(stored)
+
+
+def embedded_events_citus(tables: Tables, tenant: str, ids: Sequence[Any], model: str,
+                          actor: str) -> tuple[sql.Composed, dict[str, Any]]:
+    """The ``embedded`` events of the rows :func:`store_vectors_statement_citus` stored
+    (``ids``), one ``INSERT ... VALUES`` routed to the tenant's shard, in id order as the
+    single-node statement journals them."""
+    from primitives.lifecycle._cluster_writes import insert_values
+
+    return insert_values(
+        tables.events.ident, tables.tenant,
+        ("event_id", "kind", "memory_id", "actor", "payload"),
+        [[tenant, uuid4(), EMBEDDED_EVENT_KIND, memory_id, actor, Jsonb({"model": model})]
+         for memory_id in sorted(ids)])
+
+
 def embed_pending_job(ctx: JobContext, *, batch: int = DEFAULT_BATCH) -> int:
     """The maintain job: embed every waiting row of ``ctx.tenants`` with ``ctx.embedder``,
     as the maintainer, one short transaction per batch of rows (each journalled and
@@ -175,15 +214,24 @@ def embed_pending_job(ctx: JobContext, *, batch: int = DEFAULT_BATCH) -> int:
     total = 0
     with psycopg.connect(ctx.dsn, autocommit=True) as conn:
         conn.execute("SET default_transaction_isolation = 'read committed'")
-        while True:
-            with conn.transaction():
-                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
-                    sql.Identifier(MAINTAINER_ROLE)))
-                stored = embedding_batch(conn, ctx.spec, ctx.tables, ctx.tenants,
-                                         ctx.embedder, batch=batch, actor=ctx.actor)
-            if not stored:
-                return total
-            total += stored
+        # on a coordinator one tenant at a time, each statement routed to its shard
+        groups = [[t] for t in ctx.tenants] if ctx.citus else [list(ctx.tenants)]
+        for tenants in groups:
+            while True:
+                with conn.transaction():
+                    conn.execute(sql.SQL("SET LOCAL ROLE {}").format(
+                        sql.Identifier(MAINTAINER_ROLE)))
+                    if ctx.citus:
+                        stored = embedding_batch_citus(conn, ctx.spec, ctx.tables, tenants[0],
+                                                       ctx.embedder, batch=batch,
+                                                       actor=ctx.actor)
+                    else:
+                        stored = embedding_batch(conn, ctx.spec, ctx.tables, tenants,
+                                                 ctx.embedder, batch=batch, actor=ctx.actor)
+                if not stored:
+                    break
+                total += stored
+    return total
 
 
 def embed_jobs(spec: AgentSpec, tables: Tables) -> list[MaintenanceJob]:

@@ -341,3 +341,44 @@ def test_maintain_archives_decayed_rows_on_the_cluster_as_on_one_node(
     assert [kind for kind, _ in journal].count("decay_archived") == 2
     assert sorted((r[1], r[4]) for r in rows) == [
         ("episodic", False), ("opinion", True), ("semantic", True)]
+
+
+def test_maintain_embeds_the_waiting_rows_of_every_tenant_on_the_cluster(
+    cluster: Cluster, coordinator: str
+) -> None:
+    """The assistant defers its vectors; ``maintain`` with an embedder runs the embedding
+    job, which on a coordinator takes one tenant at a time with statements routed to its
+    shard: every waiting row of both tenants gets its vector and one ``embedded`` event,
+    the chains verify, and a second run finds nothing."""
+    from primitives.embeddings import HashingEmbedder
+    from tests.security._support import verify_chain
+
+    spec = _maintained_assistant("assistant_embed")
+    migrate([spec], dsn=coordinator, progress=lambda _: None)
+    engine = connect_engine(spec, cluster.coordinator.dsn(APP_ROLE))
+    tenants = [_tenant("emb"), _tenant("emb")]
+    embedder = HashingEmbedder(spec.retrieval.embedding.dims)
+    try:
+        for n, tenant in enumerate(tenants):
+            with engine.tenant(anchor_for(spec, tenant)) as mem:
+                for i in range(3 + n):
+                    mem.observe("long_term", f"note {i} of tenant {n}", typology="episodic")
+        report = maintain([spec], coordinator, embedder=embedder, force=True)
+        again = maintain([spec], coordinator, embedder=embedder, force=True)
+        seen = []
+        for tenant in tenants:
+            with engine.tenant(anchor_for(spec, tenant)) as mem:
+                conn, tables = mem.connection, engine.tables
+                seen.append((
+                    conn.execute(sql.SQL(
+                        "SELECT count(*) FILTER (WHERE embedding IS NULL), count(*), "
+                        "count(DISTINCT embedding_model) FROM {}").format(
+                            tables.memories.ident)).fetchone(),
+                    conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE kind = 'embedded'"
+                                         ).format(tables.events.ident)).fetchone(),
+                    verify_chain(conn, tables, tenant)))
+    finally:
+        engine.close()
+    assert report.agents[spec.agent]["embed_pending"] == 3 + 4
+    assert again.agents[spec.agent]["embed_pending"] == 0
+    assert seen == [((0, 3, 1), (3,), None), ((0, 4, 1), (4,), None)]
