@@ -74,6 +74,26 @@ def _steps(function: sql.Identifier, args: str, returns: str, body: sql.Composab
     )
 
 
+def _cluster_steps(function: sql.Identifier, args: str, params: str, returns: str,
+                   body: sql.Composable, label: str, aside: str = ""
+                   ) -> tuple[tuple[str, sql.Composed], ...]:
+    """(label, statement) pairs of a cluster form that takes the tenant first: the PL/pgSQL
+    function (named ``params``, of types ``args``), no EXECUTE for PUBLIC, EXECUTE for the
+    app role. ``aside`` (e.g. "of a set of rows") tells it from its single-node twin."""
+    signature = sql.SQL("{}({})").format(function, sql.SQL(args))
+    tagged = f"{label} ({aside})" if aside else label
+    return (
+        (f"{label} (SECURITY DEFINER, {aside + ', ' if aside else ''}on the cluster)",
+         _DEFINER_PLPGSQL.format(function=function, args=sql.SQL(params),
+                                 returns=sql.SQL(returns), body=body)),
+        (f"{tagged}: not callable by PUBLIC",
+         sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
+        (f"{tagged}: callable by the app role",
+         sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
+                                                             sql.Identifier(APP_ROLE))),
+    )
+
+
 def transient_delete_function(tables: Tables) -> sql.Identifier:
     """``<schema>.<prefix>_delete_transient(uuid)``: hard delete of one memory row."""
     return _function(tables.schema, tables, "delete_transient")
@@ -230,20 +250,11 @@ def erase_functions_citus(tables: Tables, *, embedding: bool = False, raw: bool 
     ).format(parts=sql.Composed(parts), mem=tables.memories.ident, t=tables.tenant,
              vector=vector, events=tables.events.ident)
     function = erase_row_function(tables)
-    label = f"function {tables.schema}.{tables.object_name('erase_row')}"
-    signature = sql.SQL("{}({})").format(function, sql.SQL(ERASE_ROW_CITUS_ARGS))
-    return (
-        (f"{label} (SECURITY DEFINER, on the cluster)", _DEFINER_PLPGSQL.format(
-            function=function,
-            args=sql.SQL("p_tenant text, p_id uuid, p_reason text, p_event_id uuid, "
-                         "p_actor text, p_payload jsonb"),
-            returns=sql.SQL("boolean"), body=body)),
-        (f"{label}: not callable by PUBLIC",
-         sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
-        (f"{label}: callable by the app role",
-         sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
-                                                             sql.Identifier(APP_ROLE))),
-    )
+    return _cluster_steps(
+        function, ERASE_ROW_CITUS_ARGS,
+        "p_tenant text, p_id uuid, p_reason text, p_event_id uuid, p_actor text, "
+        "p_payload jsonb", "boolean", body,
+        f"function {tables.schema}.{tables.object_name('erase_row')}")
 
 
 DELETE_TRANSIENT_CITUS_ARGS: Final = "text, uuid[]"
@@ -269,19 +280,10 @@ def transient_delete_functions_citus(tables: Tables) -> tuple[tuple[str, sql.Com
         "    GET DIAGNOSTICS deleted = ROW_COUNT;\n    RETURN deleted;\nEND"
     ).format(mem=tables.memories.ident, t=tables.tenant)
     function = transient_delete_function(tables)
-    label = f"function {tables.schema}.{tables.object_name('delete_transient')}"
-    signature = sql.SQL("{}({})").format(function, sql.SQL(DELETE_TRANSIENT_CITUS_ARGS))
-    return (
-        (f"{label} (SECURITY DEFINER, of a set of rows, on the cluster)",
-         _DEFINER_PLPGSQL.format(function=function,
-                                 args=sql.SQL("p_tenant text, p_ids uuid[]"),
-                                 returns=sql.SQL("integer"), body=body)),
-        (f"{label} (of a set of rows): not callable by PUBLIC",
-         sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
-        (f"{label} (of a set of rows): callable by the app role",
-         sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
-                                                             sql.Identifier(APP_ROLE))),
-    )
+    return _cluster_steps(
+        function, DELETE_TRANSIENT_CITUS_ARGS, "p_tenant text, p_ids uuid[]", "integer", body,
+        f"function {tables.schema}.{tables.object_name('delete_transient')}",
+        "of a set of rows")
 
 
 def _checkpoint_function(t: CheckpointerTables, suffix: str) -> sql.Identifier:
@@ -389,17 +391,6 @@ def checkpoint_delete_threads_functions_citus(
         "'a checkpoint delete is allowed only for the tenant of the current transaction';\n"
         "    END IF;\n{deletes}END").format(deletes=deletes)
     function = checkpoint_delete_threads_function(t)
-    label = "function " + function.as_string(None).replace('"', "")
-    signature = sql.SQL("{}({})").format(function,
-                                         sql.SQL(CHECKPOINT_DELETE_THREADS_CITUS_ARGS))
-    return (
-        (f"{label} (SECURITY DEFINER, by tenant, on the cluster)",
-         _DEFINER_PLPGSQL.format(function=function,
-                                 args=sql.SQL("p_tenant text, p_thread_ids text[]"),
-                                 returns=sql.SQL("void"), body=body)),
-        (f"{label} (by tenant): not callable by PUBLIC",
-         sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(signature)),
-        (f"{label} (by tenant): callable by the app role",
-         sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(signature,
-                                                             sql.Identifier(APP_ROLE))),
-    )
+    return _cluster_steps(
+        function, CHECKPOINT_DELETE_THREADS_CITUS_ARGS, "p_tenant text, p_thread_ids text[]",
+        "void", body, "function " + function.as_string(None).replace('"', ""), "by tenant")
